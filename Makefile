@@ -1,0 +1,46 @@
+# The two commands of the README's quick start:
+#   make demo   set up, build, and run gpuwhy's main job on its built-in default
+#   make test   set up, build, and run the whole test suite
+# Everything else here is a step of those two.
+
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+JOBS ?= $(shell nproc)
+# Root is needed for apt and for the BPF tests; under a normal user sudo is used for both.
+SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+
+.PHONY: all setup build demo test test-sanitize bench format tidy clean
+
+all: build
+
+setup:
+	@scripts/setup.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+build: setup $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j$(JOBS)
+
+demo: build
+	$(SUDO) $(BUILD)/gpuwhy check
+
+test: build
+	$(SUDO) ctest --test-dir $(BUILD) --output-on-failure
+
+$(ASAN_BUILD)/CMakeCache.txt:
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DGW_SANITIZE=ON
+
+test-sanitize: setup $(ASAN_BUILD)/CMakeCache.txt
+	cmake --build $(ASAN_BUILD) -j$(JOBS)
+	$(SUDO) env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure
+
+format:
+	clang-format -i $$(git ls-files '*.cc' '*.h' '*.bpf.c')
+
+tidy: build
+	clang-tidy -p $(BUILD) $$(git ls-files 'src/*.cc')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,66 @@
+#include "base/flags.h"
+
+#include <gtest/gtest.h>
+
+namespace gw {
+namespace {
+
+TEST(ParseDuration, AcceptsUnitsAndCombinations) {
+  EXPECT_EQ(ParseDurationNs("120s").value(), 120'000'000'000);
+  EXPECT_EQ(ParseDurationNs("2m").value(), 120'000'000'000);
+  EXPECT_EQ(ParseDurationNs("1h30m").value(), 5'400'000'000'000);
+  EXPECT_EQ(ParseDurationNs("500ms").value(), 500'000'000);
+  EXPECT_EQ(ParseDurationNs("7").value(), 7'000'000'000);
+  EXPECT_EQ(ParseDurationNs("1.5s").value(), 1'500'000'000);
+}
+
+TEST(ParseDuration, RejectsGarbage) {
+  EXPECT_FALSE(ParseDurationNs("").ok());
+  EXPECT_FALSE(ParseDurationNs("abc").ok());
+  EXPECT_FALSE(ParseDurationNs("10x").ok());
+  EXPECT_FALSE(ParseDurationNs("-5s").ok());
+}
+
+TEST(ParseSize, BinaryMultiples) {
+  EXPECT_EQ(ParseSizeBytes("512M").value(), 512LL << 20);
+  EXPECT_EQ(ParseSizeBytes("2G").value(), 2LL << 30);
+  EXPECT_EQ(ParseSizeBytes("2GiB").value(), 2LL << 30);
+  EXPECT_EQ(ParseSizeBytes("100").value(), 100);
+  EXPECT_FALSE(ParseSizeBytes("lots").ok());
+}
+
+TEST(FlagSet, ParsesFlagsAndPositionals) {
+  FlagSet f("query", "gpuwhy query", "x");
+  f.Add({"db", FlagKind::kString, "PATH", "", ""})
+      .Add({"json", FlagKind::kBool, "", "", ""})
+      .Add({"since", FlagKind::kDuration, "DUR", "", ""});
+  ASSERT_TRUE(f.Parse({"--db", "/tmp/x.db", "SELECT 1", "--json", "--since=2m"}).ok());
+  EXPECT_EQ(f.GetString("db"), "/tmp/x.db");
+  EXPECT_TRUE(f.GetBool("json"));
+  EXPECT_EQ(f.GetDurationNs("since"), 120'000'000'000);
+  ASSERT_EQ(f.positionals().size(), 1u);
+  EXPECT_EQ(f.positionals()[0], "SELECT 1");
+}
+
+TEST(FlagSet, UnknownFlagAndMissingValueAreErrors) {
+  FlagSet f("query", "gpuwhy query", "x");
+  f.Add({"db", FlagKind::kString, "PATH", "", ""});
+  Status st = f.Parse({"--nope"});
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("--nope"), std::string::npos);
+  FlagSet g("query", "gpuwhy query", "x");
+  g.Add({"db", FlagKind::kString, "PATH", "", ""});
+  EXPECT_FALSE(g.Parse({"--db"}).ok());
+}
+
+TEST(FlagSet, HelpListsEveryFlag) {
+  FlagSet f("explain", "gpuwhy explain", "Explains.");
+  f.Add({"since", FlagKind::kDuration, "DUR", "window", "120s"});
+  ASSERT_TRUE(f.Parse({"--help"}).ok());
+  EXPECT_TRUE(f.help_requested());
+  EXPECT_NE(f.HelpText().find("--since DUR"), std::string::npos);
+  EXPECT_NE(f.HelpText().find("(default 120s)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gw

@@ -1,0 +1,170 @@
+#include "base/table.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace gw {
+
+std::string WithThousands(int64_t v) {
+  uint64_t magnitude = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+  std::string digits = std::to_string(magnitude);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
+static std::string FormatReal(double d, bool human) {
+  char buf[64];
+  if (!std::isfinite(d)) return std::isnan(d) ? "NaN" : (d > 0 ? "Inf" : "-Inf");
+  if (!human) {
+    std::snprintf(buf, sizeof buf, "%.17g", d);
+    return buf;
+  }
+  double a = std::fabs(d);
+  if (a >= 1e15) {
+    std::snprintf(buf, sizeof buf, "%.6g", d);
+  } else if (a >= 1 || a == 0) {
+    std::snprintf(buf, sizeof buf, "%.1f", d);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.3g", d);
+  }
+  return buf;
+}
+
+std::string CellToText(const Cell& cell, bool human) {
+  if (std::holds_alternative<std::monostate>(cell)) return human ? "" : "";
+  if (const auto* i = std::get_if<int64_t>(&cell)) return human ? WithThousands(*i) : std::to_string(*i);
+  if (const auto* d = std::get_if<double>(&cell)) return FormatReal(*d, human);
+  return std::get<std::string>(cell);
+}
+
+std::string JsonEscape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out;
+}
+
+static std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// Replaces control characters so text from traced processes cannot move the cursor.
+static std::string Printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) out += (c < 0x20 || c == 0x7f) ? '?' : static_cast<char>(c);
+  return out;
+}
+
+static size_t DisplayWidth(const std::string& s) {
+  size_t w = 0;
+  for (unsigned char c : s) {
+    if ((c & 0xC0) != 0x80) ++w;  // count UTF-8 lead bytes only
+  }
+  return w;
+}
+
+std::string FormatTable(const Table& table, TableFormat format) {
+  std::string out;
+  switch (format) {
+    case TableFormat::kCsv: {
+      for (size_t c = 0; c < table.columns.size(); ++c) {
+        out += (c ? "," : "") + CsvField(table.columns[c]);
+      }
+      out += "\n";
+      for (const auto& row : table.rows) {
+        for (size_t c = 0; c < row.size(); ++c) out += (c ? "," : "") + CsvField(CellToText(row[c], false));
+        out += "\n";
+      }
+      return out;
+    }
+    case TableFormat::kJson: {
+      out += "[";
+      for (size_t r = 0; r < table.rows.size(); ++r) {
+        out += r ? ",\n {" : "\n {";
+        for (size_t c = 0; c < table.columns.size(); ++c) {
+          if (c) out += ", ";
+          out += "\"" + JsonEscape(table.columns[c]) + "\": ";
+          const Cell& cell = table.rows[r][c];
+          if (std::holds_alternative<std::monostate>(cell)) {
+            out += "null";
+          } else if (const auto* s = std::get_if<std::string>(&cell)) {
+            out += "\"" + JsonEscape(*s) + "\"";
+          } else if (const auto* d = std::get_if<double>(&cell); d && !std::isfinite(*d)) {
+            out += "null";
+          } else {
+            out += CellToText(cell, false);
+          }
+        }
+        out += "}";
+      }
+      out += table.rows.empty() ? "]\n" : "\n]\n";
+      return out;
+    }
+    case TableFormat::kText: {
+      size_t n = table.columns.size();
+      std::vector<size_t> width(n, 0);
+      std::vector<bool> numeric(n, true);
+      std::vector<std::vector<std::string>> cells;
+      for (size_t c = 0; c < n; ++c) width[c] = DisplayWidth(table.columns[c]);
+      for (const auto& row : table.rows) {
+        std::vector<std::string> line;
+        for (size_t c = 0; c < n; ++c) {
+          if (std::holds_alternative<std::string>(row[c])) numeric[c] = false;
+          line.push_back(Printable(CellToText(row[c], true)));
+          width[c] = std::max(width[c], DisplayWidth(line.back()));
+        }
+        cells.push_back(std::move(line));
+      }
+      auto pad = [](const std::string& s, size_t w, bool right) {
+        size_t dw = DisplayWidth(s);
+        std::string fill(w > dw ? w - dw : 0, ' ');
+        return right ? fill + s : s + fill;
+      };
+      for (size_t c = 0; c < n; ++c) {
+        out += (c ? " | " : "") + pad(table.columns[c], width[c], false);
+      }
+      while (!out.empty() && out.back() == ' ') out.pop_back();
+      out += "\n";
+      for (size_t c = 0; c < n; ++c) {
+        out += (c ? "-|-" : "") + std::string(width[c], '-');
+      }
+      out += "\n";
+      for (const auto& line : cells) {
+        std::string text;
+        for (size_t c = 0; c < n; ++c) text += (c ? " | " : "") + pad(line[c], width[c], numeric[c]);
+        while (!text.empty() && text.back() == ' ') text.pop_back();
+        out += text + "\n";
+      }
+      return out;
+    }
+  }
+  return out;
+}
+
+}  // namespace gw

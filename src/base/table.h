@@ -1,0 +1,32 @@
+// Result tables as users read them: aligned text (the brief's style), CSV and JSON.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace gw {
+
+// One SQL-like cell: NULL, integer, real or text.
+using Cell = std::variant<std::monostate, int64_t, double, std::string>;
+
+struct Table {
+  std::vector<std::string> columns;
+  std::vector<std::vector<Cell>> rows;
+  bool truncated = false;  // rows were cut at a limit
+  int64_t limit = 0;       // the limit that cut them
+};
+
+enum class TableFormat { kText, kCsv, kJson };
+
+// Text: integers with thousands separators, reals rounded for reading, numbers right-aligned,
+// a header row and a rule like the brief's. CSV: RFC 4180 quoting, raw numbers. JSON: an array
+// of objects (plus a note on truncation written to stderr by the caller).
+std::string FormatTable(const Table& table, TableFormat format);
+
+std::string CellToText(const Cell& cell, bool human);
+std::string WithThousands(int64_t v);
+std::string JsonEscape(const std::string& s);
+
+}  // namespace gw

@@ -1,0 +1,327 @@
+// gpuwhy check: can this machine trace? One line per check, ✓ or ✗ with a hint.
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "base/table.h"
+#include "cli/commands.h"
+#include "discover/cuda_libs.h"
+#include "sources/selftest/selftest.h"
+#include "sources/system/host_info.h"
+
+namespace gw {
+
+namespace {
+
+enum class CheckState { kPass, kFail, kInfo };
+
+struct CheckResult {
+  std::string name;
+  CheckState state = CheckState::kPass;
+  bool required = false;  // a failure means trace cannot run
+  std::string detail;
+  std::string hint;
+};
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+// Effective capability bits from /proc/self/status.
+uint64_t EffectiveCaps() {
+  std::istringstream in(ReadSmallFile("/proc/self/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("CapEff:", 0) == 0) return std::stoull(line.substr(7), nullptr, 16);
+  }
+  return 0;
+}
+
+std::string TracefsPath() {
+  if (Exists("/sys/kernel/tracing/events")) return "/sys/kernel/tracing";
+  if (Exists("/sys/kernel/debug/tracing/events")) return "/sys/kernel/debug/tracing";
+  return "";
+}
+
+CheckResult CheckKernel() {
+  CheckResult r{"kernel", CheckState::kPass, true, "", ""};
+  struct utsname u;
+  uname(&u);
+  int major = 0, minor = 0;
+  std::sscanf(u.release, "%d.%d", &major, &minor);
+  r.detail = u.release;
+  if (major < 5 || (major == 5 && minor < 8)) {
+    r.state = CheckState::kFail;
+    r.hint = "gpuwhy needs Linux 5.8 or newer (BPF ring buffers, BTF)";
+  }
+  return r;
+}
+
+CheckResult CheckBtf() {
+  CheckResult r{"BTF", CheckState::kPass, true, "/sys/kernel/btf/vmlinux", ""};
+  if (!Exists("/sys/kernel/btf/vmlinux")) {
+    r.state = CheckState::kFail;
+    r.detail = "/sys/kernel/btf/vmlinux missing";
+    r.hint = "use a kernel built with CONFIG_DEBUG_INFO_BTF=y";
+  }
+  return r;
+}
+
+CheckResult CheckTracefs() {
+  CheckResult r{"tracefs", CheckState::kPass, true, "", ""};
+  std::string path = TracefsPath();
+  if (path.empty() && geteuid() == 0) {
+    if (mount("nodev", "/sys/kernel/tracing", "tracefs", 0, nullptr) == 0) {
+      path = TracefsPath();
+      r.detail = "mounted it at /sys/kernel/tracing";
+    }
+  }
+  if (path.empty()) {
+    r.state = CheckState::kFail;
+    r.detail = "not mounted";
+    r.hint = "run as root (gpuwhy mounts it), or: mount -t tracefs nodev /sys/kernel/tracing";
+  } else if (r.detail.empty()) {
+    r.detail = path;
+  }
+  return r;
+}
+
+CheckResult CheckUprobes() {
+  CheckResult r{"uprobes", CheckState::kPass, true, "", ""};
+  if (Exists("/sys/bus/event_source/devices/uprobe/type")) {
+    r.detail = "uprobe PMU available";
+  } else {
+    r.state = CheckState::kFail;
+    r.detail = "no uprobe PMU";
+    r.hint = "use a kernel built with CONFIG_UPROBES and CONFIG_UPROBE_EVENTS";
+  }
+  return r;
+}
+
+CheckResult CheckTracepoints() {
+  CheckResult r{"tracepoints", CheckState::kPass, true, "", ""};
+  std::string base = TracefsPath();
+  const char* const kNeeded[] = {"sched/sched_switch", "sched/sched_wakeup",
+                                 "sched/sched_process_fork", "sched/sched_process_exit",
+                                 "block/block_rq_issue", "exceptions/page_fault_user"};
+  std::string missing;
+  int found = 0;
+  for (const char* tp : kNeeded) {
+    if (!base.empty() && Exists(base + "/events/" + tp)) {
+      ++found;
+    } else {
+      missing += std::string(missing.empty() ? "" : ", ") + tp;
+    }
+  }
+  if (base.empty()) {
+    r.state = CheckState::kFail;
+    r.detail = "cannot list tracepoints without tracefs";
+    r.hint = "mount tracefs (see above)";
+  } else if (!missing.empty()) {
+    r.state = found >= 2 ? CheckState::kInfo : CheckState::kFail;
+    r.required = found < 2;
+    r.detail = std::to_string(found) + " of " + std::to_string(std::size(kNeeded)) +
+               " present; missing " + missing;
+    r.hint = "the matching host events will not be recorded";
+  } else {
+    r.detail = "sched, block, page-fault tracepoints present";
+  }
+  return r;
+}
+
+CheckResult CheckPrivileges() {
+  CheckResult r{"privileges", CheckState::kPass, true, "", ""};
+  uint64_t caps = EffectiveCaps();
+  const uint64_t kSysAdmin = 1ULL << 21, kPerfmon = 1ULL << 38, kBpf = 1ULL << 39;
+  if (geteuid() == 0 && (caps & kSysAdmin)) {
+    r.detail = "root";
+  } else if ((caps & kBpf) && (caps & kPerfmon) && (caps & kSysAdmin)) {
+    r.detail = "CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN";
+  } else {
+    r.state = CheckState::kFail;
+    r.detail = "not root and missing CAP_BPF/CAP_PERFMON/CAP_SYS_ADMIN";
+    r.hint = "run `sudo gpuwhy trace`, or grant the capabilities: setcap "
+             "cap_bpf,cap_perfmon,cap_sys_admin+ep $(which gpuwhy)";
+  }
+  return r;
+}
+
+CheckResult CheckBpfLoad() {
+  CheckResult r{"BPF program", CheckState::kPass, true, "", ""};
+  Status st = RunBpfSelfTest();
+  if (st.ok()) {
+    r.detail = "loaded, attached and fired";
+  } else {
+    r.state = CheckState::kFail;
+    r.detail = st.message();
+    size_t hint = r.detail.find(" — hint: ");
+    if (hint != std::string::npos) {
+      r.hint = r.detail.substr(hint + 9);
+      r.detail = r.detail.substr(0, hint);
+    }
+  }
+  return r;
+}
+
+CheckResult CheckPtraceScope() {
+  CheckResult r{"ptrace_scope", CheckState::kInfo, false, "", ""};
+  std::string v = ReadSmallFile("/proc/sys/kernel/yama/ptrace_scope");
+  while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
+  if (v.empty()) {
+    r.detail = "Yama not enabled";
+  } else {
+    r.detail = "kernel.yama.ptrace_scope = " + v;
+    if (v == "3") r.hint = "reading other processes' memory is disabled; Python stacks need 0-2";
+  }
+  return r;
+}
+
+std::vector<CheckResult> CheckCuda(const std::vector<CudaLibrary>& libs) {
+  std::vector<CheckResult> out;
+  for (CudaLibKind kind : {CudaLibKind::kRuntime, CudaLibKind::kDriver}) {
+    CheckResult r{kind == CudaLibKind::kRuntime ? "libcudart" : "libcuda", CheckState::kPass,
+                  false, "", ""};
+    std::string paths;
+    for (const CudaLibrary& lib : libs) {
+      if (lib.kind != kind) continue;
+      if (!paths.empty()) paths += "; ";
+      paths += lib.path;
+      if (!lib.pids.empty()) {
+        paths += " (mapped by " + std::to_string(lib.pids.size()) + " process" +
+                 (lib.pids.size() == 1 ? "" : "es") + ": pid";
+        int shown = 0;
+        for (int32_t pid : lib.pids) {
+          if (shown++ == 5) {
+            paths += " …";
+            break;
+          }
+          paths += " " + std::to_string(pid);
+        }
+        paths += ")";
+      }
+    }
+    if (paths.empty()) {
+      r.state = CheckState::kFail;
+      r.detail = "not found in running processes or standard paths";
+      r.hint = kind == CudaLibKind::kRuntime
+                   ? "start the CUDA job first, or name the library with `trace --cuda-lib PATH`"
+                   : "no NVIDIA driver library here; trace still records host events";
+    } else {
+      r.detail = paths;
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+CheckResult CheckGpu() {
+  CheckResult r{"NVIDIA GPU", CheckState::kInfo, false, "", ""};
+  std::string driver = ReadNvidiaDriverVersion();
+  std::vector<GpuInfo> gpus = ReadNvidiaGpus();
+  if (driver.empty() && gpus.empty()) {
+    r.detail = "no NVIDIA driver loaded (/proc/driver/nvidia absent)";
+    r.hint = "without a GPU, `gpuwhy demo` and `gpuwhy demo --live` still work";
+    return r;
+  }
+  r.state = CheckState::kPass;
+  r.detail = "driver " + (driver.empty() ? std::string("unknown") : driver);
+  for (const GpuInfo& g : gpus) r.detail += ", " + g.model + " at " + g.bus_id;
+  return r;
+}
+
+CheckResult CheckPython(const std::vector<CudaLibrary>& libs) {
+  CheckResult r{"CPython", CheckState::kInfo, false, "", ""};
+  std::map<std::string, std::vector<int32_t>> by_version;
+  std::set<int32_t> pids;
+  for (const CudaLibrary& lib : libs) pids.insert(lib.pids.begin(), lib.pids.end());
+  for (int32_t pid : pids) {
+    std::string v = PythonVersionOf(pid);
+    if (!v.empty()) by_version[v].push_back(pid);
+  }
+  if (by_version.empty()) {
+    r.detail = pids.empty() ? "no CUDA processes running" : "no Python among CUDA processes";
+    return r;
+  }
+  for (const auto& [version, list] : by_version) {
+    if (!r.detail.empty()) r.detail += "; ";
+    r.detail += "Python " + version + ": " + std::to_string(list.size()) + " CUDA process" +
+                (list.size() == 1 ? "" : "es");
+  }
+  return r;
+}
+
+}  // namespace
+
+int RunCheck(const Args& args) {
+  FlagSet flags("check", "gpuwhy check [flags]",
+                "Checks that this machine can trace: kernel, BTF, tracefs (mounted when absent\n"
+                "and running as root), uprobes, tracepoints, privileges, a real BPF program\n"
+                "load, ptrace scope, CUDA libraries and the processes that map them, the\n"
+                "NVIDIA driver and GPUs, and the CPython versions of CUDA processes.\n"
+                "Exit status 0 when `gpuwhy trace` can run here, 1 when it cannot.");
+  flags.Add({"json", FlagKind::kBool, "", "print the checks as JSON", ""})
+      .Add({"cuda-lib", FlagKind::kString, "PATH", "also look at this library file or directory",
+            ""});
+  int code = 0;
+  if (!ParseOrExit(flags, args, &code)) return code;
+
+  std::vector<std::string> extra;
+  if (flags.Has("cuda-lib")) extra.push_back(flags.GetString("cuda-lib"));
+  std::vector<CudaLibrary> libs = FindCudaLibraries(extra);
+  std::vector<CheckResult> results = {CheckKernel(), CheckBtf(), CheckTracefs(), CheckUprobes(),
+                                      CheckTracepoints(), CheckPrivileges()};
+  // Loading BPF needs the privileges; without them say so once instead of a confusing EPERM.
+  if (results.back().state == CheckState::kPass) {
+    results.push_back(CheckBpfLoad());
+  } else {
+    results.push_back({"BPF program", CheckState::kFail, true, "not tried without privileges",
+                       "run as root (sudo gpuwhy check)"});
+  }
+  results.push_back(CheckPtraceScope());
+  for (CheckResult& r : CheckCuda(libs)) results.push_back(r);
+  results.push_back(CheckGpu());
+  results.push_back(CheckPython(libs));
+
+  bool can_trace = true;
+  for (const CheckResult& r : results) {
+    if (r.required && r.state == CheckState::kFail) can_trace = false;
+  }
+  if (flags.GetBool("json")) {
+    std::string out = "{\"can_trace\": " + std::string(can_trace ? "true" : "false") +
+                      ", \"checks\": [";
+    for (size_t i = 0; i < results.size(); ++i) {
+      const CheckResult& r = results[i];
+      const char* state = r.state == CheckState::kPass   ? "pass"
+                          : r.state == CheckState::kFail ? "fail"
+                                                         : "info";
+      out += std::string(i ? ",\n  " : "\n  ") + "{\"name\": \"" + JsonEscape(r.name) +
+             "\", \"state\": \"" + state + "\", \"required\": " + (r.required ? "true" : "false") +
+             ", \"detail\": \"" + JsonEscape(r.detail) + "\", \"hint\": \"" + JsonEscape(r.hint) +
+             "\"}";
+    }
+    out += "\n]}\n";
+    std::fputs(out.c_str(), stdout);
+  } else {
+    for (const CheckResult& r : results) {
+      const char* mark = r.state == CheckState::kPass   ? "✓"
+                         : r.state == CheckState::kFail ? "✗"
+                                                        : "·";
+      std::printf("%s %-13s %s\n", mark, r.name.c_str(), r.detail.c_str());
+      if (!r.hint.empty() && r.state != CheckState::kPass) {
+        std::printf("  %-13s hint: %s\n", "", r.hint.c_str());
+      }
+    }
+    std::printf("\n%s\n", can_trace ? "gpuwhy trace can run on this machine."
+                                    : "gpuwhy trace cannot run here yet: fix the ✗ lines above.");
+  }
+  return can_trace ? kExitOk : kExitError;
+}
+
+}  // namespace gw

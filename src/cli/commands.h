@@ -1,0 +1,46 @@
+// The gpuwhy commands. Each lives in cmd_<name>.cc and is registered in commands.cc.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/flags.h"
+#include "base/status.h"
+
+namespace gw {
+
+using Args = std::vector<std::string>;
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(const Args& args);
+};
+
+const std::vector<Command>& AllCommands();
+
+int RunCheck(const Args& args);
+int RunQuery(const Args& args);
+int RunVersion(const Args& args);
+
+// Exit codes shared by every command.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;
+inline constexpr int kExitUsage = 2;
+
+// Prints "gpuwhy: error: <message>" to stderr and returns the matching exit code.
+int ReportError(const Status& status);
+// Parses flags; on --help prints help and sets *exit_code = 0; on a usage error prints it and
+// sets *exit_code = 2. Returns true when the command should proceed.
+bool ParseOrExit(FlagSet& flags, const Args& args, int* exit_code);
+
+// --db PATH (and GPUWHY_DB / ~/.gpuwhy/gpuwhy.db).
+void AddDbFlag(FlagSet& flags);
+std::string DatabasePath(const FlagSet& flags);
+
+std::string VersionString();
+// The command line as typed, for the sessions table.
+std::string CommandLine();
+void SetCommandLine(int argc, char** argv);
+
+}  // namespace gw

@@ -1,0 +1,164 @@
+#include "discover/cuda_libs.h"
+
+#include <dirent.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <regex>
+
+namespace gw {
+
+namespace {
+
+std::string Basename(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string Canonical(const std::string& path) {
+  char buf[PATH_MAX];
+  if (realpath(path.c_str(), buf) != nullptr) return buf;
+  return path;
+}
+
+const char* const kStandardDirs[] = {
+    "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/cuda/lib64",
+    "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib",
+    "/usr/lib/wsl/lib"};
+
+void ScanDir(const std::string& dir, std::map<std::string, CudaLibrary>* out) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (dirent* e = readdir(d)) {
+    std::string full = dir + "/" + e->d_name;
+    CudaLibKind kind;
+    if (!ClassifyCudaLibrary(full, &kind)) continue;
+    std::string canon = Canonical(full);
+    struct stat st;
+    if (stat(canon.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    auto [it, inserted] = out->try_emplace(canon);
+    if (inserted) {
+      it->second.kind = kind;
+      it->second.path = canon;
+    }
+  }
+  closedir(d);
+}
+
+}  // namespace
+
+bool ClassifyCudaLibrary(const std::string& path, CudaLibKind* kind) {
+  std::string base = Basename(path);
+  if (base.rfind("libcudart.so", 0) == 0) {
+    *kind = CudaLibKind::kRuntime;
+    return true;
+  }
+  if (base == "libcuda.so" || base.rfind("libcuda.so.", 0) == 0) {
+    *kind = CudaLibKind::kDriver;
+    return true;
+  }
+  return false;
+}
+
+std::vector<int32_t> ListPids(const std::string& proc_root) {
+  std::vector<int32_t> pids;
+  DIR* d = opendir(proc_root.c_str());
+  if (d == nullptr) return pids;
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    long pid = strtol(e->d_name, &end, 10);
+    if (end != e->d_name && *end == '\0' && pid > 0) pids.push_back(static_cast<int32_t>(pid));
+  }
+  closedir(d);
+  return pids;
+}
+
+std::vector<std::string> MappedFiles(int32_t pid, const std::string& proc_root) {
+  std::vector<std::string> files;
+  std::ifstream maps(proc_root + "/" + std::to_string(pid) + "/maps");
+  std::string line;
+  std::string last;
+  while (std::getline(maps, line)) {
+    size_t slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    std::string path = line.substr(slash);
+    const std::string deleted = " (deleted)";
+    if (path.size() > deleted.size() &&
+        path.compare(path.size() - deleted.size(), deleted.size(), deleted) == 0) {
+      continue;
+    }
+    if (path == last) continue;
+    last = path;
+    files.push_back(path);
+  }
+  return files;
+}
+
+std::vector<CudaLibrary> FindCudaLibraries(const std::vector<std::string>& extra_paths,
+                                           const std::string& proc_root) {
+  std::map<std::string, CudaLibrary> found;
+  for (int32_t pid : ListPids(proc_root)) {
+    for (const std::string& file : MappedFiles(pid, proc_root)) {
+      CudaLibKind kind;
+      if (!ClassifyCudaLibrary(file, &kind)) continue;
+      // Resolve through the process's root so containers' paths are found too.
+      std::string via_root = proc_root + "/" + std::to_string(pid) + "/root" + file;
+      std::string path = access(file.c_str(), R_OK) == 0 ? Canonical(file) : via_root;
+      auto [it, inserted] = found.try_emplace(path);
+      if (inserted) {
+        it->second.kind = kind;
+        it->second.path = path;
+      }
+      it->second.pids.insert(pid);
+    }
+  }
+  for (const char* dir : kStandardDirs) ScanDir(dir, &found);
+  for (const std::string& extra : extra_paths) {
+    struct stat st;
+    if (stat(extra.c_str(), &st) != 0) continue;
+    if (S_ISDIR(st.st_mode)) {
+      ScanDir(extra, &found);
+    } else {
+      CudaLibKind kind = CudaLibKind::kRuntime;
+      if (!ClassifyCudaLibrary(extra, &kind)) {
+        // An explicitly named file is taken as given; guess its kind from "cudart".
+        kind = Basename(extra).find("cudart") != std::string::npos ? CudaLibKind::kRuntime
+                                                                    : CudaLibKind::kDriver;
+      }
+      std::string canon = Canonical(extra);
+      auto [it, inserted] = found.try_emplace(canon);
+      if (inserted) {
+        it->second.kind = kind;
+        it->second.path = canon;
+      }
+    }
+  }
+  std::vector<CudaLibrary> out;
+  for (auto& [path, lib] : found) out.push_back(std::move(lib));
+  return out;
+}
+
+std::string PythonVersionOf(int32_t pid, const std::string& proc_root) {
+  static const std::regex kLib(R"(libpython(3\.[0-9]+))");
+  static const std::regex kExe(R"(python(3\.[0-9]+))");
+  std::smatch m;
+  for (const std::string& file : MappedFiles(pid, proc_root)) {
+    std::string base = Basename(file);
+    if (std::regex_search(base, m, kLib)) return m[1].str();
+  }
+  char buf[PATH_MAX];
+  std::string exe_link = proc_root + "/" + std::to_string(pid) + "/exe";
+  ssize_t n = readlink(exe_link.c_str(), buf, sizeof buf - 1);
+  if (n > 0) {
+    buf[n] = '\0';
+    std::string base = Basename(buf);
+    if (std::regex_search(base, m, kExe)) return m[1].str();
+  }
+  return "";
+}
+
+}  // namespace gw

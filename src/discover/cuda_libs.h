@@ -1,0 +1,36 @@
+// Discovery: which CUDA libraries exist on this machine and which processes map them.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace gw {
+
+enum class CudaLibKind { kRuntime, kDriver };
+
+struct CudaLibrary {
+  CudaLibKind kind = CudaLibKind::kRuntime;
+  std::string path;          // as mapped / found (canonical, symlinks resolved)
+  std::set<int32_t> pids;    // processes that map it (empty for a library only found on disk)
+};
+
+// Classifies a path by file name: libcudart.so* → runtime, libcuda.so* → driver.
+bool ClassifyCudaLibrary(const std::string& path, CudaLibKind* kind);
+
+// Mapped libraries of one process from /proc/<pid>/maps (file-backed, deduplicated).
+std::vector<std::string> MappedFiles(int32_t pid, const std::string& proc_root = "/proc");
+
+// Every CUDA library mapped by a running process, plus copies in standard paths and in
+// `extra_paths` (files or directories, e.g. from --cuda-lib). One entry per distinct file.
+std::vector<CudaLibrary> FindCudaLibraries(const std::vector<std::string>& extra_paths = {},
+                                           const std::string& proc_root = "/proc");
+
+// The CPython version a process runs ("3.12"), from its mapped libpython or its executable
+// name; "" when it is not a Python process.
+std::string PythonVersionOf(int32_t pid, const std::string& proc_root = "/proc");
+
+std::vector<int32_t> ListPids(const std::string& proc_root = "/proc");
+
+}  // namespace gw

@@ -1,0 +1,98 @@
+// The typed records that flow from capture (or the demo generator) into the store.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "store/ops.h"
+
+namespace gw {
+
+// Marks an optional argument as absent; stored as SQL NULL.
+inline constexpr int64_t kNull = std::numeric_limits<int64_t>::min();
+
+// One row of `events`. Which optional arguments an op fills is documented in docs/schema.md.
+struct Event {
+  int64_t ts_ns = 0;        // start of the operation, ns since the session started
+  int32_t pid = 0;          // process (tgid)
+  int32_t tid = 0;          // thread
+  Op op = Op::kSchedSwitch;
+  int64_t duration_ns = 0;  // 0 for instantaneous events
+  int64_t ret = kNull;      // CUDA return code (0 = success)
+  int64_t bytes = kNull;    // bytes copied/allocated/freed/read
+  int64_t kind = kNull;     // memcpy direction (CopyKind), switch reason (SwitchKind), fault flags
+  int64_t cpu = kNull;      // CPU the event happened on
+  int64_t other_pid = kNull;  // sched_switch: the task that took the CPU; wakeup: the waker
+  int64_t runq_ns = kNull;  // sched_switch: part of duration spent runnable, waiting for a CPU
+  int64_t addr = kNull;     // device pointer, stream handle, faulting address, sector
+  int64_t name_id = kNull;  // strings.id: kernel name, file name
+  int64_t stack_id = kNull; // stacks.id (trace --stack)
+};
+
+// A process seen during a session. `name` is the display name used by process_names
+// (comm, plus the script for interpreters: "python3 (train.py)").
+struct ProcessInfo {
+  int32_t pid = 0;
+  int32_t ppid = 0;
+  std::string name;
+  std::string comm;
+  std::string cmdline;
+  int64_t first_ts_ns = kNull;
+  int64_t exit_ts_ns = kNull;
+  int64_t exit_code = kNull;
+  bool tracked = false;  // in gpuwhy's tracked set (CUDA process or descendant)
+};
+
+// One 1 Hz sample of /proc. Rates are per second over the previous sample.
+struct SystemSnapshot {
+  int64_t ts_ns = 0;
+  double cpu_pct = 0;        // all CPUs busy share, 0-100
+  double mem_pct = 0;        // (MemTotal - MemAvailable) / MemTotal, 0-100
+  double load1 = 0;
+  int64_t cores = 0;
+  int64_t swap_used_bytes = 0;
+  int64_t mem_available_bytes = 0;
+  int64_t major_faults_per_s = 0;
+  int64_t ctx_switches_per_s = 0;
+  int64_t procs_running = 0;
+  int64_t procs_blocked = 0;
+  double iowait_pct = 0;
+};
+
+// Counts of calls that were not recorded as rows (e.g. launches counted in BPF), one row per
+// (second, pid, op, name). Written into `op_seconds` alongside what the writer counts itself.
+struct OpCount {
+  int64_t sec = 0;     // whole seconds since session start
+  int32_t pid = 0;
+  Op op = Op::kCudaLaunchKernel;
+  int64_t name_id = kNull;
+  int64_t count = 0;
+  int64_t total_ns = 0;  // sum of durations where known (0 when only counted)
+  int64_t max_ns = 0;
+};
+
+// What a session records about the machine and the run (the `sessions` table).
+struct SessionInfo {
+  int64_t wall_start_ns = 0;  // CLOCK_REALTIME at session start
+  int64_t mono_start_ns = 0;  // CLOCK_MONOTONIC at session start (BPF timestamps' clock)
+  std::string kind = "trace"; // trace | demo | live-demo
+  std::string host;
+  std::string kernel;
+  std::string cpu_model;
+  int64_t cores = 0;
+  int64_t mem_bytes = 0;
+  std::string gpu_model;
+  std::string gpu_driver;
+  std::string version;
+  std::string command_line;
+};
+
+struct SessionTotals {
+  int64_t wall_stop_ns = 0;
+  int64_t events = 0;
+  int64_t drops = 0;
+  std::string drops_detail;  // JSON object: {"cuda": n, "sched": n, "queue": n}
+};
+
+}  // namespace gw

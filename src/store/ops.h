@@ -1,0 +1,103 @@
+// The closed list of operations gpuwhy records. Ids are stored in database files: never
+// renumber an existing op, only append. Names are what users write in SQL (`op = '...'`).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace gw {
+
+enum class Layer : uint8_t { kCudaRuntime, kCudaDriver, kHost };
+
+// X(enumerator, id, sql name, layer)
+#define GW_OPS(X)                                                     \
+  X(kCudaLaunchKernel, 1, "cudaLaunchKernel", kCudaRuntime)           \
+  X(kCudaLaunchKernelExC, 2, "cudaLaunchKernelExC", kCudaRuntime)     \
+  X(kCudaMalloc, 3, "cudaMalloc", kCudaRuntime)                       \
+  X(kCudaMallocAsync, 4, "cudaMallocAsync", kCudaRuntime)             \
+  X(kCudaMallocManaged, 5, "cudaMallocManaged", kCudaRuntime)         \
+  X(kCudaMallocHost, 6, "cudaMallocHost", kCudaRuntime)               \
+  X(kCudaHostAlloc, 7, "cudaHostAlloc", kCudaRuntime)                 \
+  X(kCudaFree, 8, "cudaFree", kCudaRuntime)                           \
+  X(kCudaFreeAsync, 9, "cudaFreeAsync", kCudaRuntime)                 \
+  X(kCudaMemcpy, 10, "cudaMemcpy", kCudaRuntime)                      \
+  X(kCudaMemcpyAsync, 11, "cudaMemcpyAsync", kCudaRuntime)            \
+  X(kCudaMemcpy2D, 12, "cudaMemcpy2D", kCudaRuntime)                  \
+  X(kCudaMemcpy2DAsync, 13, "cudaMemcpy2DAsync", kCudaRuntime)        \
+  X(kCudaMemcpyPeer, 14, "cudaMemcpyPeer", kCudaRuntime)              \
+  X(kCudaMemcpyPeerAsync, 15, "cudaMemcpyPeerAsync", kCudaRuntime)    \
+  X(kCudaMemset, 16, "cudaMemset", kCudaRuntime)                      \
+  X(kCudaMemsetAsync, 17, "cudaMemsetAsync", kCudaRuntime)            \
+  X(kCudaStreamSync, 18, "cudaStreamSync", kCudaRuntime)              \
+  X(kCudaDeviceSync, 19, "cudaDeviceSync", kCudaRuntime)              \
+  X(kCudaEventSync, 20, "cudaEventSync", kCudaRuntime)                \
+  X(kCudaStreamWaitEvent, 21, "cudaStreamWaitEvent", kCudaRuntime)    \
+  X(kCudaGraphInstantiate, 22, "cudaGraphInstantiate", kCudaRuntime)  \
+  X(kCudaGraphLaunch, 23, "cudaGraphLaunch", kCudaRuntime)            \
+  X(kCuLaunchKernel, 100, "cuLaunchKernel", kCudaDriver)              \
+  X(kCuLaunchKernelEx, 101, "cuLaunchKernelEx", kCudaDriver)          \
+  X(kCuMemAlloc, 102, "cuMemAlloc", kCudaDriver)                      \
+  X(kCuMemFree, 103, "cuMemFree", kCudaDriver)                        \
+  X(kCuMemcpy, 104, "cuMemcpy", kCudaDriver)                          \
+  X(kCuMemcpyAsync, 105, "cuMemcpyAsync", kCudaDriver)                \
+  X(kCuMemcpyHtoD, 106, "cuMemcpyHtoD", kCudaDriver)                  \
+  X(kCuMemcpyDtoH, 107, "cuMemcpyDtoH", kCudaDriver)                  \
+  X(kCuMemcpyDtoD, 108, "cuMemcpyDtoD", kCudaDriver)                  \
+  X(kCuMemcpyHtoDAsync, 109, "cuMemcpyHtoDAsync", kCudaDriver)        \
+  X(kCuMemcpyDtoHAsync, 110, "cuMemcpyDtoHAsync", kCudaDriver)        \
+  X(kCuMemcpyDtoDAsync, 111, "cuMemcpyDtoDAsync", kCudaDriver)        \
+  X(kCuStreamSync, 112, "cuStreamSync", kCudaDriver)                  \
+  X(kCuCtxSync, 113, "cuCtxSync", kCudaDriver)                        \
+  X(kCuEventSync, 114, "cuEventSync", kCudaDriver)                    \
+  X(kCuModuleGetFunction, 115, "cuModuleGetFunction", kCudaDriver)    \
+  X(kCuLibraryGetKernel, 116, "cuLibraryGetKernel", kCudaDriver)      \
+  X(kCuKernelGetFunction, 117, "cuKernelGetFunction", kCudaDriver)    \
+  X(kSchedSwitch, 200, "sched_switch", kHost)                         \
+  X(kSchedWakeup, 201, "sched_wakeup", kHost)                         \
+  X(kPageFault, 202, "page_fault", kHost)                             \
+  X(kMajorFault, 203, "major_fault", kHost)                           \
+  X(kFileFault, 204, "file_fault", kHost)                             \
+  X(kDirectReclaim, 205, "direct_reclaim", kHost)                     \
+  X(kBlockIo, 206, "block_io", kHost)                                 \
+  X(kProcExec, 207, "process_exec", kHost)                            \
+  X(kProcFork, 208, "process_fork", kHost)                            \
+  X(kProcExit, 209, "process_exit", kHost)                            \
+  X(kOomKill, 210, "oom_kill", kHost)                                 \
+  X(kRead, 211, "read", kHost)
+
+enum class Op : uint16_t {
+#define GW_OP_ENUM(e, id, name, layer) e = id,
+  GW_OPS(GW_OP_ENUM)
+#undef GW_OP_ENUM
+};
+
+struct OpInfo {
+  Op op;
+  std::string_view name;
+  Layer layer;
+};
+
+// Every op, in id order.
+const OpInfo* AllOps(size_t* count);
+std::string_view OpName(Op op);
+Layer OpLayer(Op op);
+std::string_view LayerName(Layer layer);
+std::optional<Op> OpFromName(std::string_view name);
+std::optional<Op> OpFromId(int64_t id);
+
+// Classes analysis and capture reason about.
+bool IsLaunch(Op op);
+bool IsSync(Op op);
+bool IsMemcpy(Op op);
+bool IsAlloc(Op op);
+bool IsFree(Op op);
+
+// Memcpy direction, stored in the `kind` column of memcpy rows (cudaMemcpyKind numbering).
+enum class CopyKind : int64_t { kHostToHost = 0, kHostToDevice = 1, kDeviceToHost = 2, kDeviceToDevice = 3, kDefault = 4 };
+std::string_view CopyKindName(int64_t kind);
+
+// sched_switch `kind` column: why the task left the CPU.
+enum class SwitchKind : int64_t { kPreempted = 0, kBlocked = 1 };
+
+}  // namespace gw

@@ -1,0 +1,196 @@
+#include "store/schema.h"
+
+#include <string>
+
+#include "store/ops.h"
+#include "store/sqlite_util.h"
+
+namespace gw {
+
+namespace {
+
+// Version 1. Raw tables are append-only and clustered by insertion (time) order.
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE meta(
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+CREATE TABLE sessions(
+  id INTEGER PRIMARY KEY,
+  kind TEXT NOT NULL,
+  wall_start_ns INTEGER NOT NULL,
+  wall_stop_ns INTEGER,
+  mono_start_ns INTEGER NOT NULL,
+  host TEXT, kernel TEXT, cpu_model TEXT, cores INTEGER, mem_bytes INTEGER,
+  gpu_model TEXT, gpu_driver TEXT, gpuwhy_version TEXT, command_line TEXT,
+  events INTEGER NOT NULL DEFAULT 0,
+  drops INTEGER NOT NULL DEFAULT 0,
+  drops_detail TEXT
+);
+CREATE TABLE op_names(
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  layer TEXT NOT NULL
+);
+CREATE TABLE strings(
+  id INTEGER PRIMARY KEY,
+  text TEXT NOT NULL UNIQUE
+);
+CREATE TABLE event_rows(
+  session INTEGER NOT NULL,
+  ts INTEGER NOT NULL,
+  pid INTEGER NOT NULL,
+  tid INTEGER NOT NULL,
+  op INTEGER NOT NULL,
+  duration_ns INTEGER NOT NULL,
+  ret INTEGER, bytes INTEGER, kind INTEGER, cpu INTEGER, other_pid INTEGER,
+  runq_ns INTEGER, addr INTEGER, name_id INTEGER, stack_id INTEGER
+);
+CREATE INDEX event_rows_by_time ON event_rows(session, ts);
+CREATE INDEX event_rows_by_op ON event_rows(session, op, ts);
+CREATE TABLE op_seconds(
+  session INTEGER NOT NULL,
+  sec INTEGER NOT NULL,
+  pid INTEGER NOT NULL,
+  op INTEGER NOT NULL,
+  name_id INTEGER NOT NULL,
+  count INTEGER NOT NULL,
+  total_ns INTEGER NOT NULL,
+  max_ns INTEGER NOT NULL,
+  PRIMARY KEY(session, sec, pid, op, name_id)
+) WITHOUT ROWID;
+CREATE TABLE processes(
+  session INTEGER NOT NULL,
+  pid INTEGER NOT NULL,
+  ppid INTEGER,
+  name TEXT NOT NULL,
+  comm TEXT,
+  cmdline TEXT,
+  first_ts INTEGER,
+  exit_ts INTEGER,
+  exit_code INTEGER,
+  tracked INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY(session, pid)
+) WITHOUT ROWID;
+CREATE TABLE system_snapshots(
+  session INTEGER NOT NULL,
+  ts INTEGER NOT NULL,
+  cpu_pct REAL, mem_pct REAL, load1 REAL, cores INTEGER,
+  swap_used_bytes INTEGER, mem_available_bytes INTEGER,
+  major_faults_per_s INTEGER, ctx_switches_per_s INTEGER,
+  procs_running INTEGER, procs_blocked INTEGER, iowait_pct REAL,
+  PRIMARY KEY(session, ts)
+) WITHOUT ROWID;
+CREATE VIEW current_session AS SELECT MAX(id) AS id FROM sessions;
+CREATE VIEW events_all AS
+  SELECT r.session AS session, r.ts AS timestamp, r.pid AS pid, r.tid AS tid, o.name AS op,
+         r.duration_ns AS duration_ns, r.ret AS ret, r.bytes AS bytes, r.kind AS kind,
+         r.cpu AS cpu, r.other_pid AS other_pid, r.runq_ns AS runq_ns, r.addr AS addr,
+         s.text AS name, r.stack_id AS stack_id, r.op AS op_id
+  FROM event_rows r JOIN op_names o ON o.id = r.op LEFT JOIN strings s ON s.id = r.name_id;
+CREATE VIEW events AS
+  SELECT r.ts AS timestamp, r.pid AS pid, r.tid AS tid, o.name AS op,
+         r.duration_ns AS duration_ns, r.ret AS ret, r.bytes AS bytes, r.kind AS kind,
+         r.cpu AS cpu, r.other_pid AS other_pid, r.runq_ns AS runq_ns, r.addr AS addr,
+         s.text AS name, r.stack_id AS stack_id, r.op AS op_id, r.session AS session
+  FROM event_rows r JOIN op_names o ON o.id = r.op LEFT JOIN strings s ON s.id = r.name_id
+  WHERE r.session = (SELECT MAX(id) FROM sessions);
+CREATE VIEW process_names AS
+  SELECT pid, name FROM processes WHERE session = (SELECT MAX(id) FROM sessions);
+CREATE VIEW op_stats_seconds AS
+  SELECT q.session AS session, q.sec AS sec, q.pid AS pid, o.name AS op, s.text AS name,
+         q.count AS count, q.total_ns AS total_ns, q.max_ns AS max_ns
+  FROM op_seconds q JOIN op_names o ON o.id = q.op LEFT JOIN strings s ON s.id = q.name_id;
+)sql";
+
+Status WriteOpNames(sqlite3* db) {
+  size_t n = 0;
+  const OpInfo* ops = AllOps(&n);
+  ASSIGN_OR_RETURN(ScopedStmt stmt,
+                   Prepare(db, "INSERT OR REPLACE INTO op_names(id, name, layer) VALUES (?,?,?)"));
+  for (size_t i = 0; i < n; ++i) {
+    sqlite3_bind_int64(stmt.get(), 1, static_cast<int64_t>(ops[i].op));
+    sqlite3_bind_text(stmt.get(), 2, ops[i].name.data(), static_cast<int>(ops[i].name.size()),
+                      SQLITE_TRANSIENT);
+    std::string_view layer = LayerName(ops[i].layer);
+    sqlite3_bind_text(stmt.get(), 3, layer.data(), static_cast<int>(layer.size()),
+                      SQLITE_TRANSIENT);
+    int rc = sqlite3_step(stmt.get());
+    if (rc != SQLITE_DONE) return SqliteStatus(db, rc, "write op names");
+    sqlite3_reset(stmt.get());
+  }
+  return Status::Ok();
+}
+
+StatusOr<int> ReadVersion(sqlite3* db) {
+  ASSIGN_OR_RETURN(int64_t tables,
+                   QueryInt(db, "SELECT COUNT(*) FROM sqlite_master", 0));
+  if (tables == 0) return 0;  // empty file: create
+  ASSIGN_OR_RETURN(int64_t has_meta,
+                   QueryInt(db,
+                            "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND "
+                            "name='meta'",
+                            0));
+  if (has_meta == 0) {
+    return FailedPrecondition(
+        "this SQLite file is not a gpuwhy database (no meta table) — hint: point --db at a "
+        "file written by gpuwhy trace or gpuwhy demo --keep");
+  }
+  ASSIGN_OR_RETURN(std::string v,
+                   QueryText(db, "SELECT value FROM meta WHERE key='schema_version'", ""));
+  if (v.empty()) return FailedPrecondition("gpuwhy database has no schema_version");
+  return std::atoi(v.c_str());
+}
+
+}  // namespace
+
+Status CreateOrMigrateSchema(sqlite3* db) {
+  ASSIGN_OR_RETURN(int version, ReadVersion(db));
+  if (version > kSchemaVersion) {
+    return FailedPrecondition("database schema version " + std::to_string(version) +
+                              " is newer than this gpuwhy understands (" +
+                              std::to_string(kSchemaVersion) +
+                              ") — hint: upgrade gpuwhy, or record into a new file with --db");
+  }
+  if (version == kSchemaVersion) return WriteOpNames(db);  // new ops appended since
+  RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE"));
+  Status st = [&]() -> Status {
+    if (version == 0) {
+      RETURN_IF_ERROR(Exec(db, kSchemaV1));
+      RETURN_IF_ERROR(Exec(db, "INSERT INTO meta VALUES ('schema_version', '1'), "
+                               "('created_by', 'gpuwhy')"));
+    }
+    // Future migrations go here: if (version < 2) { ALTER ...; } each step bumping the version.
+    RETURN_IF_ERROR(Exec(db, "UPDATE meta SET value='" + std::to_string(kSchemaVersion) +
+                                 "' WHERE key='schema_version'"));
+    return WriteOpNames(db);
+  }();
+  if (!st.ok()) {
+    (void)Exec(db, "ROLLBACK");
+    return st.WithContext("create schema");
+  }
+  return Exec(db, "COMMIT");
+}
+
+Status CheckSchemaReadable(sqlite3* db) {
+  ASSIGN_OR_RETURN(int version, ReadVersion(db));
+  if (version == 0) {
+    return FailedPrecondition("the database is empty (no gpuwhy tables) — hint: record with "
+                              "`sudo gpuwhy trace` or create a sample with `gpuwhy demo --keep "
+                              "FILE`");
+  }
+  if (version > kSchemaVersion) {
+    return FailedPrecondition("database schema version " + std::to_string(version) +
+                              " is newer than this gpuwhy understands (" +
+                              std::to_string(kSchemaVersion) + ") — hint: upgrade gpuwhy");
+  }
+  if (version < kSchemaVersion) {
+    return FailedPrecondition("database schema version " + std::to_string(version) +
+                              " is older than this gpuwhy's (" + std::to_string(kSchemaVersion) +
+                              ") — hint: open it once with a writing command (gpuwhy trace --db "
+                              "FILE --duration 0s) to migrate it");
+  }
+  return Status::Ok();
+}
+
+}  // namespace gw

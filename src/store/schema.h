@@ -1,0 +1,24 @@
+// The database schema, declared once. docs/schema.md documents every table and column.
+//
+// Several sessions share one file: every raw table carries a `session` column
+// (sessions.id); timestamps are ns since that session's start. The views `events`,
+// `process_names` and `system_context` show the newest session only, so the brief's queries
+// run verbatim against "the last recording"; `events_all` and the raw tables hold every session.
+#pragma once
+
+#include <sqlite3.h>
+
+#include "base/status.h"
+
+namespace gw {
+
+inline constexpr int kSchemaVersion = 1;
+
+// Creates the schema in an empty database, or migrates an older one in place. Refuses a file
+// written by a newer gpuwhy and a SQLite file that is not a gpuwhy database.
+Status CreateOrMigrateSchema(sqlite3* db);
+
+// For read-only handles: checks the file is a gpuwhy database this build understands.
+Status CheckSchemaReadable(sqlite3* db);
+
+}  // namespace gw

@@ -1,0 +1,236 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "store/reader.h"
+#include "store/schema.h"
+#include "store/writer.h"
+
+namespace gw {
+namespace {
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gw_store_test_XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    path_ = dir_ + "/t.db";
+  }
+  void TearDown() override { (void)system(("rm -rf " + dir_).c_str()); }
+
+  std::unique_ptr<StoreWriter> NewWriter(WriterOptions opts = {}) {
+    auto w = StoreWriter::Create(path_, opts);
+    EXPECT_TRUE(w.ok()) << w.status().message();
+    return std::move(w).value();
+  }
+
+  std::string dir_;
+  std::string path_;
+};
+
+Event Switch(int64_t ts, int32_t pid, int64_t dur) {
+  Event e;
+  e.ts_ns = ts;
+  e.pid = pid;
+  e.tid = pid;
+  e.op = Op::kSchedSwitch;
+  e.duration_ns = dur;
+  e.kind = static_cast<int64_t>(SwitchKind::kPreempted);
+  e.runq_ns = dur;
+  return e;
+}
+
+TEST_F(StoreTest, WritesAndReadsBackThroughViews) {
+  auto w = NewWriter();
+  SessionInfo info;
+  info.wall_start_ns = 1;
+  info.host = "h";
+  ASSERT_TRUE(w->BeginSession(info).ok());
+  w->UpsertProcess({100, 1, "python3 (train.py)", "python3", "python3 train.py", 0, kNull, kNull, true});
+  int64_t kname = w->InternString("ampere_sgemm_128x64");
+  Event launch;
+  launch.ts_ns = 5;
+  launch.pid = 100;
+  launch.tid = 100;
+  launch.op = Op::kCudaLaunchKernel;
+  launch.duration_ns = 4000;
+  launch.name_id = kname;
+  launch.ret = 0;
+  w->AppendEvent(launch);
+  w->AppendEvent(Switch(10, 100, 2000));
+  ASSERT_TRUE(w->EndSession({2, 2, 0, ""}).ok());
+  ASSERT_TRUE(w->Close().ok());
+
+  auto r = StoreReader::Open(path_);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  auto t = (*r)->Query("SELECT op, name, duration_ns FROM events ORDER BY timestamp");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->rows.size(), 2u);
+  EXPECT_EQ(std::get<std::string>(t->rows[0][0]), "cudaLaunchKernel");
+  EXPECT_EQ(std::get<std::string>(t->rows[0][1]), "ampere_sgemm_128x64");
+  EXPECT_EQ(std::get<std::string>(t->rows[1][0]), "sched_switch");
+  auto names = (*r)->Query("SELECT name FROM process_names WHERE pid = 100");
+  ASSERT_TRUE(names.ok());
+  EXPECT_EQ(std::get<std::string>(names->rows.at(0)[0]), "python3 (train.py)");
+  auto roll = (*r)->Query("SELECT count FROM op_stats_seconds WHERE op = 'cudaLaunchKernel'");
+  ASSERT_TRUE(roll.ok());
+  EXPECT_EQ(std::get<int64_t>(roll->rows.at(0)[0]), 1);
+}
+
+TEST_F(StoreTest, EventsViewShowsNewestSessionOnly) {
+  auto w = NewWriter();
+  ASSERT_TRUE(w->BeginSession({}).ok());
+  w->AppendEvent(Switch(1, 7, 10));
+  ASSERT_TRUE(w->BeginSession({}).ok());
+  w->AppendEvent(Switch(1, 8, 10));
+  w->AppendEvent(Switch(2, 8, 10));
+  ASSERT_TRUE(w->Close().ok());
+  auto r = StoreReader::Open(path_);
+  ASSERT_TRUE(r.ok());
+  auto t = (*r)->Query("SELECT COUNT(*), MIN(pid) FROM events");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(std::get<int64_t>(t->rows[0][0]), 2);
+  EXPECT_EQ(std::get<int64_t>(t->rows[0][1]), 8);
+  auto all = (*r)->Query("SELECT COUNT(*) FROM events_all");
+  EXPECT_EQ(std::get<int64_t>(all->rows[0][0]), 3);
+}
+
+TEST_F(StoreTest, ReaderRefusesWritesAttachAndPragmaChanges) {
+  auto w = NewWriter();
+  ASSERT_TRUE(w->BeginSession({}).ok());
+  ASSERT_TRUE(w->Close().ok());
+  auto r = StoreReader::Open(path_);
+  ASSERT_TRUE(r.ok());
+  for (const char* sql :
+       {"DELETE FROM event_rows", "INSERT INTO meta VALUES ('a','b')", "DROP TABLE sessions",
+        "ATTACH DATABASE '/tmp/x.db' AS x", "PRAGMA journal_mode=DELETE",
+        "CREATE TABLE t(x)", "SELECT load_extension('/tmp/x.so')"}) {
+    auto t = (*r)->Query(sql);
+    EXPECT_FALSE(t.ok()) << sql;
+    EXPECT_EQ(t.status().code(), StatusCode::kPermissionDenied) << sql << ": " << t.status().message();
+  }
+  auto bad = (*r)->Query("SELEC 1");
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("syntax error"), std::string::npos);
+  auto two = (*r)->Query("SELECT 1; DELETE FROM sessions");
+  EXPECT_FALSE(two.ok());
+  auto ok = (*r)->Query("PRAGMA table_info(events)");
+  EXPECT_TRUE(ok.ok()) << ok.status().message();
+}
+
+TEST_F(StoreTest, QueryTimeoutInterruptsLongStatements) {
+  auto w = NewWriter();
+  ASSERT_TRUE(w->BeginSession({}).ok());
+  ASSERT_TRUE(w->Close().ok());
+  auto r = StoreReader::Open(path_);
+  ASSERT_TRUE(r.ok());
+  QueryOptions o;
+  o.timeout_ms = 200;
+  auto t = (*r)->Query(
+      "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT MAX(x) FROM c", o);
+  EXPECT_EQ(t.status().code(), StatusCode::kUnavailable);
+}
+
+TEST_F(StoreTest, RowLimitFlagsTruncation) {
+  auto w = NewWriter();
+  ASSERT_TRUE(w->BeginSession({}).ok());
+  for (int i = 0; i < 10; ++i) w->AppendEvent(Switch(i, 1, 1));
+  ASSERT_TRUE(w->Close().ok());
+  auto r = StoreReader::Open(path_);
+  QueryOptions o;
+  o.max_rows = 3;
+  auto t = (*r)->Query("SELECT * FROM events", o);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->rows.size(), 3u);
+  EXPECT_TRUE(t->truncated);
+}
+
+TEST_F(StoreTest, MissingEmptyForeignAndCorruptFilesAreClearErrors) {
+  EXPECT_EQ(StoreReader::Open(dir_ + "/nope.db").status().code(), StatusCode::kNotFound);
+  { std::ofstream(dir_ + "/empty.db"); }
+  EXPECT_EQ(StoreReader::Open(dir_ + "/empty.db").status().code(),
+            StatusCode::kFailedPrecondition);
+  { std::ofstream(dir_ + "/text.db") << std::string(8192, 'x'); }
+  auto text = StoreReader::Open(dir_ + "/text.db");
+  EXPECT_EQ(text.status().code(), StatusCode::kDataLoss) << text.status().message();
+  // A valid SQLite file that is not ours.
+  {
+    sqlite3* db = nullptr;
+    sqlite3_open((dir_ + "/other.db").c_str(), &db);
+    sqlite3_exec(db, "CREATE TABLE x(y)", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+  }
+  auto other = StoreReader::Open(dir_ + "/other.db");
+  EXPECT_EQ(other.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(other.status().message().find("not a gpuwhy database"), std::string::npos);
+  // The writer refuses to take over a foreign file too.
+  EXPECT_FALSE(StoreWriter::Create(dir_ + "/other.db", {}).ok());
+  EXPECT_FALSE(StoreWriter::Create(dir_ + "/text.db", {}).ok());
+}
+
+TEST_F(StoreTest, NewerSchemaIsRefused) {
+  {
+    auto w = NewWriter();
+    ASSERT_TRUE(w->Close().ok());
+  }
+  sqlite3* db = nullptr;
+  sqlite3_open(path_.c_str(), &db);
+  sqlite3_exec(db, "UPDATE meta SET value='999' WHERE key='schema_version'", nullptr, nullptr,
+               nullptr);
+  sqlite3_close(db);
+  auto r = StoreReader::Open(path_);
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("newer"), std::string::npos);
+  auto w = StoreWriter::Create(path_, {});
+  EXPECT_FALSE(w.ok());
+}
+
+TEST_F(StoreTest, ReaderNeverChangesTheFile) {
+  auto w = NewWriter();
+  ASSERT_TRUE(w->BeginSession({}).ok());
+  w->AppendEvent(Switch(1, 1, 1));
+  ASSERT_TRUE(w->Close().ok());
+  std::ifstream before_in(path_, std::ios::binary);
+  std::string before((std::istreambuf_iterator<char>(before_in)), {});
+  {
+    auto r = StoreReader::Open(path_);
+    ASSERT_TRUE(r.ok());
+    ASSERT_TRUE((*r)->Query("SELECT * FROM events").ok());
+  }
+  std::ifstream after_in(path_, std::ios::binary);
+  std::string after((std::istreambuf_iterator<char>(after_in)), {});
+  EXPECT_EQ(before, after);
+}
+
+TEST_F(StoreTest, MaxDbPrunesOldestRowsToStayUnderTheCap) {
+  WriterOptions o;
+  o.max_db_bytes = 2 << 20;  // 2 MiB
+  auto w = NewWriter(o);
+  ASSERT_TRUE(w->BeginSession({}).ok());
+  std::vector<Event> batch;
+  for (int i = 0; i < 400000; ++i) {
+    Event e = Switch(int64_t{i} * 1000000, 1 + i % 50, 1000 + i);
+    e.addr = 0x7f0000000000 + i;
+    batch.push_back(e);
+    if (batch.size() == 20000) {
+      w->AppendEvents(batch.data(), batch.size());
+      batch.clear();
+      ASSERT_TRUE(w->Flush().ok());
+    }
+  }
+  ASSERT_TRUE(w->Close().ok());
+  EXPECT_GT(w->stats().rows_pruned, 0);
+  auto r = StoreReader::Open(path_);
+  ASSERT_TRUE(r.ok());
+  auto t = (*r)->Query("SELECT MIN(timestamp), MAX(timestamp) FROM events");
+  ASSERT_TRUE(t.ok());
+  EXPECT_GT(std::get<int64_t>(t->rows[0][0]), 0);  // the oldest rows are gone
+  EXPECT_EQ(std::get<int64_t>(t->rows[0][1]), int64_t{399999} * 1000000);  // newest kept
+  std::ifstream f(path_, std::ios::binary | std::ios::ate);
+  EXPECT_LE(static_cast<int64_t>(f.tellg()), o.max_db_bytes);
+}
+
+}  // namespace
+}  // namespace gw

@@ -1,0 +1,540 @@
+#include "store/writer.h"
+
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+
+#include "store/schema.h"
+
+namespace gw {
+
+namespace {
+
+void BindOptional(sqlite3_stmt* stmt, int index, int64_t value) {
+  if (value == kNull) {
+    sqlite3_bind_null(stmt, index);
+  } else {
+    sqlite3_bind_int64(stmt, index, value);
+  }
+}
+
+void BindText(sqlite3_stmt* stmt, int index, const std::string& text) {
+  sqlite3_bind_text(stmt, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+}
+
+Status StepDone(sqlite3* db, sqlite3_stmt* stmt, const char* what) {
+  int rc = sqlite3_step(stmt);
+  sqlite3_reset(stmt);
+  if (rc != SQLITE_DONE) return SqliteStatus(db, rc, what);
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& path,
+                                                           WriterOptions options) {
+  RETURN_IF_ERROR(PrepareDatabaseLocation(path));
+  sqlite3* raw = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  ScopedDb db(raw);
+  if (rc != SQLITE_OK) return SqliteStatus(raw, rc, "open database " + path + " for writing");
+  sqlite3_busy_timeout(db.get(), 5000);
+  // auto_vacuum must be chosen before the first table exists; harmless on existing files.
+  RETURN_IF_ERROR(Exec(db.get(), "PRAGMA auto_vacuum=INCREMENTAL").WithContext(path));
+  Status st = Exec(db.get(), "PRAGMA journal_mode=WAL");
+  if (!st.ok()) {
+    if (st.code() == StatusCode::kDataLoss || st.message().find("not a database") != std::string::npos) {
+      return DataLoss("open database " + path + ": the file is not a SQLite database — hint: " +
+                      "choose another --db path; gpuwhy will not overwrite it");
+    }
+    return st.WithContext("open database " + path);
+  }
+  RETURN_IF_ERROR(Exec(db.get(), "PRAGMA synchronous=NORMAL; PRAGMA journal_size_limit=67108864;"
+                                 "PRAGMA cache_size=-65536")
+                      .WithContext(path));
+  RETURN_IF_ERROR(CreateOrMigrateSchema(db.get()).WithContext("database " + path));
+  std::unique_ptr<StoreWriter> writer(new StoreWriter(path, options, std::move(db)));
+  RETURN_IF_ERROR(writer->PrepareStatements());
+  ASSIGN_OR_RETURN(int64_t max_string,
+                   QueryInt(writer->db_.get(), "SELECT MAX(id) FROM strings", 0));
+  writer->next_string_id_ = max_string + 1;
+  {
+    ASSIGN_OR_RETURN(ScopedStmt all, Prepare(writer->db_.get(), "SELECT id, text FROM strings"));
+    while (sqlite3_step(all.get()) == SQLITE_ROW) {
+      writer->string_ids_[reinterpret_cast<const char*>(sqlite3_column_text(all.get(), 1))] =
+          sqlite3_column_int64(all.get(), 0);
+    }
+  }
+  ChownToInvokingUser(path);
+  writer->thread_ = std::thread([w = writer.get()] { w->Run(); });
+  return writer;
+}
+
+StoreWriter::StoreWriter(std::string path, WriterOptions options, ScopedDb db)
+    : path_(std::move(path)), options_(options), db_(std::move(db)) {}
+
+StoreWriter::~StoreWriter() { (void)Close(); }
+
+Status StoreWriter::PrepareStatements() {
+  sqlite3* db = db_.get();
+  ASSIGN_OR_RETURN(insert_event_,
+                   Prepare(db,
+                           "INSERT INTO event_rows(session, ts, pid, tid, op, duration_ns, ret, "
+                           "bytes, kind, cpu, other_pid, runq_ns, addr, name_id, stack_id) "
+                           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(upsert_process_,
+                   Prepare(db,
+                           "INSERT INTO processes(session, pid, ppid, name, comm, cmdline, "
+                           "first_ts, exit_ts, exit_code, tracked) VALUES (?,?,?,?,?,?,?,?,?,?) "
+                           "ON CONFLICT(session, pid) DO UPDATE SET "
+                           "ppid=COALESCE(excluded.ppid, ppid), "
+                           "name=CASE WHEN excluded.name<>'' THEN excluded.name ELSE name END, "
+                           "comm=COALESCE(excluded.comm, comm), "
+                           "cmdline=COALESCE(excluded.cmdline, cmdline), "
+                           "first_ts=COALESCE(first_ts, excluded.first_ts), "
+                           "exit_ts=COALESCE(excluded.exit_ts, exit_ts), "
+                           "exit_code=COALESCE(excluded.exit_code, exit_code), "
+                           "tracked=MAX(tracked, excluded.tracked)"));
+  ASSIGN_OR_RETURN(insert_snapshot_,
+                   Prepare(db,
+                           "INSERT OR REPLACE INTO system_snapshots(session, ts, cpu_pct, "
+                           "mem_pct, load1, cores, swap_used_bytes, mem_available_bytes, "
+                           "major_faults_per_s, ctx_switches_per_s, procs_running, "
+                           "procs_blocked, iowait_pct) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(upsert_rollup_,
+                   Prepare(db,
+                           "INSERT INTO op_seconds(session, sec, pid, op, name_id, count, "
+                           "total_ns, max_ns) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT DO UPDATE SET "
+                           "count=count+excluded.count, total_ns=total_ns+excluded.total_ns, "
+                           "max_ns=MAX(max_ns, excluded.max_ns)"));
+  ASSIGN_OR_RETURN(insert_string_,
+                   Prepare(db, "INSERT OR IGNORE INTO strings(id, text) VALUES (?,?)"));
+  return Status::Ok();
+}
+
+StatusOr<int64_t> StoreWriter::BeginSession(const SessionInfo& info) {
+  RETURN_IF_ERROR(Flush());
+  std::lock_guard<std::mutex> db_lock(db_mu_);
+  RETURN_IF_ERROR(WriteRollups(true));
+  sqlite3* db = db_.get();
+  ASSIGN_OR_RETURN(ScopedStmt stmt,
+                   Prepare(db,
+                           "INSERT INTO sessions(kind, wall_start_ns, mono_start_ns, host, "
+                           "kernel, cpu_model, cores, mem_bytes, gpu_model, gpu_driver, "
+                           "gpuwhy_version, command_line) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"));
+  BindText(stmt.get(), 1, info.kind);
+  sqlite3_bind_int64(stmt.get(), 2, info.wall_start_ns);
+  sqlite3_bind_int64(stmt.get(), 3, info.mono_start_ns);
+  BindText(stmt.get(), 4, info.host);
+  BindText(stmt.get(), 5, info.kernel);
+  BindText(stmt.get(), 6, info.cpu_model);
+  sqlite3_bind_int64(stmt.get(), 7, info.cores);
+  sqlite3_bind_int64(stmt.get(), 8, info.mem_bytes);
+  if (info.gpu_model.empty()) sqlite3_bind_null(stmt.get(), 9); else BindText(stmt.get(), 9, info.gpu_model);
+  if (info.gpu_driver.empty()) sqlite3_bind_null(stmt.get(), 10); else BindText(stmt.get(), 10, info.gpu_driver);
+  BindText(stmt.get(), 11, info.version);
+  BindText(stmt.get(), 12, info.command_line);
+  RETURN_IF_ERROR(StepDone(db, stmt.get(), "insert session"));
+  session_id_ = sqlite3_last_insert_rowid(db);
+  newest_sec_ = 0;
+  return session_id_;
+}
+
+Status StoreWriter::EndSession(const SessionTotals& totals) {
+  RETURN_IF_ERROR(Flush());
+  std::lock_guard<std::mutex> db_lock(db_mu_);
+  RETURN_IF_ERROR(WriteRollups(true));
+  sqlite3* db = db_.get();
+  ASSIGN_OR_RETURN(ScopedStmt stmt,
+                   Prepare(db,
+                           "UPDATE sessions SET wall_stop_ns=?, events=?, drops=?, "
+                           "drops_detail=? WHERE id=?"));
+  sqlite3_bind_int64(stmt.get(), 1, totals.wall_stop_ns);
+  sqlite3_bind_int64(stmt.get(), 2, totals.events);
+  sqlite3_bind_int64(stmt.get(), 3, totals.drops);
+  BindText(stmt.get(), 4, totals.drops_detail.empty() ? "{}" : totals.drops_detail);
+  sqlite3_bind_int64(stmt.get(), 5, session_id_);
+  return StepDone(db, stmt.get(), "update session totals");
+}
+
+void StoreWriter::AppendEvents(const Event* events, size_t count) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (closed_) return;
+  if (pending_events_.size() >= options_.max_queued_events) {
+    ++stats_.producer_waits;
+    cv_work_.notify_one();
+    cv_space_.wait(lock, [&] {
+      return pending_events_.size() < options_.max_queued_events || closed_ || !error_.ok();
+    });
+  }
+  pending_events_.insert(pending_events_.end(), events, events + count);
+  ++enqueued_seq_;
+  if (pending_events_.size() >= 50000) cv_work_.notify_one();
+}
+
+void StoreWriter::UpsertProcess(const ProcessInfo& process) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return;
+  pending_processes_.push_back(process);
+  ++enqueued_seq_;
+}
+
+void StoreWriter::AppendSnapshot(const SystemSnapshot& snapshot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return;
+  pending_snapshots_.push_back(snapshot);
+  ++enqueued_seq_;
+}
+
+void StoreWriter::AppendOpCounts(const std::vector<OpCount>& counts) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return;
+  pending_counts_.insert(pending_counts_.end(), counts.begin(), counts.end());
+  ++enqueued_seq_;
+}
+
+int64_t StoreWriter::InternString(std::string_view text) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string key(text);
+  auto it = string_ids_.find(key);
+  if (it != string_ids_.end()) return it->second;
+  int64_t id = next_string_id_++;
+  string_ids_.emplace(key, id);
+  pending_strings_.emplace_back(id, std::move(key));
+  ++enqueued_seq_;
+  return id;
+}
+
+Status StoreWriter::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (closed_) return error_;
+  uint64_t target = enqueued_seq_;
+  flush_requested_ = true;
+  cv_work_.notify_one();
+  cv_space_.wait(lock, [&] { return committed_seq_ >= target || !error_.ok(); });
+  return error_;
+}
+
+Status StoreWriter::Close() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (closed_) return error_;
+    stopping_ = true;
+    cv_work_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> db_lock(db_mu_);
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+  if (error_.ok()) error_ = WriteRollups(true);
+  insert_event_.Reset();
+  upsert_process_.Reset();
+  insert_snapshot_.Reset();
+  upsert_rollup_.Reset();
+  insert_string_.Reset();
+  // Folding the WAL back into the main file leaves one self-contained file for readers.
+  (void)Exec(db_.get(), "PRAGMA wal_checkpoint(TRUNCATE)");
+  db_.Reset();
+  cv_space_.notify_all();
+  return error_;
+}
+
+WriterStats StoreWriter::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  WriterStats out = stats_;
+  out.rows_pruned = rows_pruned_.load();
+  return out;
+}
+
+void StoreWriter::Run() {
+  std::vector<Event> events;
+  std::vector<ProcessInfo> processes;
+  std::vector<SystemSnapshot> snapshots;
+  std::vector<OpCount> counts;
+  std::vector<std::pair<int64_t, std::string>> strings;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_work_.wait_for(lock, std::chrono::milliseconds(options_.commit_interval_ms), [&] {
+      return stopping_ || flush_requested_ || pending_events_.size() >= 50000;
+    });
+    bool stopping = stopping_;
+    bool final_flush = flush_requested_ || stopping;
+    flush_requested_ = false;
+    uint64_t seq = enqueued_seq_;
+    events.swap(pending_events_);
+    processes.swap(pending_processes_);
+    snapshots.swap(pending_snapshots_);
+    counts.swap(pending_counts_);
+    strings.swap(pending_strings_);
+    cv_space_.notify_all();  // queue space is free again
+    if (error_.ok() && (!events.empty() || !processes.empty() || !snapshots.empty() ||
+                        !counts.empty() || !strings.empty() || final_flush)) {
+      // The batch is ours alone now; SQLite work happens with the lock held only for the
+      // state it shares (session id), which BeginSession changes only after Flush.
+      lock.unlock();
+      std::unique_lock<std::mutex> db_lock(db_mu_);
+      Status st = CommitBatch(events, processes, snapshots, counts, strings, final_flush);
+      db_lock.unlock();
+      lock.lock();
+      if (!st.ok() && error_.ok()) error_ = st;
+      stats_.events_written += static_cast<int64_t>(events.size());
+      ++stats_.transactions;
+    }
+    events.clear();
+    processes.clear();
+    snapshots.clear();
+    counts.clear();
+    strings.clear();
+    committed_seq_ = seq;
+    cv_space_.notify_all();
+    if (stopping && pending_events_.empty() && pending_processes_.empty() &&
+        pending_snapshots_.empty() && pending_counts_.empty() && pending_strings_.empty()) {
+      return;
+    }
+  }
+}
+
+void StoreWriter::Aggregate(const Event& e) {
+  if (e.op == Op::kProcExec || e.op == Op::kProcFork || e.op == Op::kProcExit) return;
+  int64_t sec = e.ts_ns / 1000000000;
+  RollupKey key{sec, e.pid, static_cast<uint16_t>(e.op), e.name_id == kNull ? 0 : e.name_id};
+  RollupValue& v = rollups_[key];
+  ++v.count;
+  v.total_ns += e.duration_ns;
+  v.max_ns = std::max(v.max_ns, e.duration_ns);
+  newest_sec_ = std::max(newest_sec_, sec);
+}
+
+Status StoreWriter::WriteRollups(bool all) {
+  sqlite3* db = db_.get();
+  // Seconds older than newest-2 are complete: events arrive at most a little out of order.
+  auto end = all ? rollups_.end() : rollups_.lower_bound(RollupKey{newest_sec_ - 2, 0, 0, 0});
+  for (auto it = rollups_.begin(); it != end; ++it) {
+    sqlite3_stmt* s = upsert_rollup_.get();
+    sqlite3_bind_int64(s, 1, session_id_);
+    sqlite3_bind_int64(s, 2, it->first.sec);
+    sqlite3_bind_int64(s, 3, it->first.pid);
+    sqlite3_bind_int64(s, 4, it->first.op);
+    sqlite3_bind_int64(s, 5, it->first.name_id);
+    sqlite3_bind_int64(s, 6, it->second.count);
+    sqlite3_bind_int64(s, 7, it->second.total_ns);
+    sqlite3_bind_int64(s, 8, it->second.max_ns);
+    RETURN_IF_ERROR(StepDone(db, s, "write op_seconds"));
+  }
+  rollups_.erase(rollups_.begin(), end);
+  return Status::Ok();
+}
+
+Status StoreWriter::CommitBatch(std::vector<Event>& events, std::vector<ProcessInfo>& processes,
+                                std::vector<SystemSnapshot>& snapshots,
+                                std::vector<OpCount>& counts,
+                                std::vector<std::pair<int64_t, std::string>>& strings,
+                                bool final_flush) {
+  sqlite3* db = db_.get();
+  if (session_id_ == 0 && (!events.empty() || !processes.empty() || !snapshots.empty() ||
+                           !counts.empty())) {
+    return FailedPrecondition("store writer: data appended before BeginSession");
+  }
+  RETURN_IF_ERROR(Exec(db, "BEGIN"));
+  Status st = [&]() -> Status {
+    for (const auto& [id, text] : strings) {
+      sqlite3_bind_int64(insert_string_.get(), 1, id);
+      BindText(insert_string_.get(), 2, text);
+      RETURN_IF_ERROR(StepDone(db, insert_string_.get(), "insert string"));
+    }
+    // Rows are clustered by time: sort each batch so range scans stay local.
+    std::stable_sort(events.begin(), events.end(),
+                     [](const Event& a, const Event& b) { return a.ts_ns < b.ts_ns; });
+    sqlite3_stmt* s = insert_event_.get();
+    for (const Event& e : events) {
+      sqlite3_bind_int64(s, 1, session_id_);
+      sqlite3_bind_int64(s, 2, e.ts_ns);
+      sqlite3_bind_int64(s, 3, e.pid);
+      sqlite3_bind_int64(s, 4, e.tid);
+      sqlite3_bind_int64(s, 5, static_cast<int64_t>(e.op));
+      sqlite3_bind_int64(s, 6, e.duration_ns);
+      BindOptional(s, 7, e.ret);
+      BindOptional(s, 8, e.bytes);
+      BindOptional(s, 9, e.kind);
+      BindOptional(s, 10, e.cpu);
+      BindOptional(s, 11, e.other_pid);
+      BindOptional(s, 12, e.runq_ns);
+      BindOptional(s, 13, e.addr);
+      BindOptional(s, 14, e.name_id);
+      BindOptional(s, 15, e.stack_id);
+      RETURN_IF_ERROR(StepDone(db, s, "insert event"));
+      Aggregate(e);
+    }
+    for (const OpCount& c : counts) {
+      RollupKey key{c.sec, c.pid, static_cast<uint16_t>(c.op), c.name_id == kNull ? 0 : c.name_id};
+      RollupValue& v = rollups_[key];
+      v.count += c.count;
+      v.total_ns += c.total_ns;
+      v.max_ns = std::max(v.max_ns, c.max_ns);
+      newest_sec_ = std::max(newest_sec_, c.sec);
+    }
+    for (const ProcessInfo& p : processes) {
+      sqlite3_stmt* u = upsert_process_.get();
+      sqlite3_bind_int64(u, 1, session_id_);
+      sqlite3_bind_int64(u, 2, p.pid);
+      if (p.ppid > 0) sqlite3_bind_int64(u, 3, p.ppid); else sqlite3_bind_null(u, 3);
+      BindText(u, 4, p.name.empty() ? p.comm : p.name);
+      if (p.comm.empty()) sqlite3_bind_null(u, 5); else BindText(u, 5, p.comm);
+      if (p.cmdline.empty()) sqlite3_bind_null(u, 6); else BindText(u, 6, p.cmdline);
+      BindOptional(u, 7, p.first_ts_ns);
+      BindOptional(u, 8, p.exit_ts_ns);
+      BindOptional(u, 9, p.exit_code);
+      sqlite3_bind_int(u, 10, p.tracked ? 1 : 0);
+      RETURN_IF_ERROR(StepDone(db, u, "upsert process"));
+    }
+    for (const SystemSnapshot& x : snapshots) {
+      sqlite3_stmt* u = insert_snapshot_.get();
+      sqlite3_bind_int64(u, 1, session_id_);
+      sqlite3_bind_int64(u, 2, x.ts_ns);
+      sqlite3_bind_double(u, 3, x.cpu_pct);
+      sqlite3_bind_double(u, 4, x.mem_pct);
+      sqlite3_bind_double(u, 5, x.load1);
+      sqlite3_bind_int64(u, 6, x.cores);
+      sqlite3_bind_int64(u, 7, x.swap_used_bytes);
+      sqlite3_bind_int64(u, 8, x.mem_available_bytes);
+      sqlite3_bind_int64(u, 9, x.major_faults_per_s);
+      sqlite3_bind_int64(u, 10, x.ctx_switches_per_s);
+      sqlite3_bind_int64(u, 11, x.procs_running);
+      sqlite3_bind_int64(u, 12, x.procs_blocked);
+      sqlite3_bind_double(u, 13, x.iowait_pct);
+      RETURN_IF_ERROR(StepDone(db, u, "insert snapshot"));
+    }
+    return WriteRollups(final_flush);
+  }();
+  if (!st.ok()) {
+    (void)Exec(db, "ROLLBACK");
+    return st.WithContext("write to " + path_);
+  }
+  RETURN_IF_ERROR(Exec(db, "COMMIT").WithContext("commit to " + path_));
+  if (options_.max_db_bytes > 0) RETURN_IF_ERROR(PruneIfNeeded());
+  return Status::Ok();
+}
+
+Status StoreWriter::PruneIfNeeded() {
+  sqlite3* db = db_.get();
+  // Cheap test first: page_count covers the main file plus pages still in the WAL.
+  ASSIGN_OR_RETURN(int64_t page_count, QueryInt(db, "PRAGMA page_count", 0));
+  ASSIGN_OR_RETURN(int64_t page_bytes, QueryInt(db, "PRAGMA page_size", 4096));
+  if (page_count * page_bytes <= options_.max_db_bytes * 9 / 10) return Status::Ok();
+  for (int round = 0; round < 20; ++round) {
+    ASSIGN_OR_RETURN(int64_t pages, QueryInt(db, "PRAGMA page_count", 0));
+    ASSIGN_OR_RETURN(int64_t free_pages, QueryInt(db, "PRAGMA freelist_count", 0));
+    ASSIGN_OR_RETURN(int64_t page_size, QueryInt(db, "PRAGMA page_size", 4096));
+    int64_t used = (pages - free_pages) * page_size;
+    // Keep 10% headroom so pruning does not run on every commit.
+    if (used <= options_.max_db_bytes * 9 / 10 && pages * page_size <= options_.max_db_bytes) {
+      return Status::Ok();
+    }
+    ASSIGN_OR_RETURN(int64_t rows, QueryInt(db, "SELECT COUNT(*) FROM event_rows", 0));
+    if (rows == 0) {
+      (void)Exec(db, "PRAGMA incremental_vacuum");
+      return Status::Ok();
+    }
+    int64_t drop = std::max<int64_t>(rows / 10, 1000);
+    ASSIGN_OR_RETURN(int64_t cutoff_rowid,
+                     QueryInt(db,
+                              "SELECT MAX(rowid) FROM (SELECT rowid FROM event_rows ORDER BY "
+                              "rowid LIMIT " +
+                                  std::to_string(drop) + ")",
+                              0));
+    // The oldest rows define the oldest (session, second) still kept: drop rollups and
+    // snapshots older than that too, so summaries never describe data that is gone.
+    ASSIGN_OR_RETURN(int64_t keep_session,
+                     QueryInt(db, "SELECT session FROM event_rows WHERE rowid > " +
+                                      std::to_string(cutoff_rowid) + " ORDER BY rowid LIMIT 1",
+                              session_id_));
+    ASSIGN_OR_RETURN(int64_t keep_ts,
+                     QueryInt(db, "SELECT ts FROM event_rows WHERE rowid > " +
+                                      std::to_string(cutoff_rowid) + " ORDER BY rowid LIMIT 1",
+                              0));
+    RETURN_IF_ERROR(Exec(db, "BEGIN"));
+    std::string sess = std::to_string(keep_session);
+    std::string sec = std::to_string(keep_ts / 1000000000);
+    Status st = Exec(db, "DELETE FROM event_rows WHERE rowid <= " + std::to_string(cutoff_rowid) +
+                             "; DELETE FROM op_seconds WHERE session < " + sess +
+                             " OR (session = " + sess + " AND sec < " + sec +
+                             "); DELETE FROM system_snapshots WHERE session < " + sess +
+                             " OR (session = " + sess + " AND ts < " +
+                             std::to_string(keep_ts) + ");");
+    if (!st.ok()) {
+      (void)Exec(db, "ROLLBACK");
+      return st.WithContext("prune " + path_);
+    }
+    RETURN_IF_ERROR(Exec(db, "COMMIT"));
+    rows_pruned_ += drop;
+    RETURN_IF_ERROR(Exec(db, "PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(TRUNCATE)"));
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+const char* InvokingUser() {
+  const char* sudo_user = std::getenv("SUDO_USER");
+  if (geteuid() == 0 && sudo_user != nullptr && *sudo_user != '\0' &&
+      std::string(sudo_user) != "root") {
+    return sudo_user;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string DefaultDatabasePath() {
+  if (const char* env = std::getenv("GPUWHY_DB"); env != nullptr && *env != '\0') return env;
+  std::string home;
+  if (const char* user = InvokingUser()) {
+    if (struct passwd* pw = getpwnam(user)) home = pw->pw_dir;
+  }
+  if (home.empty()) {
+    if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') home = h;
+  }
+  if (home.empty()) {
+    if (struct passwd* pw = getpwuid(getuid())) home = pw->pw_dir;
+  }
+  if (home.empty()) home = ".";
+  return home + "/.gpuwhy/gpuwhy.db";
+}
+
+void ChownToInvokingUser(const std::string& path) {
+  const char* user = InvokingUser();
+  if (user == nullptr) return;
+  struct passwd* pw = getpwnam(user);
+  if (pw == nullptr) return;
+  for (const std::string& p : {path, path + "-wal", path + "-shm"}) {
+    if (access(p.c_str(), F_OK) == 0) (void)chown(p.c_str(), pw->pw_uid, pw->pw_gid);
+  }
+}
+
+Status PrepareDatabaseLocation(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos || slash == 0) return Status::Ok();
+  std::string dir = path.substr(0, slash);
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) return FailedPrecondition(dir + " exists and is not a directory");
+    return Status::Ok();
+  }
+  // Create missing parents one level at a time (only the last levels are usually missing).
+  size_t parent_slash = dir.rfind('/');
+  if (parent_slash != std::string::npos && parent_slash > 0) {
+    RETURN_IF_ERROR(PrepareDatabaseLocation(dir));
+  }
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return ErrnoStatus("create directory " + dir, errno);
+  }
+  ChownToInvokingUser(dir);
+  return Status::Ok();
+}
+
+}  // namespace gw

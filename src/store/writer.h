@@ -1,0 +1,138 @@
+// StoreWriter: the only code that writes a gpuwhy database.
+//
+// Producers (capture's drain thread, the demo generator, the system sampler) call the
+// thread-safe Append*/Upsert* methods; a dedicated writer thread commits everything in batched
+// transactions through prepared statements. The queue is bounded: a producer that outruns the
+// disk blocks (so loss, if any, happens upstream where it is counted), never silently drops.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "store/event.h"
+#include "store/sqlite_util.h"
+
+namespace gw {
+
+struct WriterOptions {
+  int64_t max_db_bytes = 0;         // 0 = no cap; else prune the oldest rows to stay under it
+  size_t max_queued_events = 1 << 20;  // producers block beyond this
+  int64_t commit_interval_ms = 200; // commit at least this often while events arrive
+};
+
+struct WriterStats {
+  int64_t events_written = 0;
+  int64_t transactions = 0;
+  int64_t rows_pruned = 0;
+  int64_t producer_waits = 0;  // times a producer blocked on a full queue
+};
+
+class StoreWriter {
+ public:
+  static StatusOr<std::unique_ptr<StoreWriter>> Create(const std::string& path,
+                                                       WriterOptions options);
+  ~StoreWriter();
+  StoreWriter(const StoreWriter&) = delete;
+  StoreWriter& operator=(const StoreWriter&) = delete;
+
+  // Opens a new session row and makes it the target of every later append. Synchronous.
+  StatusOr<int64_t> BeginSession(const SessionInfo& info);
+  // Writes stop time and totals for the current session after flushing. Synchronous.
+  Status EndSession(const SessionTotals& totals);
+
+  // Thread-safe producers.
+  void AppendEvents(const Event* events, size_t count);
+  void AppendEvent(const Event& e) { AppendEvents(&e, 1); }
+  void UpsertProcess(const ProcessInfo& process);
+  void AppendSnapshot(const SystemSnapshot& snapshot);
+  void AppendOpCounts(const std::vector<OpCount>& counts);
+  // Returns a stable id for a string (kernel name, file name); written with the next batch.
+  int64_t InternString(std::string_view text);
+
+  // Blocks until everything appended so far is committed. Returns the first write error.
+  Status Flush();
+  // Flushes and stops the writer thread; further appends are ignored.
+  Status Close();
+
+  WriterStats stats() const;
+  int64_t session_id() const { return session_id_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  StoreWriter(std::string path, WriterOptions options, ScopedDb db);
+  Status PrepareStatements();
+  void Run();
+  Status CommitBatch(std::vector<Event>& events, std::vector<ProcessInfo>& processes,
+                     std::vector<SystemSnapshot>& snapshots, std::vector<OpCount>& counts,
+                     std::vector<std::pair<int64_t, std::string>>& strings, bool final_flush);
+  void Aggregate(const Event& e);
+  Status WriteRollups(bool all);
+  Status PruneIfNeeded();
+
+  std::string path_;
+  WriterOptions options_;
+  ScopedDb db_;
+  ScopedStmt insert_event_, upsert_process_, insert_snapshot_, upsert_rollup_, insert_string_;
+  int64_t session_id_ = 0;
+
+  std::mutex db_mu_;  // serializes all SQLite use of db_ (writer thread vs session calls)
+  mutable std::mutex mu_;  // guards the pending queues and counters below
+  std::condition_variable cv_work_;   // writer waits for work
+  std::condition_variable cv_space_;  // producers wait for queue space / flush completion
+  std::vector<Event> pending_events_;
+  std::vector<ProcessInfo> pending_processes_;
+  std::vector<SystemSnapshot> pending_snapshots_;
+  std::vector<OpCount> pending_counts_;
+  std::vector<std::pair<int64_t, std::string>> pending_strings_;
+  std::unordered_map<std::string, int64_t> string_ids_;
+  int64_t next_string_id_ = 1;
+  uint64_t enqueued_seq_ = 0;   // bumps on every append
+  uint64_t committed_seq_ = 0;  // last seq the writer committed
+  bool flush_requested_ = false;
+  bool stopping_ = false;
+  bool closed_ = false;
+  Status error_;
+  WriterStats stats_;
+  std::thread thread_;
+
+  // Writer-thread-only state: per-second rollups not yet written.
+  struct RollupKey {
+    int64_t sec;
+    int32_t pid;
+    uint16_t op;
+    int64_t name_id;
+    bool operator<(const RollupKey& o) const {
+      return std::tie(sec, pid, op, name_id) < std::tie(o.sec, o.pid, o.op, o.name_id);
+    }
+  };
+  struct RollupValue {
+    int64_t count = 0;
+    int64_t total_ns = 0;
+    int64_t max_ns = 0;
+  };
+  std::map<RollupKey, RollupValue> rollups_;
+  int64_t newest_sec_ = 0;
+  std::atomic<int64_t> rows_pruned_{0};
+};
+
+// The default database: $GPUWHY_DB, else ~/.gpuwhy/gpuwhy.db of the invoking user (under sudo,
+// SUDO_USER's home).
+std::string DefaultDatabasePath();
+// Creates the parent directory of a database file; under sudo, hands the directory and file
+// to the invoking user so they can read it without root.
+Status PrepareDatabaseLocation(const std::string& path);
+void ChownToInvokingUser(const std::string& path);
+
+}  // namespace gw
