@@ -46,7 +46,8 @@ struct ProcessInfo {
 
 // One 1 Hz sample of /proc. Rates are per second over the previous sample.
 struct SystemSnapshot {
-  int64_t ts_ns = 0;
+  int64_t ts_ns = 0;         // ns since session start (CLOCK_MONOTONIC based)
+  int64_t wall_ns = 0;       // CLOCK_REALTIME at the same instant: anchors absolute time
   double cpu_pct = 0;        // all CPUs busy share, 0-100
   double mem_pct = 0;        // (MemTotal - MemAvailable) / MemTotal, 0-100
   double load1 = 0;

@@ -97,7 +97,22 @@ bool IsFree(Op op);
 enum class CopyKind : int64_t { kHostToHost = 0, kHostToDevice = 1, kDeviceToHost = 2, kDeviceToDevice = 3, kDefault = 4 };
 std::string_view CopyKindName(int64_t kind);
 
-// sched_switch `kind` column: why the task left the CPU.
-enum class SwitchKind : int64_t { kPreempted = 0, kBlocked = 1 };
+// Memcpy rows: `kind` = CopyKind | kCopyPinnedHost when the host buffer is known to be
+// page-locked (allocated with cudaMallocHost/cudaHostAlloc); pageable copies lack the bit.
+inline constexpr int64_t kCopyPinnedHost = 16;
+
+// sched_switch `kind` column: why the task left the CPU. A sched_switch row is one off-CPU
+// interval of a task: ts = when it left the CPU, duration_ns = until it ran again, runq_ns =
+// the part spent runnable but waiting for a CPU (after preemption or wake-up), other_pid = the
+// process (tgid) that took the CPU when it left, cpu = the CPU it left. Blocked time =
+// duration_ns - runq_ns.
+enum class SwitchKind : int64_t {
+  kPreempted = 0,    // left while runnable (involuntary): contention
+  kBlocked = 1,      // slept (futex, pipe, poll, wait): locks or waiting for other tasks
+  kBlockedIo = 2,    // slept in I/O wait (task in_iowait): block I/O, read from disk
+  kBlockedFault = 3, // slept in I/O wait right after a user page fault: major fault
+};
+
+// block_io `kind`: 0 read, 1 write, 2 other (flush, discard).
 
 }  // namespace gw

@@ -75,6 +75,7 @@ CREATE TABLE processes(
 CREATE TABLE system_snapshots(
   session INTEGER NOT NULL,
   ts INTEGER NOT NULL,
+  wall_ns INTEGER,
   cpu_pct REAL, mem_pct REAL, load1 REAL, cores INTEGER,
   swap_used_bytes INTEGER, mem_available_bytes INTEGER,
   major_faults_per_s INTEGER, ctx_switches_per_s INTEGER,

@@ -105,7 +105,8 @@ Status StoreWriter::PrepareStatements() {
                            "INSERT OR REPLACE INTO system_snapshots(session, ts, cpu_pct, "
                            "mem_pct, load1, cores, swap_used_bytes, mem_available_bytes, "
                            "major_faults_per_s, ctx_switches_per_s, procs_running, "
-                           "procs_blocked, iowait_pct) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+                           "procs_blocked, iowait_pct, wall_ns) "
+                           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(upsert_rollup_,
                    Prepare(db,
                            "INSERT INTO op_seconds(session, sec, pid, op, name_id, count, "
@@ -407,6 +408,7 @@ Status StoreWriter::CommitBatch(std::vector<Event>& events, std::vector<ProcessI
       sqlite3_bind_int64(u, 11, x.procs_running);
       sqlite3_bind_int64(u, 12, x.procs_blocked);
       sqlite3_bind_double(u, 13, x.iowait_pct);
+      if (x.wall_ns != 0) sqlite3_bind_int64(u, 14, x.wall_ns); else sqlite3_bind_null(u, 14);
       RETURN_IF_ERROR(StepDone(db, u, "insert snapshot"));
     }
     return WriteRollups(final_flush);

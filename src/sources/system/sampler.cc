@@ -110,6 +110,9 @@ void SystemSampler::Run() {
         std::chrono::duration_cast<std::chrono::nanoseconds>(now_time - prev_time).count();
     SystemSnapshot s = SnapshotFromCounters(prev, now, elapsed, cores);
     s.ts_ns = clock_ns_();
+    s.wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
     prev = now;
     prev_time = now_time;
     lock.unlock();

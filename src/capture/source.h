@@ -1,0 +1,74 @@
+// The contract between event sources (src/sources/<family>) and the capture loop.
+//
+// A Source owns its BPF skeleton, links and ring buffer; it decodes raw records into typed
+// Events and hands them to an EventSink. The capture loop (src/capture/tracer.*) starts every
+// source, polls them from one drain thread, rediscovers libraries periodically, and sums drops.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "store/event.h"
+
+namespace gw {
+
+// Where decoded events go (the tracer forwards them to the StoreWriter and the live view).
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  virtual void OnEvents(const Event* events, size_t count) = 0;
+  virtual void OnProcess(const ProcessInfo& process) = 0;
+  virtual void OnOpCounts(const std::vector<OpCount>& counts) = 0;
+  // Stable id for a string (kernel name, file name) for Event::name_id.
+  virtual int64_t InternString(std::string_view text) = 0;
+};
+
+// Converts BPF timestamps (bpf_ktime_get_ns, CLOCK_MONOTONIC) to session time.
+struct SessionClock {
+  int64_t mono_start_ns = 0;  // CLOCK_MONOTONIC at session start
+  int64_t wall_start_ns = 0;  // CLOCK_REALTIME at the same instant
+  int64_t ToSession(uint64_t mono_ns) const {
+    return static_cast<int64_t>(mono_ns) - mono_start_ns;
+  }
+};
+
+// What every source gets at start.
+struct SourceContext {
+  SessionClock clock;
+  EventSink* sink = nullptr;
+  // BPF map fd of the tracked set (tgid → flags), created by the host source and shared with
+  // the CUDA source through bpf_map__reuse_fd so both agree on which processes are tracked.
+  int tracked_map_fd = -1;
+  // Filters from the command line: only these pids / comms (and their descendants) are
+  // tracked when non-empty.
+  std::vector<int32_t> pids;
+  std::vector<std::string> comms;
+  bool stacks = false;  // trace --stack
+};
+
+// Counts of records lost, by where they were lost ("bpf_reserve", …).
+using DropCounts = std::map<std::string, int64_t>;
+
+class Source {
+ public:
+  virtual ~Source() = default;
+  virtual std::string name() const = 0;
+  // Loads and attaches. A source that cannot start returns an error with a hint; the tracer
+  // decides whether that is fatal.
+  virtual Status Start(const SourceContext& context) = 0;
+  // Drains ready records into the sink without blocking (timeout 0). Returns records drained.
+  virtual int64_t Poll() = 0;
+  // Called about once a second: attach to libraries/processes that appeared since Start.
+  virtual void Rediscover() {}
+  // Notes worth telling the user once (skipped symbols, libraries attached).
+  virtual std::vector<std::string> TakeNotes() { return {}; }
+  virtual DropCounts Drops() const = 0;
+  // Detaches; a final Poll() after Stop() must still return what was captured.
+  virtual void Stop() = 0;
+};
+
+}  // namespace gw
