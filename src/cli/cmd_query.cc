@@ -43,6 +43,7 @@ int RunQuery(const Args& args) {
                        : flags.GetBool("csv") ? TableFormat::kCsv
                                               : TableFormat::kText;
   std::fputs(FormatTable(*table, format).c_str(), stdout);
+  std::fflush(stdout);
   if (table->truncated) {
     std::fprintf(stderr, "gpuwhy query: output cut at %lld rows — use --limit N (0 = all)\n",
                  static_cast<long long>(table->limit));

@@ -1,0 +1,169 @@
+// gpuwhy's causal engine: turns one window of a recording into findings (root cause, effect,
+// evidence, fix) and a GPU feed-time attribution. Front ends (CLI `explain`, the MCP server)
+// call Explain() and render the Report with ReportToText() / ReportToJson().
+//
+// Stable API: other components code against this header. Add fields, never repurpose them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace gw {
+
+class StoreReader;
+
+struct ExplainOptions {
+  // Window length ending at the newest event of the session. Ignored when `from_ns` is set.
+  int64_t since_ns = 120'000'000'000;
+  // Explicit window in session ns (ns since the session started). `to_ns` defaults to the
+  // newest event.
+  std::optional<int64_t> from_ns;
+  std::optional<int64_t> to_ns;
+  int64_t session = 0;  // 0 = newest session in the file
+  int32_t pid = 0;      // 0 = every tracked process; else that process and its tracked children
+  bool evidence = false;  // ReportToText prints each finding's evidence SQL
+};
+
+enum class Severity { kLow = 0, kMedium = 1, kHigh = 2 };
+const char* SeverityName(Severity s);  // "LOW" | "MEDIUM" | "HIGH"
+
+// One number a finding rests on, e.g. {"runq_wait_s", 41.2, "s"}.
+struct Metric {
+  std::string name;
+  double value = 0;
+  std::string unit;  // "s", "ms", "us", "%", "x", "count", "ops/s", "bytes", ""
+};
+
+// SQL a user can paste into `gpuwhy query` to check a finding's numbers (read-only, one
+// statement, absolute session timestamps already substituted).
+struct EvidenceQuery {
+  std::string what;  // what the rows show
+  std::string sql;
+};
+
+struct Finding {
+  std::string rule;     // stable id: "cpu-contention", "dataloader-starvation", ...
+  Severity severity = Severity::kLow;
+  std::string cause;    // "CPU scheduling contention"
+  std::string effect;   // "CUDA throughput drop"
+  std::vector<std::string> root;          // "Root:" lines
+  std::vector<std::string> effects;       // "Effect:" lines
+  std::vector<std::string> contributing;  // "Contributing:" lines
+  std::vector<std::string> fix;           // "Fix:" lines (concrete commands)
+  std::vector<EvidenceQuery> evidence;
+  std::vector<Metric> metrics;
+  double lost_s = 0;  // GPU-feed seconds this cause explains (ranking key after severity)
+};
+
+// Where the GPU-feeding threads' time went (see docs/detections.md for the precedence).
+enum class FeedCause {
+  kRunning,       // on CPU, not in a CUDA call
+  kRunqWait,      // runnable, waiting for a CPU (contention)
+  kBlockedIo,     // sleeping in I/O wait (block I/O, reads)
+  kPageFault,     // sleeping after a page fault (major faults, reclaim)
+  kBlockedOther,  // sleeping otherwise: waiting for workers, locks, pipes
+  kMemcpy,        // inside a cudaMemcpy* call (and on CPU)
+  kSync,          // inside a CUDA synchronize call (and on CPU or waiting on the GPU)
+};
+const char* FeedCauseName(FeedCause c);  // stable key: "running", "runq_wait", ...
+const char* FeedCauseLabel(FeedCause c);  // human label
+
+struct FeedTimeRow {
+  FeedCause cause = FeedCause::kRunning;
+  double seconds = 0;  // summed over threads
+  double pct = 0;      // of the group's thread-seconds (threads x window)
+};
+
+// Attribution for one group of threads (the training process's CUDA-calling threads, or its
+// DataLoader workers).
+struct FeedTimeGroup {
+  std::string name;     // "training threads (CUDA callers)" / "DataLoader workers"
+  int32_t threads = 0;  // threads observed
+  double thread_seconds = 0;  // sum of each thread's observed lifetime in the window
+  std::vector<FeedTimeRow> rows;  // one per FeedCause, in enum order
+};
+
+struct ProcessStat {
+  int32_t pid = 0;
+  std::string name;
+  std::string role;  // "training", "worker", "competitor", "other"
+  bool tracked = false;
+  int64_t context_switches = 0;
+  double off_cpu_s = 0;
+  double runq_s = 0;
+  double worst_stall_ms = 0;
+  double cpu_taken_from_feeders_s = 0;  // time it ran while a feeding thread waited for a CPU
+  int64_t cuda_calls = 0;
+};
+
+struct SystemContext {
+  bool present = false;  // false when the window has no system_snapshots rows
+  double cpu_pct = 0;
+  double mem_pct = 0;
+  double load1 = 0;
+  int64_t cores = 0;
+  double swap_mb = 0;
+  double iowait_pct = 0;
+  int64_t major_faults_per_s = 0;
+};
+
+struct ReportWindow {
+  int64_t session = 0;
+  int64_t from_ns = 0;  // session ns
+  int64_t to_ns = 0;
+  std::string label;    // "last 2 min", "12.0s–40.0s"
+};
+
+struct Report {
+  ReportWindow window;
+  SystemContext system;
+  std::vector<Finding> findings;  // most severe first, then by lost_s
+  std::vector<FeedTimeGroup> feed_time;
+  std::vector<ProcessStat> top_processes;  // by off-CPU time, training and workers first
+  int64_t events = 0;  // raw rows in the window (all pids)
+  std::vector<std::string> notes;  // data caveats: drops, missing sources, sampled launches
+  bool evidence = false;  // copied from options: ReportToText prints evidence SQL
+};
+
+StatusOr<Report> Explain(StoreReader& reader, const ExplainOptions& options);
+std::string ReportToText(const Report& report);
+std::string ReportToJson(const Report& report);
+
+// ---- diff: before/after between two sessions (same or different files) ----
+
+enum class Verdict { kBetter, kWorse, kSame };
+const char* VerdictName(Verdict v);  // "better" | "worse" | "same"
+
+struct DiffRow {
+  std::string metric;  // "context switches (training process)"
+  std::string key;     // stable: "train_ctx_switches"
+  std::string unit;
+  double before = 0;
+  double after = 0;
+  double change_pct = 0;  // (after - before) / before * 100; 0 when before == 0
+  double ratio = 0;       // after / before (0 when before == 0)
+  bool lower_is_better = true;
+  Verdict verdict = Verdict::kSame;
+};
+
+struct DiffReport {
+  std::string label_a;  // "before.db session 1"
+  std::string label_b;
+  double duration_a_s = 0;
+  double duration_b_s = 0;
+  std::vector<DiffRow> rows;
+  std::vector<std::string> findings_a;  // "[HIGH] cause → effect"
+  std::vector<std::string> findings_b;
+};
+
+// Compares whole sessions (session 0 = newest in that file). Rates are normalized per second
+// so runs of different lengths compare.
+StatusOr<DiffReport> Diff(StoreReader& a, int64_t session_a, StoreReader& b, int64_t session_b);
+std::string DiffToText(const DiffReport& diff);
+std::string DiffToJson(const DiffReport& diff);
+
+}  // namespace gw

@@ -1,0 +1,83 @@
+// Every threshold gpuwhy's findings use, in one place. docs/detections.md explains each; change
+// both together.
+#pragma once
+
+#include <cstdint>
+
+namespace gw::thresholds {
+
+// ---- Shared severity ladder: lost GPU-feed time as a share of the window's wall clock ----
+// "Lost" is critical-path time of the main CUDA thread attributed to a cause (see
+// docs/detections.md, "Feed-time attribution").
+inline constexpr double kHighLostShare = 0.15;
+inline constexpr double kMediumLostShare = 0.05;
+inline constexpr double kLowLostShare = 0.01;
+
+// Baselines: the window is cut in buckets; the quietest bucket (least run-queue wait on the
+// feeding threads, earliest on ties) is the baseline. Buckets with fewer syncs are skipped.
+inline constexpr int64_t kBucketNs = 10'000'000'000;
+inline constexpr int64_t kMinSyncsPerBucket = 20;
+
+// A sync is "slow" beyond this multiple of the baseline p50 (and at least kSlowSyncFloorNs).
+inline constexpr double kSlowSyncFactor = 5.0;
+inline constexpr int64_t kSlowSyncFloorNs = 200'000;  // 200 µs
+
+// Main thread off-CPU outside CUDA calls for at least this long = waiting for a batch.
+inline constexpr int64_t kBatchWaitMinNs = 1'000'000;  // 1 ms
+
+// CPU contention needs run-queue wait as a share of the feeders' thread time too, so a single
+// long preemption on an idle box stays LOW.
+inline constexpr double kContentionRunqShareMin = 0.02;
+
+// DataLoader starvation: worker state while the main thread waited for a batch. Workers
+// "busy" (running) for at least this share of that time means they are too slow or too few.
+inline constexpr double kStarvationWorkerBusyShare = 0.5;
+
+// I/O: block request latency p99 above this multiple of the baseline p50 is called out.
+inline constexpr double kIoLatencyFactor = 5.0;
+
+// Memory pressure: swap in use, or major faults per second on the feeders.
+inline constexpr int64_t kSwapUsedBytesMin = 64ll << 20;  // 64 MiB
+inline constexpr double kMajorFaultsPerSecMin = 50.0;
+
+// Memcpy: share of the main thread's wall clock inside cudaMemcpy*; pageable share of bytes.
+inline constexpr double kMemcpyHighShare = 0.30;
+inline constexpr double kMemcpyMediumShare = 0.15;
+inline constexpr double kMemcpyLowShare = 0.05;
+inline constexpr double kPageableBytesShareMin = 0.5;
+
+// Sync-heavy loop: syncs per second with few launches per sync.
+inline constexpr double kSyncHeavyPerSec = 200.0;
+inline constexpr double kSyncHeavyLaunchesPerSync = 20.0;
+inline constexpr double kSyncHeavyMediumPerSec = 500.0;
+
+// Launch-bound: main thread's share of wall clock inside launch calls, with little sync wait
+// (the GPU finishes before the CPU launches more).
+inline constexpr double kLaunchHighShare = 0.70;
+inline constexpr double kLaunchMediumShare = 0.50;
+inline constexpr double kLaunchLowShare = 0.30;
+inline constexpr double kLaunchMaxSyncShare = 0.10;
+
+// cudaMalloc churn (steady-state allocator calls per second) and periodic spikes.
+inline constexpr double kMallocChurnPerSec = 50.0;
+inline constexpr double kMallocSpikeFactor = 10.0;  // a second's allocator time vs the median
+inline constexpr int64_t kMallocSpikeMinNs = 20'000'000;  // and at least 20 ms in that second
+inline constexpr int kMallocSpikeMinCount = 3;
+inline constexpr double kPeriodJitterShare = 0.2;  // gaps within ±20% of the median gap
+
+// Cold start: time from the first CUDA call until the per-second CUDA op rate first reaches
+// this share of the steady-state median.
+inline constexpr double kColdStartSteadyShare = 0.5;
+inline constexpr int64_t kColdStartMinNs = 2'000'000'000;  // 2 s
+inline constexpr double kColdStartMediumShare = 0.05;       // of the window
+inline constexpr double kColdStartHighShare = 0.15;
+
+// GPU shared by several processes: overlap of their CUDA activity (seconds with calls from
+// both) as a share of the main process's active seconds, and sync p50 inflation while shared.
+inline constexpr double kGpuShareOverlapMin = 0.2;
+inline constexpr double kGpuShareHighInflation = 2.0;
+
+// diff: a change counts as better/worse beyond this relative change (noise band).
+inline constexpr double kDiffNoiseShare = 0.10;
+
+}  // namespace gw::thresholds
