@@ -73,8 +73,6 @@ struct WindowData {
   std::vector<SwitchTotals> switch_totals;  // every pid with sched_switch rows in the window
   std::vector<SystemSnapshot> snapshots;   // window
   int64_t events_in_window = 0;
-  // Session-start data for cold-start detection: first CUDA rows of the session (tracked).
-  std::vector<RawEvent> session_start_cuda;
 };
 
 }  // namespace gw

@@ -48,6 +48,8 @@ struct SourceContext {
   std::vector<int32_t> pids;
   std::vector<std::string> comms;
   bool stacks = false;  // trace --stack
+  // Extra CUDA library files or directories to attach to (trace --cuda-lib).
+  std::vector<std::string> cuda_libs;
 };
 
 // Counts of records lost, by where they were lost ("bpf_reserve", …).

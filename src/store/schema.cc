@@ -39,15 +39,15 @@ CREATE TABLE strings(
 CREATE TABLE event_rows(
   session INTEGER NOT NULL,
   ts INTEGER NOT NULL,
+  seq INTEGER NOT NULL,
   pid INTEGER NOT NULL,
   tid INTEGER NOT NULL,
   op INTEGER NOT NULL,
   duration_ns INTEGER NOT NULL,
   ret INTEGER, bytes INTEGER, kind INTEGER, cpu INTEGER, other_pid INTEGER,
-  runq_ns INTEGER, addr INTEGER, name_id INTEGER, stack_id INTEGER
-);
-CREATE INDEX event_rows_by_time ON event_rows(session, ts);
-CREATE INDEX event_rows_by_op ON event_rows(session, op, ts);
+  runq_ns INTEGER, addr INTEGER, name_id INTEGER, stack_id INTEGER,
+  PRIMARY KEY(session, ts, seq)
+) WITHOUT ROWID;
 CREATE TABLE op_seconds(
   session INTEGER NOT NULL,
   sec INTEGER NOT NULL,

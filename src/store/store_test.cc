@@ -133,6 +133,21 @@ TEST_F(StoreTest, QueryTimeoutInterruptsLongStatements) {
   EXPECT_EQ(t.status().code(), StatusCode::kUnavailable);
 }
 
+TEST_F(StoreTest, EventsWithEqualTimestampsAreAllKeptAcrossBatches) {
+  auto w = NewWriter();
+  ASSERT_TRUE(w->BeginSession({}).ok());
+  for (int batch = 0; batch < 3; ++batch) {
+    std::vector<Event> same(5, Switch(1000, 1, 1));
+    w->AppendEvents(same.data(), same.size());
+    ASSERT_TRUE(w->Flush().ok());
+  }
+  ASSERT_TRUE(w->Close().ok());
+  auto r = StoreReader::Open(path_);
+  auto t = (*r)->Query("SELECT COUNT(*) FROM events WHERE timestamp = 1000");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(std::get<int64_t>(t->rows[0][0]), 15);
+}
+
 TEST_F(StoreTest, RowLimitFlagsTruncation) {
   auto w = NewWriter();
   ASSERT_TRUE(w->BeginSession({}).ok());

@@ -85,8 +85,8 @@ Status StoreWriter::PrepareStatements() {
   ASSIGN_OR_RETURN(insert_event_,
                    Prepare(db,
                            "INSERT INTO event_rows(session, ts, pid, tid, op, duration_ns, ret, "
-                           "bytes, kind, cpu, other_pid, runq_ns, addr, name_id, stack_id) "
-                           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+                           "bytes, kind, cpu, other_pid, runq_ns, addr, name_id, stack_id, seq) "
+                           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(upsert_process_,
                    Prepare(db,
                            "INSERT INTO processes(session, pid, ppid, name, comm, cmdline, "
@@ -304,7 +304,7 @@ void StoreWriter::Aggregate(const Event& e) {
   if (e.op == Op::kProcExec || e.op == Op::kProcFork || e.op == Op::kProcExit) return;
   int64_t sec = e.ts_ns / 1000000000;
   RollupKey key{sec, e.pid, static_cast<uint16_t>(e.op), e.name_id == kNull ? 0 : e.name_id};
-  RollupValue& v = rollups_[key];
+  RollupValue& v = rollups_[key];  // unordered: one hash per event
   ++v.count;
   v.total_ns += e.duration_ns;
   v.max_ns = std::max(v.max_ns, e.duration_ns);
@@ -314,8 +314,11 @@ void StoreWriter::Aggregate(const Event& e) {
 Status StoreWriter::WriteRollups(bool all) {
   sqlite3* db = db_.get();
   // Seconds older than newest-2 are complete: events arrive at most a little out of order.
-  auto end = all ? rollups_.end() : rollups_.lower_bound(RollupKey{newest_sec_ - 2, 0, 0, 0});
-  for (auto it = rollups_.begin(); it != end; ++it) {
+  for (auto it = rollups_.begin(); it != rollups_.end();) {
+    if (!all && it->first.sec >= newest_sec_ - 2) {
+      ++it;
+      continue;
+    }
     sqlite3_stmt* s = upsert_rollup_.get();
     sqlite3_bind_int64(s, 1, session_id_);
     sqlite3_bind_int64(s, 2, it->first.sec);
@@ -326,8 +329,8 @@ Status StoreWriter::WriteRollups(bool all) {
     sqlite3_bind_int64(s, 7, it->second.total_ns);
     sqlite3_bind_int64(s, 8, it->second.max_ns);
     RETURN_IF_ERROR(StepDone(db, s, "write op_seconds"));
+    it = rollups_.erase(it);
   }
-  rollups_.erase(rollups_.begin(), end);
   return Status::Ok();
 }
 
@@ -348,11 +351,18 @@ Status StoreWriter::CommitBatch(std::vector<Event>& events, std::vector<ProcessI
       BindText(insert_string_.get(), 2, text);
       RETURN_IF_ERROR(StepDone(db, insert_string_.get(), "insert string"));
     }
-    // Rows are clustered by time: sort each batch so range scans stay local.
-    std::stable_sort(events.begin(), events.end(),
-                     [](const Event& a, const Event& b) { return a.ts_ns < b.ts_ns; });
+    // Rows are clustered by (session, ts, seq): sorting each batch keeps inserts appending.
+    if (!std::is_sorted(events.begin(), events.end(),
+                        [](const Event& a, const Event& b) { return a.ts_ns < b.ts_ns; })) {
+      std::stable_sort(events.begin(), events.end(),
+                       [](const Event& a, const Event& b) { return a.ts_ns < b.ts_ns; });
+    }
     sqlite3_stmt* s = insert_event_.get();
+    int64_t prev_ts = kNull;
+    int64_t seq = 0;
     for (const Event& e : events) {
+      seq = (e.ts_ns == prev_ts) ? seq + 1 : 0;
+      prev_ts = e.ts_ns;
       sqlite3_bind_int64(s, 1, session_id_);
       sqlite3_bind_int64(s, 2, e.ts_ns);
       sqlite3_bind_int64(s, 3, e.pid);
@@ -368,7 +378,15 @@ Status StoreWriter::CommitBatch(std::vector<Event>& events, std::vector<ProcessI
       BindOptional(s, 13, e.addr);
       BindOptional(s, 14, e.name_id);
       BindOptional(s, 15, e.stack_id);
-      RETURN_IF_ERROR(StepDone(db, s, "insert event"));
+      // A row from an earlier batch may already hold (ts, seq): take the next free seq.
+      for (int attempt = 0;; ++attempt) {
+        sqlite3_bind_int64(s, 16, seq);
+        int rc = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (rc == SQLITE_DONE) break;
+        if (rc != SQLITE_CONSTRAINT || attempt >= 1000) return SqliteStatus(db, rc, "insert event");
+        ++seq;
+      }
       Aggregate(e);
     }
     for (const OpCount& c : counts) {
@@ -437,43 +455,40 @@ Status StoreWriter::PruneIfNeeded() {
     if (used <= options_.max_db_bytes * 9 / 10 && pages * page_size <= options_.max_db_bytes) {
       return Status::Ok();
     }
-    ASSIGN_OR_RETURN(int64_t rows, QueryInt(db, "SELECT COUNT(*) FROM event_rows", 0));
-    if (rows == 0) {
+    // Oldest first: a whole older session, else the oldest tenth of the current session's
+    // time span (at least one second). Both bounds come from the primary key: no scan.
+    ASSIGN_OR_RETURN(int64_t oldest, QueryInt(db, "SELECT MIN(session) FROM event_rows", 0));
+    if (oldest == 0) {
       (void)Exec(db, "PRAGMA incremental_vacuum");
       return Status::Ok();
     }
-    int64_t drop = std::max<int64_t>(rows / 10, 1000);
-    ASSIGN_OR_RETURN(int64_t cutoff_rowid,
-                     QueryInt(db,
-                              "SELECT MAX(rowid) FROM (SELECT rowid FROM event_rows ORDER BY "
-                              "rowid LIMIT " +
-                                  std::to_string(drop) + ")",
-                              0));
-    // The oldest rows define the oldest (session, second) still kept: drop rollups and
-    // snapshots older than that too, so summaries never describe data that is gone.
-    ASSIGN_OR_RETURN(int64_t keep_session,
-                     QueryInt(db, "SELECT session FROM event_rows WHERE rowid > " +
-                                      std::to_string(cutoff_rowid) + " ORDER BY rowid LIMIT 1",
-                              session_id_));
-    ASSIGN_OR_RETURN(int64_t keep_ts,
-                     QueryInt(db, "SELECT ts FROM event_rows WHERE rowid > " +
-                                      std::to_string(cutoff_rowid) + " ORDER BY rowid LIMIT 1",
-                              0));
+    std::string sess = std::to_string(oldest);
+    int64_t cut_ts = INT64_MAX;  // delete the whole session
+    if (oldest == session_id_) {
+      ASSIGN_OR_RETURN(int64_t min_ts,
+                       QueryInt(db, "SELECT MIN(ts) FROM event_rows WHERE session = " + sess, 0));
+      ASSIGN_OR_RETURN(int64_t max_ts,
+                       QueryInt(db, "SELECT MAX(ts) FROM event_rows WHERE session = " + sess, 0));
+      cut_ts = min_ts + std::max<int64_t>((max_ts - min_ts) / 10, 1'000'000'000);
+      if (cut_ts > max_ts) cut_ts = max_ts;  // never delete the newest row
+    }
+    std::string cut = std::to_string(cut_ts);
+    std::string cut_sec = std::to_string(cut_ts / 1'000'000'000);
     RETURN_IF_ERROR(Exec(db, "BEGIN"));
-    std::string sess = std::to_string(keep_session);
-    std::string sec = std::to_string(keep_ts / 1000000000);
-    Status st = Exec(db, "DELETE FROM event_rows WHERE rowid <= " + std::to_string(cutoff_rowid) +
-                             "; DELETE FROM op_seconds WHERE session < " + sess +
-                             " OR (session = " + sess + " AND sec < " + sec +
-                             "); DELETE FROM system_snapshots WHERE session < " + sess +
-                             " OR (session = " + sess + " AND ts < " +
-                             std::to_string(keep_ts) + ");");
+    Status st = Exec(db, "DELETE FROM event_rows WHERE session = " + sess + " AND ts < " + cut);
+    int64_t deleted = sqlite3_changes(db);
+    if (st.ok()) {
+      st = Exec(db, "DELETE FROM op_seconds WHERE session < " + sess + " OR (session = " + sess +
+                        " AND sec < " + cut_sec + "); DELETE FROM system_snapshots WHERE session < " +
+                        sess + " OR (session = " + sess + " AND ts < " + cut + ");");
+    }
     if (!st.ok()) {
       (void)Exec(db, "ROLLBACK");
       return st.WithContext("prune " + path_);
     }
     RETURN_IF_ERROR(Exec(db, "COMMIT"));
-    rows_pruned_ += drop;
+    rows_pruned_ += deleted;
+    if (deleted == 0) return Status::Ok();  // nothing left to give back
     RETURN_IF_ERROR(Exec(db, "PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(TRUNCATE)"));
   }
   return Status::Ok();

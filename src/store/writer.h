@@ -113,8 +113,16 @@ class StoreWriter {
     int32_t pid;
     uint16_t op;
     int64_t name_id;
-    bool operator<(const RollupKey& o) const {
-      return std::tie(sec, pid, op, name_id) < std::tie(o.sec, o.pid, o.op, o.name_id);
+    bool operator==(const RollupKey& o) const {
+      return sec == o.sec && pid == o.pid && op == o.op && name_id == o.name_id;
+    }
+  };
+  struct RollupKeyHash {
+    size_t operator()(const RollupKey& k) const {
+      uint64_t h = static_cast<uint64_t>(k.sec) * 0x9E3779B97F4A7C15ULL;
+      h ^= (static_cast<uint64_t>(static_cast<uint32_t>(k.pid)) << 16 | k.op) * 0xC2B2AE3D27D4EB4FULL;
+      h ^= static_cast<uint64_t>(k.name_id) * 0x165667B19E3779F9ULL;
+      return static_cast<size_t>(h ^ (h >> 29));
     }
   };
   struct RollupValue {
@@ -122,7 +130,7 @@ class StoreWriter {
     int64_t total_ns = 0;
     int64_t max_ns = 0;
   };
-  std::map<RollupKey, RollupValue> rollups_;
+  std::unordered_map<RollupKey, RollupValue, RollupKeyHash> rollups_;
   int64_t newest_sec_ = 0;
   std::atomic<int64_t> rows_pruned_{0};
 };

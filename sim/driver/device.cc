@@ -1,0 +1,314 @@
+#include "driver/device.h"
+
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+namespace gwsim {
+namespace {
+
+constexpr size_t kStagingChunkBytes = 2u << 20;
+
+uint64_t EnvU64(const char* name, uint64_t fallback) {
+  const char* v = getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  unsigned long long parsed = strtoull(v, &end, 10);
+  if (end == v) return fallback;
+  return parsed;
+}
+
+double EnvDouble(const char* name, double fallback) {
+  const char* v = getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  double parsed = strtod(v, &end);
+  if (end == v || parsed < 0) return fallback;
+  return parsed;
+}
+
+// Per-thread staging buffer for pageable copies: mapped and populated once, like the driver's
+// pinned staging pool, so staging itself causes no page faults.
+struct StagingBuffer {
+  void* data = nullptr;
+  StagingBuffer() {
+    void* p = mmap(nullptr, kStagingChunkBytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    data = p == MAP_FAILED ? nullptr : p;
+  }
+  ~StagingBuffer() {
+    if (data != nullptr) munmap(data, kStagingChunkBytes);
+  }
+  StagingBuffer(const StagingBuffer&) = delete;
+  StagingBuffer& operator=(const StagingBuffer&) = delete;
+};
+
+void ExecuteMemset(const WorkItem& item) {
+  if (item.memset_elem_size == 1) {
+    memset(item.memset_dst, static_cast<int>(item.memset_value & 0xff), item.memset_count);
+    return;
+  }
+  auto* words = static_cast<uint32_t*>(item.memset_dst);
+  for (size_t i = 0; i < item.memset_count; ++i) words[i] = item.memset_value;
+}
+
+// The executor of one stream: runs its queue in order until the stream is destroyed.
+void StreamLoop(CUstream_st* s) {
+  pthread_setname_np(pthread_self(), "gwsim-stream");
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // kernel durations need µs precision
+  Sim& sim = Sim::Get();
+  int64_t cursor_ns = 0;  // simulated end of the previous item on this stream
+  std::unique_lock<std::mutex> lock(sim.mu);
+  for (;;) {
+    s->cv.wait(lock, [s] { return !s->queue.empty() || s->destroying; });
+    if (s->queue.empty()) {
+      CUctx_st* ctx = s->ctx;
+      ctx->streams.erase(std::remove(ctx->streams.begin(), ctx->streams.end(), s),
+                         ctx->streams.end());
+      sim.handles.erase(s);
+      s->dead = true;  // the struct is kept: waiters may still hold it
+      sim.progress.notify_all();
+      return;
+    }
+    WorkItem item = s->queue.front();
+    switch (item.kind) {
+      case WorkKind::kWaitEvent:
+        sim.progress.wait(lock, [&item] { return item.event->completed >= item.generation; });
+        break;
+      case WorkKind::kWaitStream:
+        sim.progress.wait(lock, [&item] { return item.other->completed >= item.count; });
+        break;
+      case WorkKind::kEventRecord:
+        item.event->completed = std::max(item.event->completed, item.generation);
+        item.event->timestamp_ns = NowNs();
+        break;
+      case WorkKind::kFree: {
+        auto it = sim.allocations.find(item.free_base);
+        if (it != sim.allocations.end()) {
+          sim.devices[it->second.device].used_bytes -= it->second.size;
+          munmap(reinterpret_cast<void*>(it->second.base), it->second.mapped_size);
+          sim.allocations.erase(it);
+        }
+        break;
+      }
+      case WorkKind::kKernel: {
+        lock.unlock();
+        int64_t start = std::max(NowNs(), cursor_ns);
+        cursor_ns = start + static_cast<int64_t>(item.duration_ns);
+        SleepUntilNs(cursor_ns);
+        lock.lock();
+        break;
+      }
+      case WorkKind::kCopy: {
+        double rate = sim.config.pcie_bytes_per_ns;
+        lock.unlock();
+        int64_t start = std::max(NowNs(), cursor_ns);
+        DirectCopy(item.copy);
+        int64_t end = start;
+        if (item.over_pcie && rate > 0) {
+          end += static_cast<int64_t>(static_cast<double>(item.copy.Bytes()) / rate);
+        }
+        SleepUntilNs(end);
+        cursor_ns = std::max(end, NowNs());
+        lock.lock();
+        break;
+      }
+      case WorkKind::kMemset:
+        lock.unlock();
+        ExecuteMemset(item);
+        cursor_ns = NowNs();
+        lock.lock();
+        break;
+      case WorkKind::kHostFunc:
+        lock.unlock();
+        item.host_fn(item.user_data);
+        cursor_ns = NowNs();
+        lock.lock();
+        break;
+    }
+    s->queue.pop_front();
+    ++s->completed;
+    sim.progress.notify_all();
+  }
+}
+
+}  // namespace
+
+int64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+void SleepUntilNs(int64_t deadline_ns) {
+  timespec ts;
+  ts.tv_sec = deadline_ns / 1'000'000'000;
+  ts.tv_nsec = deadline_ns % 1'000'000'000;
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+}
+
+void DirectCopy(const CopyDesc& copy) {
+  auto* dst = static_cast<char*>(copy.dst);
+  auto* src = static_cast<const char*>(copy.src);
+  if (copy.height == 1) {
+    memmove(dst, src, copy.width);
+    return;
+  }
+  for (size_t row = 0; row < copy.height; ++row) {
+    memmove(dst + row * copy.dst_pitch, src + row * copy.src_pitch, copy.width);
+  }
+}
+
+void StagedCopy(const CopyDesc& copy, bool over_pcie, double bytes_per_ns) {
+  thread_local StagingBuffer staging;
+  int64_t start = NowNs();
+  auto* dst = static_cast<char*>(copy.dst);
+  auto* src = static_cast<const char*>(copy.src);
+  for (size_t row = 0; row < copy.height; ++row) {
+    char* drow = dst + row * copy.dst_pitch;
+    const char* srow = src + row * copy.src_pitch;
+    for (size_t off = 0; off < copy.width; off += kStagingChunkBytes) {
+      size_t n = std::min(kStagingChunkBytes, copy.width - off);
+      if (staging.data == nullptr) {
+        memmove(drow + off, srow + off, n);
+        continue;
+      }
+      memcpy(staging.data, srow + off, n);  // pageable → pinned staging (host CPU)
+      memcpy(drow + off, staging.data, n);  // staging → destination ("DMA")
+    }
+  }
+  if (over_pcie && bytes_per_ns > 0) {
+    SleepUntilNs(start + static_cast<int64_t>(static_cast<double>(copy.Bytes()) / bytes_per_ns));
+  }
+}
+
+CUctx_st*& CurrentContext() {
+  thread_local CUctx_st* current = nullptr;
+  return current;
+}
+
+Sim::Sim() {
+  config.device_mem_bytes = EnvU64("GWSIM_DEVICE_MEM_MB", 16384) << 20;
+  config.device_count = static_cast<int>(std::clamp<uint64_t>(EnvU64("GWSIM_DEVICE_COUNT", 1), 0, 64));
+  config.pcie_bytes_per_ns = EnvDouble("GWSIM_PCIE_GBPS", 25.0);
+  config.max_kernel_ns = EnvU64("GWSIM_MAX_KERNEL_NS", 10'000'000'000ull);
+  config.populate_max_bytes = EnvU64("GWSIM_POPULATE_MAX_MB", 256) << 20;
+  devices.resize(static_cast<size_t>(config.device_count));
+}
+
+Sim& Sim::Get() {
+  static Sim* sim = new Sim();  // intentionally leaked, see class comment
+  return *sim;
+}
+
+bool Sim::IsHandle(const void* p, HandleKind kind) const {
+  auto it = handles.find(p);
+  return it != handles.end() && it->second == kind;
+}
+
+CUctx_st* Sim::NewContext(int device, bool primary) {
+  auto* ctx = new CUctx_st();
+  ctx->device = device;
+  ctx->primary = primary;
+  handles[ctx] = HandleKind::kContext;
+  ctx->legacy = NewStream(ctx, CU_STREAM_DEFAULT, /*legacy=*/true);
+  return ctx;
+}
+
+CUstream_st* Sim::NewStream(CUctx_st* ctx, unsigned flags, bool legacy) {
+  auto* s = new CUstream_st();
+  s->ctx = ctx;
+  s->flags = flags;
+  s->legacy = legacy;
+  ctx->streams.push_back(s);
+  if (!legacy) handles[s] = HandleKind::kStream;
+  std::thread(StreamLoop, s).detach();
+  return s;
+}
+
+CUstream_st* Sim::ResolveStream(CUstream handle, CUctx_st* ctx) {
+  if (ctx == nullptr) return nullptr;
+  if (handle == nullptr || handle == CU_STREAM_LEGACY) return ctx->legacy;
+  if (handle == CU_STREAM_PER_THREAD) {
+    thread_local std::vector<std::pair<CUctx_st*, CUstream_st*>> per_thread;
+    for (auto& [c, s] : per_thread) {
+      if (c == ctx && !s->dead) return s;
+    }
+    CUstream_st* s = NewStream(ctx, CU_STREAM_DEFAULT, /*legacy=*/false);
+    handles.erase(s);  // not a user-visible handle
+    per_thread.emplace_back(ctx, s);
+    return s;
+  }
+  if (!IsHandle(handle, HandleKind::kStream) || handle->destroying) return nullptr;
+  return handle;
+}
+
+uint64_t Sim::Enqueue(CUstream_st* s, const WorkItem& item) {
+  if (s->capture != nullptr) {
+    s->capture->items.push_back(item);
+    return 0;
+  }
+  auto push = [s](const WorkItem& w) {
+    s->queue.push_back(w);
+    ++s->enqueued;
+  };
+  // Legacy default stream semantics: it waits for all blocking streams, and they wait for it.
+  if (s->legacy) {
+    for (CUstream_st* other : s->ctx->streams) {
+      if (other == s || (other->flags & CU_STREAM_NON_BLOCKING) != 0) continue;
+      if (other->completed < other->enqueued) {
+        WorkItem wait;
+        wait.kind = WorkKind::kWaitStream;
+        wait.other = other;
+        wait.count = other->enqueued;
+        push(wait);
+      }
+    }
+  } else if ((s->flags & CU_STREAM_NON_BLOCKING) == 0) {
+    CUstream_st* legacy = s->ctx->legacy;
+    if (legacy->completed < legacy->enqueued) {
+      WorkItem wait;
+      wait.kind = WorkKind::kWaitStream;
+      wait.other = legacy;
+      wait.count = legacy->enqueued;
+      push(wait);
+    }
+  }
+  push(item);
+  s->cv.notify_one();
+  return s->enqueued;
+}
+
+void Sim::WaitTicket(std::unique_lock<std::mutex>& lock, CUstream_st* s, uint64_t ticket) {
+  progress.wait(lock, [s, ticket] { return s->completed >= ticket || s->dead; });
+}
+
+void Sim::DrainStream(std::unique_lock<std::mutex>& lock, CUstream_st* s) {
+  WaitTicket(lock, s, s->enqueued);
+}
+
+void Sim::DrainContext(std::unique_lock<std::mutex>& lock, CUctx_st* ctx) {
+  std::vector<std::pair<CUstream_st*, uint64_t>> tickets;
+  for (CUstream_st* s : ctx->streams) tickets.emplace_back(s, s->enqueued);
+  for (auto& [s, ticket] : tickets) WaitTicket(lock, s, ticket);
+}
+
+Allocation* Sim::Find(const void* p, size_t len) {
+  auto addr = reinterpret_cast<uintptr_t>(p);
+  auto it = allocations.upper_bound(addr);
+  if (it == allocations.begin()) return nullptr;
+  --it;
+  Allocation& a = it->second;
+  if (addr < a.base || addr - a.base > a.size) return nullptr;
+  if (len > a.size - (addr - a.base)) return nullptr;
+  return &a;
+}
+
+}  // namespace gwsim

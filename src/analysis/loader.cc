@@ -1,0 +1,207 @@
+#include "analysis/loader.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace gw {
+
+namespace {
+
+int64_t ColInt(sqlite3_stmt* s, int i) {
+  return sqlite3_column_type(s, i) == SQLITE_NULL ? kNull : sqlite3_column_int64(s, i);
+}
+
+std::string ColText(sqlite3_stmt* s, int i) {
+  const unsigned char* t = sqlite3_column_text(s, i);
+  return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
+}
+
+// Launch ops are counted in op_seconds (and may be sampled as rows): never loaded in bulk.
+constexpr const char* kLaunchOpList = "1,2,23,100,101";
+
+StatusOr<int64_t> SingleInt(StoreReader& reader, const std::string& sql,
+                            const std::vector<int64_t>& params, int64_t if_null) {
+  int64_t value = if_null;
+  RETURN_IF_ERROR(reader.ForEach(sql, params, [&](sqlite3_stmt* s) {
+    if (sqlite3_column_type(s, 0) != SQLITE_NULL) value = sqlite3_column_int64(s, 0);
+  }));
+  return value;
+}
+
+RawEvent ReadRawEvent(sqlite3_stmt* s) {
+  RawEvent e;
+  e.ts = sqlite3_column_int64(s, 0);
+  e.duration = sqlite3_column_int64(s, 1);
+  e.pid = static_cast<int32_t>(sqlite3_column_int64(s, 2));
+  e.tid = static_cast<int32_t>(sqlite3_column_int64(s, 3));
+  std::optional<Op> op = OpFromId(sqlite3_column_int64(s, 4));
+  e.op = op.value_or(Op::kRead);
+  e.ret = ColInt(s, 5);
+  e.bytes = ColInt(s, 6);
+  e.kind = ColInt(s, 7);
+  e.other_pid = ColInt(s, 8);
+  e.runq = ColInt(s, 9);
+  return e;
+}
+
+constexpr const char* kRawColumns =
+    "ts, duration_ns, pid, tid, op, ret, bytes, kind, other_pid, runq_ns";
+
+}  // namespace
+
+std::string WindowLabel(int64_t from, int64_t to, bool relative) {
+  char buf[96];
+  double secs = static_cast<double>(to - from) / 1e9;
+  if (relative) {
+    if (secs >= 3600 && static_cast<int64_t>(secs) % 3600 == 0) {
+      std::snprintf(buf, sizeof(buf), "last %lld h", static_cast<long long>(secs / 3600));
+    } else if (secs >= 120 && static_cast<int64_t>(secs) % 60 == 0) {
+      std::snprintf(buf, sizeof(buf), "last %lld min", static_cast<long long>(secs / 60));
+    } else {
+      std::snprintf(buf, sizeof(buf), "last %.0f s", secs);
+    }
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.1f s – %.1f s", static_cast<double>(from) / 1e9,
+                  static_cast<double>(to) / 1e9);
+  }
+  return buf;
+}
+
+StatusOr<WindowData> LoadWindow(StoreReader& reader, const WindowRequest& request) {
+  WindowData w;
+  if (request.session == 0) {
+    ASSIGN_OR_RETURN(w.session, reader.LatestSession());
+  } else {
+    w.session = request.session;
+  }
+  bool found = false;
+  RETURN_IF_ERROR(reader.ForEach(
+      "SELECT COALESCE(cores, 0), drops FROM sessions WHERE id = ?1", {w.session},
+      [&](sqlite3_stmt* s) {
+        found = true;
+        w.cores = sqlite3_column_int64(s, 0);
+        w.drops = sqlite3_column_int64(s, 1);
+      }));
+  if (!found) {
+    return NotFound("session " + std::to_string(w.session) + " is not in " + reader.path() +
+                    " — hint: `gpuwhy query \"SELECT id, kind, events FROM sessions\"` lists them");
+  }
+  ASSIGN_OR_RETURN(w.session_first_ts,
+                   SingleInt(reader, "SELECT MIN(ts) FROM event_rows WHERE session = ?1",
+                             {w.session}, kNull));
+  ASSIGN_OR_RETURN(w.session_last_ts,
+                   SingleInt(reader, "SELECT MAX(ts) FROM event_rows WHERE session = ?1",
+                             {w.session}, kNull));
+  if (w.session_first_ts == kNull) {
+    return NotFound("session " + std::to_string(w.session) + " in " + reader.path() +
+                    " has no events — hint: was the traced job running? check `gpuwhy query "
+                    "\"SELECT * FROM sessions\"` for drops");
+  }
+  bool relative = !request.from_ns.has_value() && !request.whole_session;
+  w.to = request.to_ns.value_or(w.session_last_ts + 1);
+  if (request.whole_session) {
+    w.from = w.session_first_ts;
+  } else if (request.from_ns.has_value()) {
+    w.from = *request.from_ns;
+  } else {
+    w.from = std::max<int64_t>(0, w.to - request.since_ns);
+  }
+  if (w.to <= w.from) {
+    return InvalidArgument("empty window: --from must be before --to (session ns)");
+  }
+  w.label = request.whole_session ? "whole session" : WindowLabel(w.from, w.to, relative);
+  const std::vector<int64_t> range = {w.session, w.from, w.to};
+
+  RETURN_IF_ERROR(reader.ForEach(
+      "SELECT pid, COALESCE(ppid, 0), name, COALESCE(cmdline, ''), tracked, first_ts, exit_ts, "
+      "exit_code FROM processes WHERE session = ?1",
+      {w.session}, [&](sqlite3_stmt* s) {
+        ProcessRecord p;
+        p.pid = static_cast<int32_t>(sqlite3_column_int64(s, 0));
+        p.ppid = static_cast<int32_t>(sqlite3_column_int64(s, 1));
+        p.name = ColText(s, 2);
+        p.cmdline = ColText(s, 3);
+        p.tracked = sqlite3_column_int64(s, 4) != 0;
+        p.first_ts = ColInt(s, 5);
+        p.exit_ts = ColInt(s, 6);
+        p.exit_code = ColInt(s, 7);
+        w.processes[p.pid] = p;
+      }));
+
+  // Tracked processes' rows (launches excluded), plus OOM kills of any process.
+  RETURN_IF_ERROR(reader.ForEach(
+      std::string("SELECT ") + kRawColumns +
+          " FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3 AND op NOT IN (" +
+          kLaunchOpList +
+          ") AND (pid IN (SELECT pid FROM processes WHERE session = ?1 AND tracked = 1) "
+          "OR op = 210) ORDER BY ts",
+      range, [&](sqlite3_stmt* s) { w.events.push_back(ReadRawEvent(s)); }));
+
+  RETURN_IF_ERROR(reader.ForEach(
+      std::string("SELECT ") + kRawColumns +
+          " FROM event_rows WHERE session = ?1 AND op IN (" + kLaunchOpList +
+          ") AND ts >= ?2 AND ts < ?3 LIMIT 20000",
+      range, [&](sqlite3_stmt* s) { w.launch_samples.push_back(ReadRawEvent(s)); }));
+
+  RETURN_IF_ERROR(reader.ForEach(
+      "SELECT sec, pid, op, SUM(count), SUM(total_ns), MAX(max_ns) FROM op_seconds "
+      "WHERE session = ?1 AND sec >= ?2 AND sec <= ?3 GROUP BY sec, pid, op ORDER BY sec",
+      {w.session, w.from / 1'000'000'000, (w.to - 1) / 1'000'000'000}, [&](sqlite3_stmt* s) {
+        std::optional<Op> op = OpFromId(sqlite3_column_int64(s, 2));
+        if (!op) return;
+        OpSecondRow r;
+        r.sec = sqlite3_column_int64(s, 0);
+        r.pid = static_cast<int32_t>(sqlite3_column_int64(s, 1));
+        r.op = *op;
+        r.count = sqlite3_column_int64(s, 3);
+        r.total_ns = sqlite3_column_int64(s, 4);
+        r.max_ns = sqlite3_column_int64(s, 5);
+        w.op_seconds.push_back(r);
+      }));
+
+  RETURN_IF_ERROR(reader.ForEach(
+      "SELECT pid, COUNT(*), SUM(duration_ns), SUM(COALESCE(runq_ns, 0)), MAX(duration_ns) "
+      "FROM event_rows WHERE session = ?1 AND op = 200 AND ts >= ?2 AND ts < ?3 GROUP BY pid",
+      range, [&](sqlite3_stmt* s) {
+        SwitchTotals t;
+        t.pid = static_cast<int32_t>(sqlite3_column_int64(s, 0));
+        t.count = sqlite3_column_int64(s, 1);
+        t.off_ns = sqlite3_column_int64(s, 2);
+        t.runq_ns = sqlite3_column_int64(s, 3);
+        t.max_ns = sqlite3_column_int64(s, 4);
+        w.switch_totals.push_back(t);
+      }));
+
+  RETURN_IF_ERROR(reader.ForEach(
+      "SELECT ts, COALESCE(cpu_pct, 0), COALESCE(mem_pct, 0), COALESCE(load1, 0), "
+      "COALESCE(cores, 0), COALESCE(swap_used_bytes, 0), COALESCE(mem_available_bytes, 0), "
+      "COALESCE(major_faults_per_s, 0), COALESCE(ctx_switches_per_s, 0), "
+      "COALESCE(procs_running, 0), COALESCE(procs_blocked, 0), COALESCE(iowait_pct, 0) "
+      "FROM system_snapshots WHERE session = ?1 AND ts >= ?2 AND ts < ?3 ORDER BY ts",
+      range, [&](sqlite3_stmt* s) {
+        SystemSnapshot x;
+        x.ts_ns = sqlite3_column_int64(s, 0);
+        x.cpu_pct = sqlite3_column_double(s, 1);
+        x.mem_pct = sqlite3_column_double(s, 2);
+        x.load1 = sqlite3_column_double(s, 3);
+        x.cores = sqlite3_column_int64(s, 4);
+        x.swap_used_bytes = sqlite3_column_int64(s, 5);
+        x.mem_available_bytes = sqlite3_column_int64(s, 6);
+        x.major_faults_per_s = sqlite3_column_int64(s, 7);
+        x.ctx_switches_per_s = sqlite3_column_int64(s, 8);
+        x.procs_running = sqlite3_column_int64(s, 9);
+        x.procs_blocked = sqlite3_column_int64(s, 10);
+        x.iowait_pct = sqlite3_column_double(s, 11);
+        w.snapshots.push_back(x);
+      }));
+
+  ASSIGN_OR_RETURN(w.events_in_window,
+                   SingleInt(reader,
+                             "SELECT COUNT(*) FROM event_rows WHERE session = ?1 AND ts >= ?2 "
+                             "AND ts < ?3",
+                             range, 0));
+
+  return w;
+}
+
+}  // namespace gw

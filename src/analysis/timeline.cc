@@ -1,0 +1,170 @@
+#include "analysis/timeline.h"
+
+#include <algorithm>
+
+namespace gw {
+
+namespace {
+
+struct Interval {
+  int64_t start;
+  int64_t end;
+  FeedCause cause;
+  int32_t other_pid;
+};
+
+constexpr FeedCause kAllCauses[] = {FeedCause::kRunning,      FeedCause::kRunqWait,
+                                    FeedCause::kBlockedIo,    FeedCause::kPageFault,
+                                    FeedCause::kBlockedOther, FeedCause::kMemcpy,
+                                    FeedCause::kSync};
+
+FeedCause BlockedCause(int64_t kind) {
+  if (kind == static_cast<int64_t>(SwitchKind::kBlockedIo)) return FeedCause::kBlockedIo;
+  if (kind == static_cast<int64_t>(SwitchKind::kBlockedFault)) return FeedCause::kPageFault;
+  return FeedCause::kBlockedOther;
+}
+
+void AppendIntervals(const RawEvent& e, std::vector<Interval>* out) {
+  if (e.duration <= 0) return;
+  if (e.op == Op::kSchedSwitch) {
+    int32_t other = e.other_pid == kNull ? 0 : static_cast<int32_t>(e.other_pid);
+    int64_t runq = e.runq == kNull ? 0 : std::clamp<int64_t>(e.runq, 0, e.duration);
+    if (e.kind == static_cast<int64_t>(SwitchKind::kPreempted)) {
+      // Preempted: runnable from the moment it left the CPU.
+      out->push_back({e.ts, e.End(), FeedCause::kRunqWait, other});
+      return;
+    }
+    // Blocked: slept first, then waited for a CPU after the wake-up.
+    int64_t wake = e.End() - runq;
+    if (wake > e.ts) out->push_back({e.ts, wake, BlockedCause(e.kind), other});
+    if (runq > 0) out->push_back({wake, e.End(), FeedCause::kRunqWait, other});
+    return;
+  }
+  if (IsSync(e.op)) {
+    out->push_back({e.ts, e.End(), FeedCause::kSync, 0});
+  } else if (IsMemcpy(e.op)) {
+    out->push_back({e.ts, e.End(), FeedCause::kMemcpy, 0});
+  } else if (e.op == Op::kMajorFault || e.op == Op::kDirectReclaim) {
+    out->push_back({e.ts, e.End(), FeedCause::kPageFault, 0});
+  }
+}
+
+}  // namespace
+
+int CausePrecedence(FeedCause cause) {
+  switch (cause) {
+    case FeedCause::kRunning:
+      return 0;
+    case FeedCause::kBlockedOther:
+      return 1;
+    case FeedCause::kSync:
+      return 2;
+    case FeedCause::kMemcpy:
+      return 3;
+    case FeedCause::kBlockedIo:
+      return 4;
+    case FeedCause::kPageFault:
+      return 5;
+    case FeedCause::kRunqWait:
+      return 6;
+  }
+  return 0;
+}
+
+void AddTo(CauseTimes& sum, const CauseTimes& add) {
+  for (size_t i = 0; i < kFeedCauseCount; ++i) sum[i] += add[i];
+}
+
+ThreadTimeline ThreadTimeline::Build(int32_t pid, int32_t tid, int64_t begin, int64_t end,
+                                     const std::vector<const RawEvent*>& rows) {
+  ThreadTimeline t;
+  t.pid_ = pid;
+  t.tid_ = tid;
+  t.begin_ = begin;
+  t.end_ = std::max(begin, end);
+  std::vector<Interval> intervals;
+  for (const RawEvent* e : rows) {
+    if (e->tid != tid) continue;
+    AppendIntervals(*e, &intervals);
+  }
+  // Sweep over interval boundaries; at each elementary stretch the highest-precedence active
+  // cause wins.
+  struct Edge {
+    int64_t t;
+    int delta;
+    size_t index;
+  };
+  std::vector<Edge> edges;
+  edges.reserve(intervals.size() * 2);
+  for (size_t i = 0; i < intervals.size(); ++i) {
+    Interval& iv = intervals[i];
+    iv.start = std::max(iv.start, t.begin_);
+    iv.end = std::min(iv.end, t.end_);
+    if (iv.end <= iv.start) continue;
+    edges.push_back({iv.start, +1, i});
+    edges.push_back({iv.end, -1, i});
+  }
+  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) {
+    return a.t != b.t ? a.t < b.t : a.delta < b.delta;
+  });
+  std::array<int, kFeedCauseCount> active{};
+  int32_t runq_holder = 0;
+  for (size_t k = 0; k < edges.size();) {
+    int64_t now = edges[k].t;
+    while (k < edges.size() && edges[k].t == now) {
+      const Interval& iv = intervals[edges[k].index];
+      active[static_cast<size_t>(iv.cause)] += edges[k].delta;
+      if (edges[k].delta > 0 && iv.cause == FeedCause::kRunqWait) runq_holder = iv.other_pid;
+      ++k;
+    }
+    if (k >= edges.size()) break;
+    int64_t next = edges[k].t;
+    FeedCause best = FeedCause::kRunning;
+    for (FeedCause c : kAllCauses) {
+      if (active[static_cast<size_t>(c)] > 0 && CausePrecedence(c) > CausePrecedence(best)) {
+        best = c;
+      }
+    }
+    if (best == FeedCause::kRunning || next <= now) continue;
+    int32_t holder = best == FeedCause::kRunqWait ? runq_holder : 0;
+    if (!t.segments_.empty() && t.segments_.back().end == now &&
+        t.segments_.back().cause == best && t.segments_.back().other_pid == holder) {
+      t.segments_.back().end = next;
+    } else {
+      t.segments_.push_back({now, next, best, holder});
+    }
+  }
+  return t;
+}
+
+CauseTimes ThreadTimeline::Overlap(int64_t a, int64_t b) const {
+  CauseTimes out{};
+  a = std::max(a, begin_);
+  b = std::min(b, end_);
+  if (b <= a) return out;
+  auto it = std::lower_bound(segments_.begin(), segments_.end(), a,
+                             [](const TimelineSegment& s, int64_t v) { return s.end <= v; });
+  int64_t busy = 0;
+  for (; it != segments_.end() && it->start < b; ++it) {
+    int64_t d = std::min(b, it->end) - std::max(a, it->start);
+    if (d <= 0) continue;
+    At(out, it->cause) += d;
+    busy += d;
+  }
+  At(out, FeedCause::kRunning) += (b - a) - busy;
+  return out;
+}
+
+void ThreadTimeline::RunqByHolder(int64_t a, int64_t b, std::map<int32_t, int64_t>* out) const {
+  a = std::max(a, begin_);
+  b = std::min(b, end_);
+  auto it = std::lower_bound(segments_.begin(), segments_.end(), a,
+                             [](const TimelineSegment& s, int64_t v) { return s.end <= v; });
+  for (; it != segments_.end() && it->start < b; ++it) {
+    if (it->cause != FeedCause::kRunqWait) continue;
+    int64_t d = std::min(b, it->end) - std::max(a, it->start);
+    if (d > 0) (*out)[it->other_pid] += d;
+  }
+}
+
+}  // namespace gw

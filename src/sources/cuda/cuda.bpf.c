@@ -1,0 +1,399 @@
+// CUDA runtime (libcudart) and driver (libcuda) probes.
+//
+// One program serves many functions: the uprobe's BPF cookie is the function id
+// (enum gw_cuda_fn), so arguments are decoded by a switch on it.
+//   gw_cuda_enter / gw_cuda_exit   uprobe + uretprobe pair: a full row with duration, return
+//                                  code and arguments (syncs, memcpy, memset, malloc, free,
+//                                  graphs). The entry is kept in BPF task storage, one slot per
+//                                  layer (runtime, driver): a runtime call and the driver calls
+//                                  it makes on the same thread pair independently.
+//   gw_cuda_launch                 entry-only uprobe on launches: counted in-kernel per
+//                                  (tgid, function, kernel handle); every Nth launch of a thread
+//                                  is also emitted as a sampled row (launch_sample_every).
+//   gw_cuda_register               entry of __cudaRegisterFunction: hostFun → device name.
+//   gw_cuda_name_exit              uretprobe of cuModuleGetFunction / cuLibraryGetKernel /
+//                                  cuKernelGetFunction: the out handle → name (or alias).
+// Records go to one ring buffer without wake-ups; user space drains it every ~1 ms.
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "sources/cuda/cuda_abi.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+// Tunables, set by user space before load.
+const volatile __u32 filter_tracked = 0;       // 1: record only tgids already in `tracked`
+const volatile __u32 launch_sample_every = 0;  // emit every Nth launch of a thread as a row
+
+#define BPF_LOCAL_STORAGE_GET_F_CREATE_ 1  // uapi value; vmlinux.h has no #defines
+
+// libbpf 1.1.2's bpf_tracing.h stops at PARM5; x86-64 passes the sixth integer argument in r9.
+#ifndef PT_REGS_PARM6
+#define PT_REGS_PARM6(x) ((x)->r9)
+#endif
+
+// Shared with the host source (tgid → flags); user space swaps in its fd before load.
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 65536);
+  __type(key, __u32);
+  __type(value, __u32);
+} tracked SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 16 << 20);  // resized by user space before load
+} events SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 65536);
+  __type(key, struct gw_cuda_launch_key);
+  __type(value, struct gw_cuda_launch_count);
+} launch_counts SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, GW_CUDA_DROP_SLOTS);
+  __type(key, __u32);
+  __type(value, __u64);
+} drops SEC(".maps");
+
+// A call in flight on one layer of one thread.
+struct entry_slot {
+  __u64 ts_ns;    // entry time; 0 = empty
+  __u64 args[8];  // integer arguments 1-6 from registers, 7-8 from the stack where needed
+  __u32 fn;       // enum gw_cuda_fn being timed
+  __u32 pad;
+};
+
+struct task_state {
+  struct entry_slot slot[2];  // [0] runtime, [1] driver
+  __u32 tracked;              // this thread's process is known to be recorded
+  __u32 launch_tick;          // launches since the last sampled one
+};
+
+// Task storage rather than a hash keyed by tid: ~0.2 µs cheaper per pair (FACTS.md), and it
+// disappears with the thread.
+struct {
+  __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+  __uint(map_flags, BPF_F_NO_PREALLOC);  // required for local storage maps
+  __type(key, int);
+  __type(value, struct task_state);
+} task_states SEC(".maps");
+
+static __always_inline void count_drop(__u32 slot) {
+  __u64 *n = bpf_map_lookup_elem(&drops, &slot);
+  if (n) *n += 1;  // per-CPU slot: no atomic needed
+}
+
+static __always_inline int is_name_fn(__u32 fn) {
+  return fn == GW_FN_CU_MODULE_GET_FUNCTION || fn == GW_FN_CU_LIBRARY_GET_KERNEL ||
+         fn == GW_FN_CU_KERNEL_GET_FUNCTION;
+}
+
+static __always_inline struct task_state *current_state(int create) {
+  return bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0,
+                              create ? BPF_LOCAL_STORAGE_GET_F_CREATE_ : 0);
+}
+
+// Whether this process is recorded. Without filters every CUDA process is, and joins the
+// tracked set; with --pid/--comm only processes the host source put there. A positive answer
+// is cached per thread.
+static __always_inline int should_record(struct task_state *t, __u32 tgid) {
+  if (t->tracked) return 1;
+  __u32 *flags = bpf_map_lookup_elem(&tracked, &tgid);
+  if (!flags) {
+    if (filter_tracked) return 0;
+    __u32 value = GW_TRACKED_CUDA;
+    bpf_map_update_elem(&tracked, &tgid, &value, BPF_NOEXIST);
+  }
+  t->tracked = 1;
+  return 1;
+}
+
+static __always_inline __u64 stack_arg(struct pt_regs *ctx, int index_from_7) {
+  // At function entry (or +4 past endbr64) rsp points at the return address; argument 7 is
+  // the next slot.
+  __u64 value = 0;
+  bpf_probe_read_user(&value, sizeof value,
+                      (void *)(PT_REGS_SP(ctx) + 8 + 8 * (__u64)index_from_7));
+  return value;
+}
+
+SEC("uprobe")
+int gw_cuda_enter(struct pt_regs *ctx) {
+  __u32 fn = (__u32)bpf_get_attach_cookie(ctx);
+  __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+  struct task_state *t = current_state(1);
+  if (!t) return 0;
+  // Name lookups are kept even for filtered-out processes: a process may join the tracked
+  // set later, and its launches need the names it resolved before.
+  if (!is_name_fn(fn) && !should_record(t, tgid)) return 0;
+  struct entry_slot *s = &t->slot[fn >= GW_CUDA_DRIVER_BASE ? 1 : 0];
+  s->fn = fn;
+  s->args[0] = PT_REGS_PARM1(ctx);
+  s->args[1] = PT_REGS_PARM2(ctx);
+  s->args[2] = PT_REGS_PARM3(ctx);
+  s->args[3] = PT_REGS_PARM4(ctx);
+  s->args[4] = PT_REGS_PARM5(ctx);
+  s->args[5] = PT_REGS_PARM6(ctx);
+  if (fn == GW_FN_CUDA_MEMCPY_2D || fn == GW_FN_CUDA_MEMCPY_2D_ASYNC) {
+    s->args[6] = stack_arg(ctx, 0);  // kind
+    s->args[7] = fn == GW_FN_CUDA_MEMCPY_2D_ASYNC ? stack_arg(ctx, 1) : 0;  // stream
+  }
+  s->ts_ns = bpf_ktime_get_ns();
+  return 0;
+}
+
+// Fills the argument fields of a call record from the saved entry arguments.
+static __always_inline void decode_args(struct gw_cuda_call_record *r, __u32 fn, __u64 *a) {
+  r->kind = -1;
+  switch (fn) {
+    case GW_FN_CUDA_MALLOC:
+    case GW_FN_CUDA_MALLOC_MANAGED:
+    case GW_FN_CUDA_MALLOC_HOST:
+    case GW_FN_CUDA_HOST_ALLOC:
+    case GW_FN_CU_MEM_ALLOC:
+      bpf_probe_read_user(&r->dst, sizeof r->dst, (void *)a[0]);  // *ptr, set on return
+      r->bytes = a[1];
+      break;
+    case GW_FN_CUDA_MALLOC_ASYNC:
+      bpf_probe_read_user(&r->dst, sizeof r->dst, (void *)a[0]);
+      r->bytes = a[1];
+      r->stream = a[2];
+      break;
+    case GW_FN_CUDA_FREE:
+    case GW_FN_CUDA_FREE_HOST:
+    case GW_FN_CU_MEM_FREE:
+      r->dst = a[0];
+      break;
+    case GW_FN_CUDA_FREE_ASYNC:
+      r->dst = a[0];
+      r->stream = a[1];
+      break;
+    case GW_FN_CUDA_MEMCPY:
+      r->dst = a[0], r->src = a[1], r->bytes = a[2], r->kind = (__s64)a[3];
+      break;
+    case GW_FN_CUDA_MEMCPY_ASYNC:
+      r->dst = a[0], r->src = a[1], r->bytes = a[2], r->kind = (__s64)a[3];
+      r->stream = a[4];
+      break;
+    case GW_FN_CUDA_MEMCPY_2D:
+    case GW_FN_CUDA_MEMCPY_2D_ASYNC:
+      r->dst = a[0], r->src = a[2], r->bytes = a[4] * a[5], r->kind = (__s64)a[6];
+      r->stream = a[7];
+      break;
+    case GW_FN_CUDA_MEMCPY_PEER:
+      r->dst = a[0], r->src = a[2], r->bytes = a[4];
+      break;
+    case GW_FN_CUDA_MEMCPY_PEER_ASYNC:
+      r->dst = a[0], r->src = a[2], r->bytes = a[4], r->stream = a[5];
+      break;
+    case GW_FN_CUDA_MEMSET:
+      r->dst = a[0], r->bytes = a[2];
+      break;
+    case GW_FN_CUDA_MEMSET_ASYNC:
+      r->dst = a[0], r->bytes = a[2], r->stream = a[3];
+      break;
+    case GW_FN_CUDA_STREAM_SYNC:
+    case GW_FN_CUDA_EVENT_SYNC:
+    case GW_FN_CU_STREAM_SYNC:
+    case GW_FN_CU_EVENT_SYNC:
+      r->stream = a[0];
+      break;
+    case GW_FN_CUDA_STREAM_WAIT_EVENT:
+      r->stream = a[0], r->dst = a[1];
+      break;
+    case GW_FN_CUDA_GRAPH_INSTANTIATE:
+    case GW_FN_CUDA_GRAPH_INSTANTIATE_WITH_FLAGS:
+      bpf_probe_read_user(&r->dst, sizeof r->dst, (void *)a[0]);  // *pGraphExec
+      break;
+    case GW_FN_CUDA_GRAPH_LAUNCH:
+      r->dst = a[0], r->stream = a[1];
+      break;
+    case GW_FN_CU_MEMCPY:
+    case GW_FN_CU_MEMCPY_HTOD:
+    case GW_FN_CU_MEMCPY_DTOH:
+    case GW_FN_CU_MEMCPY_DTOD:
+      r->dst = a[0], r->src = a[1], r->bytes = a[2];
+      break;
+    case GW_FN_CU_MEMCPY_ASYNC:
+    case GW_FN_CU_MEMCPY_HTOD_ASYNC:
+    case GW_FN_CU_MEMCPY_DTOH_ASYNC:
+    case GW_FN_CU_MEMCPY_DTOD_ASYNC:
+      r->dst = a[0], r->src = a[1], r->bytes = a[2], r->stream = a[3];
+      break;
+    case GW_FN_CU_MODULE_GET_FUNCTION:
+    case GW_FN_CU_LIBRARY_GET_KERNEL:
+    case GW_FN_CU_KERNEL_GET_FUNCTION:
+      bpf_probe_read_user(&r->dst, sizeof r->dst, (void *)a[0]);  // the out handle
+      r->src = a[1];                                               // module/library/kernel
+      break;
+    default:
+      break;
+  }
+}
+
+// Pops the entry slot of `fn` and emits its call record. Returns the slot (still holding the
+// entry arguments) so a caller can emit more, or NULL when there was nothing to pair with.
+static __always_inline struct entry_slot *finish_call(struct pt_regs *ctx, __u32 fn) {
+  __u64 now = bpf_ktime_get_ns();
+  struct task_state *t = current_state(0);
+  if (!t) return 0;
+  struct entry_slot *s = &t->slot[fn >= GW_CUDA_DRIVER_BASE ? 1 : 0];
+  // A return without its entry (probe attached mid-call, or a same-layer nested call that
+  // reused the slot) is dropped rather than paired wrongly.
+  if (s->ts_ns == 0 || s->fn != fn) return 0;
+  __u64 start = s->ts_ns;
+  s->ts_ns = 0;
+  struct gw_cuda_call_record *r = bpf_ringbuf_reserve(&events, sizeof *r, 0);
+  if (!r) {
+    count_drop(GW_CUDA_DROP_RESERVE);
+    return s;
+  }
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  r->type = GW_CUDA_RECORD_CALL;
+  r->flags = 0;
+  r->fn = fn;
+  r->tgid = pid_tgid >> 32;
+  r->tid = (__u32)pid_tgid;
+  r->ret = (__s32)PT_REGS_RC(ctx);
+  r->ts_ns = start;
+  r->duration_ns = now - start;
+  r->dst = 0;
+  r->src = 0;
+  r->bytes = 0;
+  r->stream = 0;
+  decode_args(r, fn, s->args);
+  bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+  return s;
+}
+
+SEC("uretprobe")
+int gw_cuda_exit(struct pt_regs *ctx) {
+  finish_call(ctx, (__u32)bpf_get_attach_cookie(ctx));
+  return 0;
+}
+
+SEC("uretprobe")
+int gw_cuda_name_exit(struct pt_regs *ctx) {
+  __u32 fn = (__u32)bpf_get_attach_cookie(ctx);
+  struct entry_slot *s = finish_call(ctx, fn);
+  if (!s || PT_REGS_RC(ctx) != 0) return 0;
+  __u64 out_ptr = s->args[0];
+  __u64 second = s->args[1];
+  __u64 name_ptr = s->args[2];
+  struct gw_cuda_name_record *r = bpf_ringbuf_reserve(&events, sizeof *r, 0);
+  if (!r) {
+    count_drop(GW_CUDA_DROP_RESERVE);
+    return 0;
+  }
+  r->fn = fn;
+  r->pad0 = 0;
+  r->tgid = bpf_get_current_pid_tgid() >> 32;
+  r->handle = 0;
+  bpf_probe_read_user(&r->handle, sizeof r->handle, (void *)out_ptr);
+  if (fn == GW_FN_CU_KERNEL_GET_FUNCTION) {
+    r->type = GW_CUDA_RECORD_ALIAS;
+    r->alias_of = second;
+    r->name[0] = 0;
+  } else {
+    r->type = GW_CUDA_RECORD_NAME;
+    r->alias_of = 0;
+    if (bpf_probe_read_user_str(r->name, sizeof r->name, (void *)name_ptr) < 0) r->name[0] = 0;
+  }
+  bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+  return 0;
+}
+
+SEC("uprobe")
+int gw_cuda_register(struct pt_regs *ctx) {
+  // __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *deviceFun,
+  //                        const char *deviceName, ...)
+  struct gw_cuda_name_record *r = bpf_ringbuf_reserve(&events, sizeof *r, 0);
+  if (!r) {
+    count_drop(GW_CUDA_DROP_RESERVE);
+    return 0;
+  }
+  r->type = GW_CUDA_RECORD_NAME;
+  r->pad0 = 0;
+  r->fn = GW_FN_CUDA_REGISTER_FUNCTION;
+  r->tgid = bpf_get_current_pid_tgid() >> 32;
+  r->handle = PT_REGS_PARM2(ctx);
+  r->alias_of = 0;
+  if (bpf_probe_read_user_str(r->name, sizeof r->name, (void *)PT_REGS_PARM4(ctx)) < 0) {
+    r->name[0] = 0;
+  }
+  bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+  return 0;
+}
+
+static __always_inline int is_config_launch(__u32 fn) {
+  return fn == GW_FN_CUDA_LAUNCH_KERNEL_EXC || fn == GW_FN_CUDA_LAUNCH_KERNEL_EXC_PTSZ ||
+         fn == GW_FN_CU_LAUNCH_KERNEL_EX || fn == GW_FN_CU_LAUNCH_KERNEL_EX_PTSZ;
+}
+
+// Emits one sampled launch row. Returns 1 when the row was written.
+static __always_inline int emit_sampled_launch(struct pt_regs *ctx, __u32 fn, __u64 handle) {
+  struct gw_cuda_call_record *r = bpf_ringbuf_reserve(&events, sizeof *r, 0);
+  if (!r) {
+    count_drop(GW_CUDA_DROP_RESERVE);
+    return 0;
+  }
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  r->type = GW_CUDA_RECORD_CALL;
+  r->flags = GW_CUDA_FLAG_SAMPLED_LAUNCH;
+  r->fn = fn;
+  r->tgid = pid_tgid >> 32;
+  r->tid = (__u32)pid_tgid;
+  r->ret = 0;
+  r->ts_ns = bpf_ktime_get_ns();
+  r->duration_ns = 0;
+  r->dst = handle;
+  r->src = 0;
+  r->bytes = 0;
+  r->kind = -1;
+  r->stream = 0;
+  if (is_config_launch(fn)) {
+    // cudaLaunchConfig_t and CUlaunchConfig both hold the stream at offset 32.
+    bpf_probe_read_user(&r->stream, sizeof r->stream, (void *)(PT_REGS_PARM1(ctx) + 32));
+  } else if (fn >= GW_CUDA_DRIVER_BASE) {
+    r->stream = stack_arg(ctx, 2);  // (f, gx, gy, gz, bx, by | bz, shmem, stream)
+  } else {
+    r->stream = stack_arg(ctx, 1);  // (func, grid{2 regs}, block{2 regs}, args | shmem, stream)
+  }
+  bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+  return 1;
+}
+
+SEC("uprobe")
+int gw_cuda_launch(struct pt_regs *ctx) {
+  __u32 fn = (__u32)bpf_get_attach_cookie(ctx);
+  __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+  struct task_state *t = current_state(1);
+  if (!t || !should_record(t, tgid)) return 0;
+  __u64 handle = is_config_launch(fn) ? PT_REGS_PARM2(ctx) : PT_REGS_PARM1(ctx);
+  if (launch_sample_every != 0 && ++t->launch_tick >= launch_sample_every) {
+    t->launch_tick = 0;
+    // A sampled launch is a row; the writer counts rows itself, so it is not counted here.
+    if (emit_sampled_launch(ctx, fn, handle)) return 0;
+  }
+  struct gw_cuda_launch_key key = {.tgid = tgid, .fn = (__u16)fn, .pad = 0, .handle = handle};
+  struct gw_cuda_launch_count *c = bpf_map_lookup_elem(&launch_counts, &key);
+  if (c) {
+    __sync_fetch_and_add(&c->count, 1);
+    return 0;
+  }
+  struct gw_cuda_launch_count one = {.count = 1};
+  if (bpf_map_update_elem(&launch_counts, &key, &one, BPF_NOEXIST) == 0) return 0;
+  // Lost a race with another thread creating the entry, or the map is full.
+  c = bpf_map_lookup_elem(&launch_counts, &key);
+  if (c) {
+    __sync_fetch_and_add(&c->count, 1);
+  } else {
+    count_drop(GW_CUDA_DROP_LAUNCH_MAP);
+  }
+  return 0;
+}

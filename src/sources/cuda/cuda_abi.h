@@ -1,0 +1,145 @@
+// ABI shared by cuda.bpf.c and its C++ loader (cuda_source.cc): function ids, attach cookies,
+// ring-buffer records and map layouts. Fixed-width types only; nothing else crosses the line.
+// The C++ side static_asserts every size.
+#ifndef GPUWHY_SOURCES_CUDA_CUDA_ABI_H_
+#define GPUWHY_SOURCES_CUDA_CUDA_ABI_H_
+
+#ifdef __cplusplus
+#include <cstdint>
+typedef uint8_t __u8;
+typedef uint16_t __u16;
+typedef uint32_t __u32;
+typedef int32_t __s32;
+typedef uint64_t __u64;
+typedef int64_t __s64;
+#endif
+
+// Every probed function has an id; the uprobe's BPF cookie carries it, so one BPF program
+// serves many functions. Ids below GW_CUDA_DRIVER_BASE are CUDA runtime (libcudart) calls,
+// ids from it on are CUDA driver (libcuda) calls: the layer picks the per-thread entry slot, so
+// a runtime call and the driver calls it makes pair independently.
+enum gw_cuda_fn {
+  GW_FN_NONE = 0,
+  // Runtime.
+  GW_FN_CUDA_LAUNCH_KERNEL = 1,         // (func, grid, block, args, shmem, stream)
+  GW_FN_CUDA_LAUNCH_KERNEL_PTSZ = 2,    // same, per-thread default stream
+  GW_FN_CUDA_LAUNCH_KERNEL_EXC = 3,     // (config*, func, args)
+  GW_FN_CUDA_LAUNCH_KERNEL_EXC_PTSZ = 4,
+  GW_FN_CUDA_MALLOC = 5,                // (void** ptr, size)
+  GW_FN_CUDA_MALLOC_ASYNC = 6,          // (void** ptr, size, stream)
+  GW_FN_CUDA_MALLOC_MANAGED = 7,        // (void** ptr, size, flags)
+  GW_FN_CUDA_MALLOC_HOST = 8,           // (void** ptr, size): pinned host memory
+  GW_FN_CUDA_HOST_ALLOC = 9,            // (void** ptr, size, flags): pinned host memory
+  GW_FN_CUDA_FREE = 10,                 // (ptr)
+  GW_FN_CUDA_FREE_ASYNC = 11,           // (ptr, stream)
+  GW_FN_CUDA_FREE_HOST = 12,            // (ptr): ends a pinned range; no row of its own
+  GW_FN_CUDA_MEMCPY = 13,               // (dst, src, count, kind)
+  GW_FN_CUDA_MEMCPY_ASYNC = 14,         // (dst, src, count, kind, stream)
+  GW_FN_CUDA_MEMCPY_2D = 15,            // (dst, dpitch, src, spitch, width, height, kind)
+  GW_FN_CUDA_MEMCPY_2D_ASYNC = 16,      // (... , kind, stream)
+  GW_FN_CUDA_MEMCPY_PEER = 17,          // (dst, dst_dev, src, src_dev, count)
+  GW_FN_CUDA_MEMCPY_PEER_ASYNC = 18,    // (dst, dst_dev, src, src_dev, count, stream)
+  GW_FN_CUDA_MEMSET = 19,               // (ptr, value, count)
+  GW_FN_CUDA_MEMSET_ASYNC = 20,         // (ptr, value, count, stream)
+  GW_FN_CUDA_STREAM_SYNC = 21,          // (stream)
+  GW_FN_CUDA_DEVICE_SYNC = 22,          // ()
+  GW_FN_CUDA_EVENT_SYNC = 23,           // (event)
+  GW_FN_CUDA_STREAM_WAIT_EVENT = 24,    // (stream, event, flags)
+  GW_FN_CUDA_GRAPH_INSTANTIATE = 25,    // (exec*, graph, flags)
+  GW_FN_CUDA_GRAPH_INSTANTIATE_WITH_FLAGS = 26,
+  GW_FN_CUDA_GRAPH_LAUNCH = 27,         // (exec, stream)
+  GW_FN_CUDA_REGISTER_FUNCTION = 28,    // (fatbin**, hostFun, deviceFun, deviceName, ...)
+  GW_CUDA_DRIVER_BASE = 64,
+  // Driver.
+  GW_FN_CU_LAUNCH_KERNEL = 64,          // (f, gx, gy, gz, bx, by, bz, shmem, stream, ...)
+  GW_FN_CU_LAUNCH_KERNEL_EX = 65,       // (config*, f, params, extra)
+  GW_FN_CU_MEM_ALLOC = 66,              // (CUdeviceptr* ptr, size)
+  GW_FN_CU_MEM_FREE = 67,               // (ptr)
+  GW_FN_CU_MEMCPY = 68,                 // (dst, src, count)
+  GW_FN_CU_MEMCPY_ASYNC = 69,           // (dst, src, count, stream)
+  GW_FN_CU_MEMCPY_HTOD = 70,            // (dst_device, src_host, count)
+  GW_FN_CU_MEMCPY_DTOH = 71,            // (dst_host, src_device, count)
+  GW_FN_CU_MEMCPY_DTOD = 72,            // (dst_device, src_device, count)
+  GW_FN_CU_MEMCPY_HTOD_ASYNC = 73,      // (dst_device, src_host, count, stream)
+  GW_FN_CU_MEMCPY_DTOH_ASYNC = 74,
+  GW_FN_CU_MEMCPY_DTOD_ASYNC = 75,
+  GW_FN_CU_STREAM_SYNC = 76,            // (stream)
+  GW_FN_CU_CTX_SYNC = 77,               // ()
+  GW_FN_CU_EVENT_SYNC = 78,             // (event)
+  GW_FN_CU_MODULE_GET_FUNCTION = 79,    // (CUfunction* out, module, name)
+  GW_FN_CU_LIBRARY_GET_KERNEL = 80,     // (CUkernel* out, library, name)
+  GW_FN_CU_KERNEL_GET_FUNCTION = 81,    // (CUfunction* out, kernel)
+  GW_FN_CU_LAUNCH_KERNEL_PTSZ = 82,     // as cuLaunchKernel, per-thread default stream
+  GW_FN_CU_LAUNCH_KERNEL_EX_PTSZ = 83,
+  GW_FN_MAX = 96,
+};
+
+// Ring-buffer record types (first byte of every record).
+enum gw_cuda_record_type {
+  GW_CUDA_RECORD_CALL = 1,   // struct gw_cuda_call_record
+  GW_CUDA_RECORD_NAME = 2,   // struct gw_cuda_name_record: handle is called name
+  GW_CUDA_RECORD_ALIAS = 3,  // struct gw_cuda_name_record: handle takes alias_of's name
+};
+
+// gw_cuda_call_record.flags
+#define GW_CUDA_FLAG_SAMPLED_LAUNCH 1  // a launch sampled from the counted path (no return)
+
+// One finished call (entry + return), or one sampled launch (entry only). Which fields a
+// function fills is listed per field; unused fields are 0.
+struct gw_cuda_call_record {
+  __u8 type;         // GW_CUDA_RECORD_CALL
+  __u8 flags;        // GW_CUDA_FLAG_*
+  __u16 fn;          // enum gw_cuda_fn
+  __u32 tgid;        // process
+  __u32 tid;         // thread
+  __s32 ret;         // return value (cudaError_t / CUresult); 0 for sampled launches
+  __u64 ts_ns;       // entry time, bpf_ktime_get_ns (CLOCK_MONOTONIC)
+  __u64 duration_ns; // return time - entry time; 0 for sampled launches
+  __u64 dst;         // memcpy/memset destination, malloc result (*out at return), free
+                     // pointer, launch function handle, graph exec, name-lookup out value
+  __u64 src;         // memcpy source
+  __u64 bytes;       // memcpy/memset count (2D: width*height), malloc size
+  __s64 kind;        // runtime memcpy cudaMemcpyKind; -1 where the function has none
+  __u64 stream;      // stream argument (async calls, syncs, launches), event for event syncs
+};
+
+#define GW_CUDA_NAME_MAX 488
+
+// A kernel handle's name: from __cudaRegisterFunction (hostFun → deviceName),
+// cuModuleGetFunction / cuLibraryGetKernel (out handle → name), or an alias from
+// cuKernelGetFunction (CUfunction → the CUkernel's name).
+struct gw_cuda_name_record {
+  __u8 type;       // GW_CUDA_RECORD_NAME or GW_CUDA_RECORD_ALIAS
+  __u8 pad0;       // zero
+  __u16 fn;        // enum gw_cuda_fn that produced it
+  __u32 tgid;      // process the handle belongs to
+  __u64 handle;    // hostFun, CUfunction or CUkernel
+  __u64 alias_of;  // ALIAS: the CUkernel whose name `handle` takes; 0 for NAME
+  char name[GW_CUDA_NAME_MAX];  // NAME: NUL-terminated, truncated to fit
+};
+
+// Key of the in-kernel launch counters: one entry per (process, function, kernel handle).
+struct gw_cuda_launch_key {
+  __u32 tgid;    // process
+  __u16 fn;      // launch function id
+  __u16 pad;     // zero
+  __u64 handle;  // hostFun / CUfunction launched
+};
+
+// Value of the launch counters: launches not recorded as sampled rows, cumulative since
+// the entry was created (user space diffs successive reads).
+struct gw_cuda_launch_count {
+  __u64 count;
+};
+
+// Slots of the per-CPU `drops` array.
+enum gw_cuda_drop_slot {
+  GW_CUDA_DROP_RESERVE = 0,     // ring-buffer reserve failed: a record was lost
+  GW_CUDA_DROP_LAUNCH_MAP = 1,  // launch counter map full: a launch went uncounted
+  GW_CUDA_DROP_SLOTS = 2,
+};
+
+// Value written into the shared tracked map (tgid → flags) for a process seen calling CUDA.
+#define GW_TRACKED_CUDA 1u
+
+#endif  // GPUWHY_SOURCES_CUDA_CUDA_ABI_H_

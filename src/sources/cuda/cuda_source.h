@@ -1,0 +1,111 @@
+// The CUDA event source: uprobes on the CUDA runtime (libcudart) and driver (libcuda) of every
+// process, decoded into Events (calls with durations and arguments) and OpCounts (launches
+// counted in the kernel). See README.md in this folder for the probe design and its costs.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "base/scoped.h"
+#include "base/status.h"
+#include "capture/source.h"
+#include "discover/cuda_libs.h"
+#include "store/event.h"
+
+struct bpf_link;
+struct ring_buffer;
+struct cuda_bpf;
+
+namespace gw {
+
+namespace cuda_internal {
+void DestroySkeleton(cuda_bpf* skel);
+void FreeRing(ring_buffer* ring);
+using ScopedSkeleton = ScopedResource<cuda_bpf*, DestroySkeleton, nullptr>;
+using ScopedRing = ScopedResource<ring_buffer*, FreeRing, nullptr>;
+}  // namespace cuda_internal
+
+struct CudaSourceOptions {
+  // Scan /proc/*/maps and the standard library directories (Start and Rediscover). Off in
+  // tests and benchmarks, which name their libraries in `libraries`.
+  bool discover = true;
+  // Extra library files or directories (--cuda-lib), added to SourceContext::cuda_libs.
+  std::vector<std::string> libraries;
+  // Every Nth launch of a thread is also recorded as a full row (ts, tid, stream, kernel
+  // name); the others are only counted. 0: count only.
+  uint32_t launch_sample_every = 64;
+  // Ring buffer size in bytes (power of two, ≥ page size).
+  uint32_t ring_bytes = 32u << 20;
+};
+
+class CudaSource : public Source {
+ public:
+  static StatusOr<std::unique_ptr<CudaSource>> Create(CudaSourceOptions options = {});
+  ~CudaSource() override;
+
+  std::string name() const override { return "cuda"; }
+  Status Start(const SourceContext& context) override;
+  int64_t Poll() override;
+  void Rediscover() override;
+  std::vector<std::string> TakeNotes() override;
+  DropCounts Drops() const override;
+  void Stop() override;
+
+  // Paths of the libraries attached so far.
+  std::vector<std::string> AttachedLibraries() const;
+  // Links (uprobes + uretprobes) currently attached.
+  size_t LinkCount() const;
+
+ private:
+  struct ProcessState;
+  struct AttachedLibrary;
+
+  explicit CudaSource(CudaSourceOptions options);
+
+  // Attaches every probe of `library` that its ELF has. Skips copies already attached.
+  Status AttachLibrary(const CudaLibrary& library);
+  void AttachDiscovered();
+  void AddNote(std::string note);
+
+  static int OnRecord(void* self, void* data, size_t size);
+  void HandleCall(const struct gw_cuda_call_record& record);
+  void HandleName(const struct gw_cuda_name_record& record);
+  void FlushEvents();
+  void FlushLaunchCounts(int64_t sec);
+  ProcessState& Process(uint32_t tgid);
+  int64_t KernelNameId(uint32_t tgid, uint64_t handle);
+  void ForgetExitedProcesses();
+
+  CudaSourceOptions options_;
+  SourceContext context_;
+  // Declaration order is teardown order reversed: links go first, then the ring, then the
+  // skeleton that owns the maps.
+  cuda_internal::ScopedSkeleton skel_;
+  cuda_internal::ScopedRing ring_;
+  bool started_ = false;
+
+  mutable std::mutex attach_mu_;  // guards libraries_, seen_files_, notes_
+  std::vector<std::unique_ptr<AttachedLibrary>> libraries_;
+  std::set<std::pair<dev_t, ino_t>> seen_files_;
+  std::vector<std::string> notes_;
+
+  // Decoder state: touched only from Poll().
+  std::vector<Event> batch_;
+  std::unordered_map<uint32_t, std::unique_ptr<ProcessState>> processes_;
+  std::map<std::tuple<uint32_t, uint16_t, uint64_t>, uint64_t> last_launch_counts_;
+  int64_t current_sec_ = 0;
+  bool stop_flush_pending_ = false;
+  int64_t polls_since_gc_ = 0;
+};
+
+}  // namespace gw

@@ -1,0 +1,542 @@
+// Host kernel events for gpuwhy: off-CPU intervals of tracked tasks split into run-queue wait
+// and blocked time, competitors, page faults, direct reclaim, block I/O, slow reads, process
+// lifecycle and OOM kills. Owns the tracked set (tgid → flags) that the CUDA source reuses.
+//
+// Every program is tp_btf (BTF raw tracepoints): no tracefs needed, direct pointer access to
+// the tracepoint's arguments. Records go to one ring buffer, submitted without wake-up; the
+// loader drains it every ~1 ms. Every failed reserve is counted in `drops`.
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "sources/host/host_abi.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+// ---- Tunables (set before load) ---------------------------------------------------------------
+// A blocked-in-I/O-wait switch this soon after a user page fault of the same task (with no
+// syscall in between) is classified as a fault wait (GW_SWITCH_BLOCKED_FAULT).
+const volatile __u64 fault_io_window_ns = 5000000;
+// Rule 2 of the competitor rule (see add_competitor): minimum run-queue wait of the tracked
+// task before the task that ran ahead of it counts as a competitor.
+const volatile __u64 competitor_min_runq_ns = 100000;
+// Reads of tracked tasks are reported from this duration up; 0 disables the syscall probes'
+// work (they still run, and return after one lookup).
+const volatile __u64 read_threshold_ns = 1000000;
+
+// ---- Maps ------------------------------------------------------------------------------------
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, GW_TRACKED_MAX_ENTRIES);
+  __type(key, __u32);    // tgid
+  __type(value, __u32);  // GW_TRACKED_* flags
+} tracked SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, GW_COMPETITORS_MAX_ENTRIES);
+  __type(key, __u32);    // tgid
+  __type(value, __u64);  // first seen, CLOCK_MONOTONIC ns
+} competitors SEC(".maps");
+
+// Per-task bookkeeping. Task storage instead of a hash keyed by tid: cheaper on the hot
+// sched_switch path (FACTS.md: +291 ns vs +675 ns per switch) and freed with the task.
+struct task_state {
+  __u64 off_ts;      // when the task left the CPU; 0 = not being timed
+  __u64 wake_ts;     // when a blocked task became runnable again; 0 = not yet
+  __u64 fault_ts;    // last user page fault; cleared by a syscall entry
+  __u64 fault_addr;  // its address
+  __u64 reclaim_ts;  // direct reclaim began
+  __u64 read_ts;     // a read-family syscall began; 0 = none in flight
+  __u64 read_fd;
+  __u32 other_tgid;  // who took the CPU when it left
+  __u32 switch_fault;  // the pending interval is a fault wait: fault_ts/addr below apply
+  __u64 switch_fault_ts;
+  __u64 switch_fault_addr;
+  __u16 cpu;
+  __u8 kind;         // GW_SWITCH_*
+  __u8 competitor;   // the interval belongs to a competitor, not a tracked task
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+  __uint(map_flags, BPF_F_NO_PREALLOC);  // required for local storage maps
+  __type(key, int);
+  __type(value, struct task_state);
+} task_states SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 16 << 20);  // resized by the loader before load
+} events SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, GW_DROP_SLOTS);
+  __type(key, __u32);
+  __type(value, __u64);
+} drops SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, GW_EMIT_SLOTS);
+  __type(key, __u32);
+  __type(value, __u64);
+} emitted SEC(".maps");
+
+// Block requests in flight, issued by tracked tasks: request address → who and when.
+struct inflight_io {
+  __u64 issue_ts;
+  __u64 bytes;
+  __u32 tgid;
+  __u32 tid;
+  __u16 cpu;
+  __u16 pad[3];
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 8192);
+  __type(key, __u64);
+  __type(value, struct inflight_io);
+} inflight SEC(".maps");
+
+// User page faults per tracked process (cumulative); the loader turns them into per-second
+// counts.
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, GW_TRACKED_MAX_ENTRIES);
+  __type(key, __u32);
+  __type(value, __u64);
+} fault_counts SEC(".maps");
+
+// ---- Helpers ---------------------------------------------------------------------------------
+static __always_inline void count_slot(void *map, __u32 slot) {
+  __u64 *v = bpf_map_lookup_elem(map, &slot);
+  if (v) *v += 1;  // per-CPU slot: no atomics needed
+}
+
+static __always_inline bool is_tracked(__u32 tgid) {
+  return bpf_map_lookup_elem(&tracked, &tgid) != NULL;
+}
+
+static __always_inline struct gw_host_record *reserve_record(__u32 family, __u8 type) {
+  struct gw_host_record *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+  if (!r) {
+    count_slot(&drops, family);
+    return NULL;
+  }
+  __builtin_memset(r, 0, sizeof(*r));
+  r->type = type;
+  r->cpu = (__u16)bpf_get_smp_processor_id();
+  return r;
+}
+
+static __always_inline void submit_record(struct gw_host_record *r, __u32 family) {
+  bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);  // the loader polls every ~1 ms
+  count_slot(&emitted, family);
+}
+
+static __always_inline void leader_comm(struct task_struct *t, char *comm) {
+  struct task_struct *leader = BPF_CORE_READ(t, group_leader);
+  bpf_probe_read_kernel_str(comm, 16, &leader->comm);
+}
+
+// The competitor rule. A task that is not tracked becomes a competitor when
+//   1. it takes the CPU from a tracked task that was preempted (still runnable), or
+//   2. it was the task running on the CPU right before a tracked task that had waited at least
+//      competitor_min_runq_ns on the run queue got that CPU (it ran while the tracked task
+//      waited).
+// The idle task never competes. Competitors live in an LRU map; from then on their own
+// off-CPU intervals are recorded too (flagged), so the brief's "who is stealing CPU" query
+// lists them by name with their counts. The first sight emits a NAME record so even a
+// short-lived competitor gets a name.
+static __always_inline void add_competitor(struct task_struct *t, __u64 now) {
+  __u32 tgid = BPF_CORE_READ(t, tgid);
+  if (tgid == 0 || is_tracked(tgid)) return;
+  if (bpf_map_lookup_elem(&competitors, &tgid)) return;
+  if (bpf_map_update_elem(&competitors, &tgid, &now, BPF_NOEXIST) != 0) return;
+  struct gw_host_record *r = reserve_record(GW_DROP_PROC, GW_HOST_NAME);
+  if (!r) return;
+  r->ts_ns = now;
+  r->tgid = tgid;
+  r->tid = BPF_CORE_READ(t, pid);
+  leader_comm(t, r->comm);
+  submit_record(r, GW_DROP_PROC);
+}
+
+// ---- Scheduler -------------------------------------------------------------------------------
+SEC("tp_btf/sched_switch")
+int BPF_PROG(gw_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+             unsigned int prev_state) {
+  __u64 now = bpf_ktime_get_ns();
+  __u32 cpu = bpf_get_smp_processor_id();
+  __u32 prev_tgid = prev->tgid;
+  __u32 next_tgid = next->tgid;
+
+  // prev leaves the CPU: start an off-CPU interval if it is tracked or a competitor.
+  if (prev->pid != 0) {
+    bool prev_tracked = is_tracked(prev_tgid);
+    bool prev_competitor = !prev_tracked && bpf_map_lookup_elem(&competitors, &prev_tgid);
+    if (prev_tracked || prev_competitor) {
+      struct task_state *st =
+          bpf_task_storage_get(&task_states, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+      if (st) {
+        // TASK_RUNNING is 0: a task switched out while still runnable was preempted.
+        bool preempted = preempt || prev_state == 0;
+        __u8 kind = GW_SWITCH_PREEMPTED;
+        st->switch_fault = 0;
+        if (!preempted) {
+          kind = GW_SWITCH_BLOCKED;
+          if (BPF_CORE_READ_BITFIELD(prev, in_iowait)) {
+            kind = GW_SWITCH_BLOCKED_IO;
+            if (st->fault_ts && now - st->fault_ts < fault_io_window_ns) {
+              kind = GW_SWITCH_BLOCKED_FAULT;
+              st->switch_fault = 1;
+              st->switch_fault_ts = st->fault_ts;
+              st->switch_fault_addr = st->fault_addr;
+              st->fault_ts = 0;  // one fault, one fault wait
+            }
+          }
+        }
+        st->off_ts = now;
+        st->wake_ts = 0;
+        st->other_tgid = next_tgid;
+        st->cpu = (__u16)cpu;
+        st->kind = kind;
+        st->competitor = prev_competitor;
+        if (prev_tracked && preempted && next->pid != 0) add_competitor(next, now);
+      }
+    }
+  }
+
+  // next gets the CPU: close its interval, one record per interval.
+  struct task_state *st = bpf_task_storage_get(&task_states, next, 0, 0);
+  if (st && st->off_ts) {
+    __u64 duration = now - st->off_ts;
+    __u64 runq = 0;
+    if (st->kind == GW_SWITCH_PREEMPTED) {
+      runq = duration;
+    } else if (st->wake_ts) {
+      runq = now - st->wake_ts;
+    }
+    struct gw_host_record *r = reserve_record(GW_DROP_SCHED, GW_HOST_OFF_CPU);
+    if (r) {
+      r->ts_ns = st->off_ts;
+      r->duration_ns = duration;
+      r->aux0 = runq;
+      r->tgid = next_tgid;
+      r->tid = next->pid;
+      r->other_tgid = st->other_tgid;
+      r->cpu = st->cpu;
+      r->kind = st->kind;
+      r->flags = st->competitor;
+      if (st->switch_fault) {
+        r->aux1 = st->switch_fault_addr;
+        r->value = (__s64)st->switch_fault_ts;
+      }
+      submit_record(r, GW_DROP_SCHED);
+    }
+    if (!st->competitor && runq >= competitor_min_runq_ns && prev->pid != 0) {
+      add_competitor(prev, now);
+    }
+    st->off_ts = 0;
+    st->wake_ts = 0;
+  }
+  return 0;
+}
+
+static __always_inline void mark_runnable(struct task_struct *p) {
+  struct task_state *st = bpf_task_storage_get(&task_states, p, 0, 0);
+  if (st && st->off_ts && !st->wake_ts) st->wake_ts = bpf_ktime_get_ns();
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(gw_sched_wakeup, struct task_struct *p) {
+  mark_runnable(p);
+  return 0;
+}
+
+// A new task of a tracked process is runnable from here until it first runs: time it as an
+// off-CPU interval of kind preempted (all run-queue wait) so slow worker start-up under
+// contention shows.
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(gw_sched_wakeup_new, struct task_struct *p) {
+  __u32 tgid = p->tgid;
+  if (!is_tracked(tgid)) return 0;
+  struct task_state *st = bpf_task_storage_get(&task_states, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+  if (!st) return 0;
+  st->off_ts = bpf_ktime_get_ns();
+  st->wake_ts = 0;
+  st->other_tgid = 0;
+  st->cpu = (__u16)bpf_get_smp_processor_id();
+  st->kind = GW_SWITCH_PREEMPTED;
+  st->competitor = 0;
+  st->switch_fault = 0;
+  return 0;
+}
+
+// ---- Process lifecycle -------------------------------------------------------------------------
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(gw_sched_process_fork, struct task_struct *parent, struct task_struct *child) {
+  __u32 parent_tgid = parent->tgid;
+  __u32 child_tgid = child->tgid;
+  // A new thread shares its tgid: already tracked through the process.
+  if (child_tgid == parent_tgid || !is_tracked(parent_tgid)) return 0;
+  __u32 flags = GW_TRACKED_CHILD;
+  if (bpf_map_update_elem(&tracked, &child_tgid, &flags, BPF_NOEXIST) != 0 &&
+      !is_tracked(child_tgid)) {
+    count_slot(&drops, GW_DROP_TRACKED_FULL);
+  }
+  struct gw_host_record *r = reserve_record(GW_DROP_PROC, GW_HOST_FORK);
+  if (!r) return 0;
+  r->ts_ns = bpf_ktime_get_ns();
+  r->tgid = parent_tgid;
+  r->tid = parent->pid;
+  r->other_tgid = child_tgid;
+  bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), &child->comm);
+  submit_record(r, GW_DROP_PROC);
+  return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(gw_sched_process_exec, struct task_struct *p, pid_t old_pid,
+             struct linux_binprm *bprm) {
+  __u32 tgid = p->tgid;
+  if (!is_tracked(tgid)) return 0;
+  struct gw_host_record *r = reserve_record(GW_DROP_PROC, GW_HOST_EXEC);
+  if (!r) return 0;
+  r->ts_ns = bpf_ktime_get_ns();
+  r->tgid = tgid;
+  r->tid = p->pid;
+  r->aux0 = (__u64)old_pid;
+  bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), &p->comm);
+  submit_record(r, GW_DROP_PROC);
+  return 0;
+}
+
+// Only the first argument is used: kernels before 6.16 pass no group_dead flag, so the group's
+// end is read from signal->live (already decremented when the tracepoint fires).
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(gw_sched_process_exit, struct task_struct *p) {
+  __u32 tgid = p->tgid;
+  if (BPF_CORE_READ(p, signal, live.counter) != 0) return 0;  // other threads still live
+  bool was_tracked = is_tracked(tgid);
+  bool was_competitor = !was_tracked && bpf_map_lookup_elem(&competitors, &tgid);
+  if (!was_tracked && !was_competitor) return 0;
+  bpf_map_delete_elem(&tracked, &tgid);
+  bpf_map_delete_elem(&competitors, &tgid);
+  struct gw_host_record *r = reserve_record(GW_DROP_PROC, GW_HOST_EXIT);
+  if (!r) return 0;
+  r->ts_ns = bpf_ktime_get_ns();
+  r->tgid = tgid;
+  r->tid = p->pid;
+  r->value = BPF_CORE_READ(p, exit_code);
+  r->other_tgid = BPF_CORE_READ(p, real_parent, tgid);
+  r->flags = was_competitor;
+  leader_comm(p, r->comm);
+  submit_record(r, GW_DROP_PROC);
+  return 0;
+}
+
+SEC("tp_btf/mark_victim")
+int BPF_PROG(gw_mark_victim, struct task_struct *task) {
+  struct gw_host_record *r = reserve_record(GW_DROP_MEM, GW_HOST_OOM);
+  if (!r) return 0;
+  r->ts_ns = bpf_ktime_get_ns();
+  r->tgid = task->tgid;
+  r->tid = task->pid;
+  leader_comm(task, r->comm);
+  submit_record(r, GW_DROP_MEM);
+  return 0;
+}
+
+// ---- Memory ----------------------------------------------------------------------------------
+SEC("tp_btf/page_fault_user")
+int BPF_PROG(gw_page_fault_user, unsigned long address, struct pt_regs *regs,
+             unsigned long error_code) {
+  __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+  if (!is_tracked(tgid)) return 0;
+  __u64 *count = bpf_map_lookup_elem(&fault_counts, &tgid);
+  if (count) {
+    __sync_fetch_and_add(count, 1);
+  } else {
+    __u64 one = 1;
+    if (bpf_map_update_elem(&fault_counts, &tgid, &one, BPF_NOEXIST) != 0) {
+      count = bpf_map_lookup_elem(&fault_counts, &tgid);  // lost a race with another thread
+      if (count) {
+        __sync_fetch_and_add(count, 1);
+      } else {
+        count_slot(&drops, GW_DROP_FAULT_COUNT);
+      }
+    }
+  }
+  struct task_state *st = bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0,
+                                               BPF_LOCAL_STORAGE_GET_F_CREATE);
+  if (st) {
+    st->fault_ts = bpf_ktime_get_ns();
+    st->fault_addr = address;
+  }
+  return 0;
+}
+
+// filemap_fault runs for faults on file-backed mappings (page cache lookup, reading the file
+// when the page is missing). It fires in the faulting task's context, right after
+// page_fault_user recorded the address.
+SEC("tp_btf/mm_filemap_fault")
+int BPF_PROG(gw_mm_filemap_fault, struct address_space *mapping, unsigned long index) {
+  __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+  if (!is_tracked(tgid)) return 0;
+  struct task_state *st = bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0, 0);
+  struct gw_host_record *r = reserve_record(GW_DROP_MEM, GW_HOST_FILE_FAULT);
+  if (!r) return 0;
+  r->ts_ns = bpf_ktime_get_ns();
+  r->tgid = tgid;
+  r->tid = (__u32)bpf_get_current_pid_tgid();
+  r->aux0 = st ? st->fault_addr : 0;
+  r->aux1 = index;
+  r->value = (__s64)BPF_CORE_READ(mapping, host, i_ino);
+  submit_record(r, GW_DROP_MEM);
+  return 0;
+}
+
+// Direct reclaim stalls the allocating task: recorded for every task (rare, and a sign of
+// memory pressure on the whole node).
+SEC("tp_btf/mm_vmscan_direct_reclaim_begin")
+int BPF_PROG(gw_direct_reclaim_begin, int order, gfp_t gfp_flags) {
+  struct task_state *st = bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0,
+                                               BPF_LOCAL_STORAGE_GET_F_CREATE);
+  if (st) st->reclaim_ts = bpf_ktime_get_ns();
+  return 0;
+}
+
+SEC("tp_btf/mm_vmscan_direct_reclaim_end")
+int BPF_PROG(gw_direct_reclaim_end, unsigned long nr_reclaimed) {
+  struct task_state *st = bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0, 0);
+  if (!st || !st->reclaim_ts) return 0;
+  __u64 now = bpf_ktime_get_ns();
+  struct gw_host_record *r = reserve_record(GW_DROP_MEM, GW_HOST_RECLAIM);
+  if (r) {
+    __u64 id = bpf_get_current_pid_tgid();
+    r->ts_ns = st->reclaim_ts;
+    r->duration_ns = now - st->reclaim_ts;
+    r->aux0 = nr_reclaimed;
+    r->tgid = id >> 32;
+    r->tid = (__u32)id;
+    submit_record(r, GW_DROP_MEM);
+  }
+  st->reclaim_ts = 0;
+  return 0;
+}
+
+// ---- Block I/O -------------------------------------------------------------------------------
+// Issue runs in the context of the task that submits the request for direct and synchronous
+// I/O (O_DIRECT, reads that miss the page cache, readahead). Buffered writeback is issued by
+// kworker flusher threads: not tracked, so not recorded (see README).
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(gw_block_rq_issue, struct request *rq) {
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 tgid = id >> 32;
+  if (!is_tracked(tgid)) return 0;
+  __u64 key = (__u64)rq;
+  struct inflight_io io = {};
+  io.issue_ts = bpf_ktime_get_ns();
+  io.bytes = BPF_CORE_READ(rq, __data_len);
+  io.tgid = tgid;
+  io.tid = (__u32)id;
+  io.cpu = (__u16)bpf_get_smp_processor_id();
+  if (bpf_map_update_elem(&inflight, &key, &io, BPF_ANY) != 0) {
+    count_slot(&drops, GW_DROP_INFLIGHT_FULL);
+  }
+  return 0;
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(gw_block_rq_complete, struct request *rq, blk_status_t error,
+             unsigned int nr_bytes) {
+  __u64 key = (__u64)rq;
+  struct inflight_io *io = bpf_map_lookup_elem(&inflight, &key);
+  if (!io) return 0;
+  struct gw_host_record *r = reserve_record(GW_DROP_IO, GW_HOST_BLOCK_IO);
+  if (r) {
+    r->ts_ns = io->issue_ts;
+    r->duration_ns = bpf_ktime_get_ns() - io->issue_ts;
+    r->aux0 = BPF_CORE_READ(rq, __sector);
+    struct gendisk *disk = BPF_CORE_READ(rq, q, disk);
+    if (disk) {
+      __u32 major = BPF_CORE_READ(disk, major);
+      __u32 minor = BPF_CORE_READ(disk, first_minor);
+      r->aux1 = ((__u64)major << 20) | minor;
+    }
+    r->value = (__s64)io->bytes;
+    r->tgid = io->tgid;
+    r->tid = io->tid;
+    r->cpu = io->cpu;
+    r->error = error;
+    // REQ_OP_READ = 0, REQ_OP_WRITE = 1 (low 8 bits of cmd_flags, stable ABI of the block
+    // layer since 4.10).
+    __u32 op = BPF_CORE_READ(rq, cmd_flags) & 0xff;
+    r->kind = op == 0 ? GW_BIO_READ : op == 1 ? GW_BIO_WRITE : GW_BIO_OTHER;
+    submit_record(r, GW_DROP_IO);
+  }
+  bpf_map_delete_elem(&inflight, &key);
+  return 0;
+}
+
+// ---- Slow reads --------------------------------------------------------------------------------
+// x86-64 syscall numbers of the read family.
+#define GW_NR_READ 0
+#define GW_NR_PREAD64 17
+#define GW_NR_READV 19
+#define GW_NR_PREADV 295
+#define GW_NR_PREADV2 327
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(gw_sys_enter, struct pt_regs *regs, long id) {
+  __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+  if (!is_tracked(tgid)) return 0;
+  struct task_state *st = bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0, 0);
+  bool is_read = id == GW_NR_READ || id == GW_NR_PREAD64 || id == GW_NR_READV ||
+                 id == GW_NR_PREADV || id == GW_NR_PREADV2;
+  if (!st) {
+    if (!is_read || read_threshold_ns == 0) return 0;
+    st = bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0,
+                              BPF_LOCAL_STORAGE_GET_F_CREATE);
+    if (!st) return 0;
+  }
+  st->fault_ts = 0;  // a sleep after this is the syscall's, not a page fault's
+  if (is_read && read_threshold_ns) {
+    st->read_ts = bpf_ktime_get_ns();
+    st->read_fd = BPF_CORE_READ(regs, di);
+  } else {
+    st->read_ts = 0;
+  }
+  return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(gw_sys_exit, struct pt_regs *regs, long ret) {
+  if (read_threshold_ns == 0) return 0;
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 tgid = id >> 32;
+  if (!is_tracked(tgid)) return 0;
+  struct task_state *st = bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0, 0);
+  if (!st || !st->read_ts) return 0;
+  __u64 now = bpf_ktime_get_ns();
+  __u64 duration = now - st->read_ts;
+  if (duration >= read_threshold_ns) {
+    struct gw_host_record *r = reserve_record(GW_DROP_IO, GW_HOST_READ);
+    if (r) {
+      r->ts_ns = st->read_ts;
+      r->duration_ns = duration;
+      r->aux0 = st->read_fd;
+      r->value = ret;
+      r->tgid = tgid;
+      r->tid = (__u32)id;
+      submit_record(r, GW_DROP_IO);
+    }
+  }
+  st->read_ts = 0;
+  return 0;
+}

@@ -1,0 +1,650 @@
+#include "sources/host/host_source.h"
+
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <dirent.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <sstream>
+
+#include "discover/cuda_libs.h"
+#include "host.skel.h"
+#include "sources/host/host_abi.h"
+#include "sources/system/host_info.h"
+
+namespace gw {
+
+static_assert(sizeof(gw_host_record) == 80, "gw_host_record layout changed: update both sides");
+
+namespace {
+
+int64_t MonoNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// libbpf's own messages: warnings are kept (bounded) so a failed load can say why.
+std::mutex g_libbpf_log_mu;
+std::string g_libbpf_log;
+
+int LibbpfPrint(enum libbpf_print_level level, const char* format, va_list args) {
+  if (level == LIBBPF_DEBUG) return 0;
+  char line[1024];
+  int n = std::vsnprintf(line, sizeof line, format, args);
+  std::lock_guard<std::mutex> lock(g_libbpf_log_mu);
+  g_libbpf_log.append(line);
+  if (g_libbpf_log.size() > 8192) g_libbpf_log.erase(0, g_libbpf_log.size() - 8192);
+  return n;
+}
+
+std::string TakeLibbpfLogTail() {
+  std::lock_guard<std::mutex> lock(g_libbpf_log_mu);
+  std::string tail = g_libbpf_log.size() > 600 ? g_libbpf_log.substr(g_libbpf_log.size() - 600)
+                                               : g_libbpf_log;
+  g_libbpf_log.clear();
+  return tail;
+}
+
+constexpr const char* kPrivilegeHint =
+    " — hint: run as root (sudo) or grant CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN";
+
+Status BpfError(const std::string& what, int err) {
+  err = err < 0 ? -err : err;
+  if (err == EPERM || err == EACCES) {
+    return PermissionDenied(what + ": " + std::strerror(err) + kPrivilegeHint);
+  }
+  std::string log = TakeLibbpfLogTail();
+  std::string msg = what + ": " + std::strerror(err);
+  if (!log.empty()) msg += " (libbpf: " + log + ")";
+  return FailedPrecondition(msg);
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\0')) s.pop_back();
+  return s;
+}
+
+std::vector<std::string> SplitCmdline(const std::string& raw) {
+  std::vector<std::string> argv;
+  std::string cur;
+  for (char c : raw) {
+    if (c == '\0') {
+      argv.push_back(cur);
+      cur.clear();
+    } else {
+      cur.push_back(c);
+    }
+  }
+  if (!cur.empty()) argv.push_back(cur);
+  return argv;
+}
+
+std::string Basename(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// ppid from /proc/<pid>/stat (the field after the parenthesised comm).
+int32_t ReadPpid(const std::string& proc_root, int32_t pid) {
+  std::string stat = ReadSmallFile(proc_root + "/" + std::to_string(pid) + "/stat");
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  char state = 0;
+  int ppid = 0;
+  if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) != 2) return 0;
+  return ppid;
+}
+
+}  // namespace
+
+std::string ProcessDisplayName(const std::string& comm, const std::vector<std::string>& argv) {
+  if (argv.empty()) return comm;
+  // Only interpreters get their script appended; a process that renamed itself
+  // (pt_data_worker:0) keeps its own name.
+  static const char* kInterpreters[] = {"python", "node", "ruby", "perl", "bash", "sh", "java"};
+  bool interpreter = false;
+  for (const char* name : kInterpreters) {
+    if (comm.rfind(name, 0) == 0) interpreter = true;
+  }
+  if (!interpreter) return comm;
+  for (size_t i = 1; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a == "-m" && i + 1 < argv.size()) return comm + " (-m " + argv[i + 1] + ")";
+    if (a == "-c") return comm + " (-c)";
+    if (a.empty() || a[0] == '-') continue;
+    return comm + " (" + Basename(a) + ")";
+  }
+  return comm;
+}
+
+void HostSource::DestroySkel(host_bpf* skel) { host_bpf__destroy(skel); }
+void HostSource::FreeRing(ring_buffer* rb) { ring_buffer__free(rb); }
+void HostSource::DestroyLink(bpf_link* link) { bpf_link__destroy(link); }
+
+HostSource::HostSource(HostOptions options) : options_(std::move(options)) {}
+
+HostSource::~HostSource() {
+  // Links first (detach), then the ring buffer, then the maps and programs.
+  links_.clear();
+  ring_.Reset();
+  skel_.Reset();
+}
+
+StatusOr<std::unique_ptr<HostSource>> HostSource::Create(HostOptions options) {
+  int64_t ring = options.ring_bytes;
+  if (ring < 4096 || (ring & (ring - 1)) != 0) {
+    return InvalidArgument("host ring buffer size " + std::to_string(ring) +
+                           " must be a power of two ≥ 4096");
+  }
+  return std::unique_ptr<HostSource>(new HostSource(std::move(options)));
+}
+
+Status HostSource::Start(const SourceContext& context) {
+  if (started_) return FailedPrecondition("host source started twice");
+  context_ = context;
+  libbpf_set_print(LibbpfPrint);
+  skel_.Reset(host_bpf__open());
+  if (!skel_) return BpfError("open host BPF object", errno);
+  host_bpf* skel = skel_.get();
+  skel->rodata->fault_io_window_ns = static_cast<__u64>(options_.fault_io_window_ns);
+  skel->rodata->competitor_min_runq_ns = static_cast<__u64>(options_.competitor_min_runq_ns);
+  skel->rodata->read_threshold_ns = static_cast<__u64>(options_.read_threshold_ns);
+  if (int err = bpf_map__set_max_entries(skel->maps.events,
+                                         static_cast<__u32>(options_.ring_bytes));
+      err != 0) {
+    return BpfError("size host ring buffer", err);
+  }
+  // Tracepoints this kernel lacks (mark_victim without CONFIG_MEMCG era kernels, exceptions
+  // on non-x86) are skipped with a note; sched_switch is required.
+  bpf_program* prog = nullptr;
+  bpf_object__for_each_program(prog, skel->obj) {
+    std::string section = bpf_program__section_name(prog);
+    std::string tp = section.substr(section.find('/') + 1);
+    if (libbpf_find_vmlinux_btf_id(tp.c_str(), BPF_TRACE_RAW_TP) < 0) {
+      if (tp == "sched_switch") {
+        return FailedPrecondition("kernel has no BTF for tracepoint sched_switch — hint: "
+                                  "gpuwhy needs a kernel with CONFIG_DEBUG_INFO_BTF");
+      }
+      bpf_program__set_autoload(prog, false);
+      std::lock_guard<std::mutex> lock(notes_mu_);
+      notes_.push_back("host: tracepoint " + tp + " not available on this kernel; skipped");
+    }
+  }
+  if (int err = host_bpf__load(skel); err != 0) return BpfError("load host BPF programs", err);
+  bpf_object__for_each_program(prog, skel->obj) {
+    if (!bpf_program__autoload(prog)) continue;
+    bpf_link* link = bpf_program__attach(prog);
+    if (!link) {
+      int err = errno;
+      return BpfError(std::string("attach host program ") + bpf_program__name(prog) + " to " +
+                          bpf_program__section_name(prog),
+                      err);
+    }
+    links_.emplace_back(link);
+  }
+  tracked_fd_ = bpf_map__fd(skel->maps.tracked);
+  competitors_fd_ = bpf_map__fd(skel->maps.competitors);
+  drops_fd_ = bpf_map__fd(skel->maps.drops);
+  emitted_fd_ = bpf_map__fd(skel->maps.emitted);
+  fault_counts_fd_ = bpf_map__fd(skel->maps.fault_counts);
+  ring_.Reset(ring_buffer__new(bpf_map__fd(skel->maps.events), &HostSource::OnRecord, this,
+                               nullptr));
+  if (!ring_) return BpfError("create host ring buffer consumer", errno);
+  started_ = true;
+  last_fault_drain_ns_ = MonoNowNs();
+  // pid 0 appears as other_pid when a CPU went idle.
+  if (context_.sink) {
+    ProcessInfo idle;
+    idle.pid = 0;
+    idle.name = "<idle>";
+    idle.comm = "swapper";
+    context_.sink->OnProcess(idle);
+  }
+  known_[0] = KnownProcess{"swapper", false, false};
+  if (options_.seed_from_proc) {
+    for (int32_t pid : context_.pids) {
+      if (!std::ifstream(options_.proc_root + "/" + std::to_string(pid) + "/stat").good()) {
+        return NotFound("--pid " + std::to_string(pid) + ": no such process");
+      }
+      RETURN_IF_ERROR(Track(pid, GW_TRACKED_FILTER));
+    }
+    SeedFromProc();
+  }
+  return Status::Ok();
+}
+
+int HostSource::tracked_map_fd() const { return tracked_fd_; }
+
+std::map<int32_t, int32_t> HostSource::ParentMap() const {
+  std::map<int32_t, int32_t> parent;
+  for (int32_t pid : ListPids(options_.proc_root)) parent[pid] = ReadPpid(options_.proc_root, pid);
+  return parent;
+}
+
+bool HostSource::MapsCuda(int32_t pid) const {
+  for (const std::string& path : MappedFiles(pid, options_.proc_root)) {
+    CudaLibKind kind;
+    if (ClassifyCudaLibrary(path, &kind)) return true;
+  }
+  return false;
+}
+
+Status HostSource::Track(int32_t pid, uint32_t flags) {
+  if (!started_) return FailedPrecondition("host source not started");
+  auto insert = [&](int32_t p, uint32_t f) -> Status {
+    __u32 key = static_cast<__u32>(p);
+    __u32 value = f;
+    __u32 existing = 0;
+    if (bpf_map_lookup_elem(tracked_fd_, &key, &existing) == 0) {
+      value |= existing;
+    }
+    if (bpf_map_update_elem(tracked_fd_, &key, &value, BPF_ANY) != 0) {
+      int err = errno;
+      return ErrnoStatus("add pid " + std::to_string(p) + " to the tracked set", err);
+    }
+    not_cuda_.erase(p);
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(insert(pid, flags));
+  NameProcess(pid, "", true, 0);
+  // Existing descendants: children forked before the parent was tracked.
+  std::map<int32_t, int32_t> parent = ParentMap();
+  std::map<int32_t, std::vector<int32_t>> children;
+  for (auto [child, ppid] : parent) children[ppid].push_back(child);
+  std::deque<int32_t> queue{pid};
+  std::set<int32_t> seen{pid};
+  while (!queue.empty()) {
+    int32_t p = queue.front();
+    queue.pop_front();
+    for (int32_t c : children[p]) {
+      if (!seen.insert(c).second) continue;
+      RETURN_IF_ERROR(insert(c, GW_TRACKED_CHILD));
+      NameProcess(c, "", true, p);
+      queue.push_back(c);
+    }
+  }
+  return Status::Ok();
+}
+
+bool HostSource::IsTracked(int32_t pid) const {
+  if (tracked_fd_ < 0) return false;
+  __u32 key = static_cast<__u32>(pid), value = 0;
+  return bpf_map_lookup_elem(tracked_fd_, &key, &value) == 0;
+}
+
+namespace {
+std::vector<int32_t> MapKeys(int fd) {
+  std::vector<int32_t> keys;
+  if (fd < 0) return keys;
+  __u32 key = 0, next = 0;
+  __u32* prev = nullptr;
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    keys.push_back(static_cast<int32_t>(next));
+    key = next;
+    prev = &key;
+  }
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+}  // namespace
+
+std::vector<int32_t> HostSource::TrackedPids() const { return MapKeys(tracked_fd_); }
+std::vector<int32_t> HostSource::CompetitorPids() const { return MapKeys(competitors_fd_); }
+
+void HostSource::SeedFromProc() {
+  bool filtered = !context_.pids.empty() || !context_.comms.empty();
+  for (int32_t pid : ListPids(options_.proc_root)) {
+    if (pid == getpid() || IsTracked(pid)) continue;
+    uint32_t flags = 0;
+    if (filtered) {
+      std::string comm =
+          Trim(ReadSmallFile(options_.proc_root + "/" + std::to_string(pid) + "/comm"));
+      for (const std::string& want : context_.comms) {
+        if (comm == want) flags = GW_TRACKED_FILTER;
+      }
+    } else if (MapsCuda(pid)) {
+      flags = GW_TRACKED_CUDA;
+    }
+    if (flags == 0) {
+      not_cuda_.insert(pid);
+      continue;
+    }
+    Status st = Track(pid, flags);
+    if (!st.ok()) {
+      std::lock_guard<std::mutex> lock(notes_mu_);
+      notes_.push_back("host: " + st.message());
+    }
+  }
+}
+
+void HostSource::Rediscover() {
+  if (!started_ || stopped_) return;
+  if (options_.seed_from_proc) SeedFromProc();
+  RefreshNames();
+  DrainFaultCounts(false);
+}
+
+void HostSource::RefreshNames() {
+  if (!context_.sink) return;
+  // Workers often rename themselves after fork (pt_data_worker:0): pick up comm changes.
+  for (auto& [pid, known] : known_) {
+    if (pid == 0 || known.exited) continue;
+    std::string dir = options_.proc_root + "/" + std::to_string(pid);
+    std::string comm = Trim(ReadSmallFile(dir + "/comm"));
+    if (comm.empty() || comm == known.comm) continue;
+    known.comm = comm;
+    ProcessInfo info;
+    info.pid = pid;
+    info.comm = comm;
+    info.name = ProcessDisplayName(comm, SplitCmdline(ReadSmallFile(dir + "/cmdline")));
+    info.tracked = known.tracked;
+    context_.sink->OnProcess(info);
+  }
+}
+
+void HostSource::NameProcess(int32_t pid, const std::string& fallback_comm, bool tracked,
+                             int32_t ppid) {
+  auto it = known_.find(pid);
+  if (it != known_.end() && (it->second.tracked || !tracked)) return;
+  ProcessInfo info;
+  info.pid = pid;
+  std::string dir = options_.proc_root + "/" + std::to_string(pid);
+  info.comm = Trim(ReadSmallFile(dir + "/comm"));
+  std::string raw_cmdline = ReadSmallFile(dir + "/cmdline");
+  std::vector<std::string> argv = SplitCmdline(raw_cmdline);
+  for (const std::string& a : argv) {
+    if (!info.cmdline.empty()) info.cmdline += ' ';
+    info.cmdline += a;
+  }
+  if (info.comm.empty()) info.comm = fallback_comm;
+  if (info.comm.empty()) info.comm = "pid " + std::to_string(pid);
+  info.name = ProcessDisplayName(info.comm, argv);
+  info.ppid = ppid > 0 ? ppid : ReadPpid(options_.proc_root, pid);
+  info.tracked = tracked;
+  known_[pid] = KnownProcess{info.comm, tracked, false};
+  if (context_.sink) context_.sink->OnProcess(info);
+}
+
+int HostSource::OnRecord(void* ctx, void* data, size_t size) {
+  auto* self = static_cast<HostSource*>(ctx);
+  if (size < sizeof(gw_host_record)) return 0;
+  gw_host_record record;
+  std::memcpy(&record, data, sizeof record);
+  self->Decode(record);
+  return 0;
+}
+
+int64_t HostSource::FilePathId(int32_t pid, uint64_t addr, uint64_t inode) {
+  if (!context_.sink) return kNull;
+  auto find = [&](const std::vector<Mapping>& maps) -> const Mapping* {
+    for (const Mapping& m : maps) {
+      if (addr >= m.start && addr < m.end) return &m;
+    }
+    for (const Mapping& m : maps) {
+      if (inode != 0 && m.inode == inode) return &m;
+    }
+    return nullptr;
+  };
+  const Mapping* hit = nullptr;
+  auto it = maps_cache_.find(pid);
+  if (it != maps_cache_.end()) hit = find(it->second);
+  int64_t now = MonoNowNs();
+  if (!hit && now - maps_read_ns_[pid] > 100'000'000) {  // re-read at most 10×/s per pid
+    maps_read_ns_[pid] = now;
+    std::vector<Mapping> maps;
+    std::istringstream in(ReadSmallFile(options_.proc_root + "/" + std::to_string(pid) + "/maps"));
+    std::string line;
+    while (std::getline(in, line)) {
+      unsigned long long start = 0, end = 0, ino = 0;
+      char perms[8], offset[32], dev[16];
+      int consumed = 0;
+      if (std::sscanf(line.c_str(), "%llx-%llx %7s %31s %15s %llu %n", &start, &end, perms,
+                      offset, dev, &ino, &consumed) < 6 ||
+          ino == 0) {
+        continue;
+      }
+      maps.push_back({start, end, ino, Trim(line.substr(static_cast<size_t>(consumed)))});
+    }
+    maps_cache_[pid] = std::move(maps);
+    hit = find(maps_cache_[pid]);
+  }
+  if (!hit) return kNull;
+  return context_.sink->InternString(hit->path);
+}
+
+int64_t HostSource::DeviceNameId(uint64_t dev) {
+  if (!context_.sink || dev == 0) return kNull;
+  auto it = device_ids_.find(dev);
+  if (it != device_ids_.end()) return it->second;
+  uint64_t major = dev >> 20, minor = dev & 0xfffff;
+  std::string name = std::to_string(major) + ":" + std::to_string(minor);
+  std::istringstream in(ReadSmallFile("/sys/dev/block/" + name + "/uevent"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("DEVNAME=", 0) == 0) name = line.substr(8);
+  }
+  int64_t id = context_.sink->InternString(name);
+  device_ids_[dev] = id;
+  return id;
+}
+
+void HostSource::Decode(const gw_host_record& r) {
+  ++consumed_;
+  const SessionClock& clock = context_.clock;
+  int32_t pid = static_cast<int32_t>(r.tgid);
+  int32_t tid = static_cast<int32_t>(r.tid);
+  std::string comm(r.comm, strnlen(r.comm, sizeof r.comm));
+  Event e;
+  e.ts_ns = clock.ToSession(r.ts_ns);
+  e.pid = pid;
+  e.tid = tid;
+  e.cpu = r.cpu;
+  switch (static_cast<gw_host_record_type>(r.type)) {
+    case GW_HOST_OFF_CPU: {
+      e.op = Op::kSchedSwitch;
+      e.duration_ns = static_cast<int64_t>(r.duration_ns);
+      e.runq_ns = static_cast<int64_t>(r.aux0);
+      e.kind = r.kind;
+      e.other_pid = r.other_tgid;
+      NameProcess(pid, "", r.flags == 0, 0);
+      NameProcess(static_cast<int32_t>(r.other_tgid), "", false, 0);
+      batch_.push_back(e);
+      if (r.kind == GW_SWITCH_BLOCKED_FAULT && r.value > 0) {
+        Event f;
+        f.op = Op::kMajorFault;
+        f.pid = pid;
+        f.tid = tid;
+        f.cpu = r.cpu;
+        f.ts_ns = clock.ToSession(static_cast<uint64_t>(r.value));
+        f.duration_ns =
+            static_cast<int64_t>(r.ts_ns + r.duration_ns) - static_cast<int64_t>(r.value);
+        f.addr = static_cast<int64_t>(r.aux1);
+        f.name_id = FilePathId(pid, r.aux1, 0);
+        batch_.push_back(f);
+      }
+      return;
+    }
+    case GW_HOST_FILE_FAULT:
+      e.op = Op::kFileFault;
+      e.addr = static_cast<int64_t>(r.aux0);
+      e.name_id = FilePathId(pid, r.aux0, static_cast<uint64_t>(r.value));
+      break;
+    case GW_HOST_RECLAIM:
+      e.op = Op::kDirectReclaim;
+      e.duration_ns = static_cast<int64_t>(r.duration_ns);
+      e.bytes = static_cast<int64_t>(r.aux0) * sysconf(_SC_PAGESIZE);
+      NameProcess(pid, "", false, 0);
+      break;
+    case GW_HOST_BLOCK_IO:
+      e.op = Op::kBlockIo;
+      e.duration_ns = static_cast<int64_t>(r.duration_ns);
+      e.addr = static_cast<int64_t>(r.aux0);
+      e.bytes = r.value;
+      e.kind = r.kind;
+      e.ret = r.error;
+      e.name_id = DeviceNameId(r.aux1);
+      break;
+    case GW_HOST_EXEC: {
+      e.op = Op::kProcExec;
+      known_.erase(pid);  // new program: new name and cmdline
+      maps_cache_.erase(pid);
+      NameProcess(pid, comm, true, 0);
+      break;
+    }
+    case GW_HOST_FORK: {
+      e.op = Op::kProcFork;
+      e.other_pid = r.other_tgid;
+      int32_t child = static_cast<int32_t>(r.other_tgid);
+      known_.erase(child);
+      NameProcess(child, comm, true, pid);
+      if (context_.sink) {
+        ProcessInfo first;
+        first.pid = child;
+        first.first_ts_ns = e.ts_ns;
+        first.tracked = true;
+        context_.sink->OnProcess(first);
+      }
+      break;
+    }
+    case GW_HOST_EXIT: {
+      e.op = Op::kProcExit;
+      // Shell convention: exit status, or 128 + signal for a killed process.
+      int64_t code = r.value;
+      int64_t status = (code & 0x7f) != 0 ? 128 + (code & 0x7f) : (code >> 8) & 0xff;
+      e.ret = status;
+      e.other_pid = r.other_tgid;
+      NameProcess(pid, comm, r.flags == 0, static_cast<int32_t>(r.other_tgid));
+      if (context_.sink) {
+        ProcessInfo info;
+        info.pid = pid;
+        info.comm = comm;
+        info.exit_ts_ns = e.ts_ns;
+        info.exit_code = status;
+        info.tracked = r.flags == 0;
+        auto it = known_.find(pid);
+        if (it != known_.end() && it->second.comm != comm && !comm.empty()) {
+          info.name = comm;  // renamed itself since first sight
+        }
+        context_.sink->OnProcess(info);
+      }
+      if (auto it = known_.find(pid); it != known_.end()) it->second.exited = true;
+      exited_fault_pids_.insert(pid);
+      maps_cache_.erase(pid);
+      maps_read_ns_.erase(pid);
+      break;
+    }
+    case GW_HOST_OOM:
+      e.op = Op::kOomKill;
+      NameProcess(pid, comm, false, 0);
+      break;
+    case GW_HOST_READ:
+      e.op = Op::kRead;
+      e.duration_ns = static_cast<int64_t>(r.duration_ns);
+      e.ret = r.value;
+      e.bytes = r.value >= 0 ? r.value : kNull;
+      e.addr = static_cast<int64_t>(r.aux0);  // file descriptor
+      break;
+    case GW_HOST_NAME:
+      NameProcess(pid, comm, false, 0);
+      return;  // no row: only names the competitor
+  }
+  batch_.push_back(e);
+}
+
+int64_t HostSource::Poll() {
+  if (!ring_) return 0;
+  int n = ring_buffer__consume(ring_.get());
+  if (!batch_.empty()) {
+    if (context_.sink) context_.sink->OnEvents(batch_.data(), batch_.size());
+    batch_.clear();
+  }
+  return n < 0 ? 0 : n;
+}
+
+void HostSource::DrainFaultCounts(bool final_drain) {
+  if (fault_counts_fd_ < 0) return;
+  int64_t now = MonoNowNs();
+  if (!final_drain && now - last_fault_drain_ns_ < 900'000'000) return;
+  last_fault_drain_ns_ = now;
+  std::vector<OpCount> counts;
+  int64_t sec = context_.clock.ToSession(static_cast<uint64_t>(now)) / 1'000'000'000;
+  for (int32_t pid : MapKeys(fault_counts_fd_)) {
+    __u32 key = static_cast<__u32>(pid);
+    __u64 total = 0;
+    if (bpf_map_lookup_elem(fault_counts_fd_, &key, &total) != 0) continue;
+    uint64_t& last = fault_totals_[pid];
+    if (total > last) {
+      OpCount c;
+      c.sec = sec;
+      c.pid = pid;
+      c.op = Op::kPageFault;
+      c.count = static_cast<int64_t>(total - last);
+      counts.push_back(c);
+      last = total;
+    }
+    if (exited_fault_pids_.count(pid)) {
+      bpf_map_delete_elem(fault_counts_fd_, &key);
+      fault_totals_.erase(pid);
+      exited_fault_pids_.erase(pid);
+    }
+  }
+  if (!counts.empty() && context_.sink) context_.sink->OnOpCounts(counts);
+}
+
+uint64_t HostSource::SumPerCpu(int map_fd, uint32_t slot) const {
+  if (map_fd < 0) return 0;
+  int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) return 0;
+  std::vector<__u64> values(static_cast<size_t>(cpus));
+  if (bpf_map_lookup_elem(map_fd, &slot, values.data()) != 0) return 0;
+  uint64_t sum = 0;
+  for (__u64 v : values) sum += v;
+  return sum;
+}
+
+int64_t HostSource::RecordsEmitted() const {
+  int64_t total = 0;
+  for (uint32_t slot = 0; slot < GW_EMIT_SLOTS; ++slot) {
+    total += static_cast<int64_t>(SumPerCpu(emitted_fd_, slot));
+  }
+  return total;
+}
+
+DropCounts HostSource::Drops() const {
+  static const char* kNames[GW_DROP_SLOTS] = {
+      "host_sched_ring", "host_mem_ring",    "host_io_ring",       "host_proc_ring",
+      "host_tracked_full", "host_inflight_full", "host_fault_count_full"};
+  DropCounts drops;
+  for (uint32_t slot = 0; slot < GW_DROP_SLOTS; ++slot) {
+    drops[kNames[slot]] = static_cast<int64_t>(SumPerCpu(drops_fd_, slot));
+  }
+  return drops;
+}
+
+std::vector<std::string> HostSource::TakeNotes() {
+  std::lock_guard<std::mutex> lock(notes_mu_);
+  std::vector<std::string> out;
+  out.swap(notes_);
+  return out;
+}
+
+void HostSource::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  // Detaching waits for programs in flight (tracepoint unregistration synchronizes), so
+  // every record reserved before this point is committed and the final Poll() sees it.
+  links_.clear();
+  DrainFaultCounts(true);
+}
+
+}  // namespace gw

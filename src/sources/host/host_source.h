@@ -1,0 +1,135 @@
+// HostSource: Linux kernel events around the traced job (scheduler, memory, block I/O, process
+// lifecycle), and the owner of the tracked set the CUDA source shares.
+//
+// Start() loads and attaches host.bpf.c, then seeds the tracked set from user space: every
+// process that maps libcudart/libcuda (or, with --pid/--comm, the named ones) and their
+// existing descendants. From then on the BPF side grows the set on fork and shrinks it on exit;
+// Rediscover() (≈1 Hz) adds CUDA processes started after the trace began.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/scoped.h"
+#include "base/status.h"
+#include "capture/source.h"
+
+struct host_bpf;
+struct ring_buffer;
+struct bpf_link;
+struct gw_host_record;
+
+namespace gw {
+
+struct HostOptions {
+  int64_t ring_bytes = 16 << 20;             // ring buffer size (power of two)
+  int64_t read_threshold_ns = 1'000'000;     // slow-read rows from this duration; 0 = off
+  int64_t fault_io_window_ns = 5'000'000;    // I/O sleep this soon after a fault = fault wait
+  int64_t competitor_min_runq_ns = 100'000;  // competitor rule 2 threshold
+  // Seed the tracked set from /proc at Start (CUDA processes or --pid/--comm). Tests turn it
+  // off and call Track() themselves.
+  bool seed_from_proc = true;
+  std::string proc_root = "/proc";
+};
+
+// Display name for process_names: the comm, plus the script for interpreters
+// ("python3 (train.py)", "python3 (-m torch.distributed.run)"). `argv` is the NUL-split
+// cmdline.
+std::string ProcessDisplayName(const std::string& comm, const std::vector<std::string>& argv);
+
+class HostSource : public Source {
+ public:
+  static StatusOr<std::unique_ptr<HostSource>> Create(HostOptions options = {});
+  ~HostSource() override;
+  HostSource(const HostSource&) = delete;
+  HostSource& operator=(const HostSource&) = delete;
+
+  std::string name() const override { return "host"; }
+  Status Start(const SourceContext& context) override;
+  int64_t Poll() override;
+  void Rediscover() override;
+  std::vector<std::string> TakeNotes() override;
+  DropCounts Drops() const override;
+  void Stop() override;
+
+  // The tracked-set map (valid after Start); see host_abi.h for its layout.
+  int tracked_map_fd() const;
+  // Adds a process and its existing descendants to the tracked set (flags GW_TRACKED_*).
+  Status Track(int32_t pid, uint32_t flags);
+  bool IsTracked(int32_t pid) const;
+  std::vector<int32_t> TrackedPids() const;
+  // Competitors currently in the LRU map.
+  std::vector<int32_t> CompetitorPids() const;
+
+  // Records the BPF side submitted to the ring buffer, and records this source decoded. After
+  // Stop() and a final Poll() they are equal when nothing was lost.
+  int64_t RecordsEmitted() const;
+  int64_t RecordsConsumed() const { return consumed_; }
+
+ private:
+  explicit HostSource(HostOptions options);
+  static int OnRecord(void* ctx, void* data, size_t size);
+  void Decode(const gw_host_record& r);
+  // Makes sure the sink has a ProcessInfo for `pid` (read from /proc at first sight).
+  void NameProcess(int32_t pid, const std::string& fallback_comm, bool tracked, int32_t ppid);
+  void RefreshNames();
+  void DrainFaultCounts(bool final_drain);
+  void SeedFromProc();
+  int64_t FilePathId(int32_t pid, uint64_t addr, uint64_t inode);
+  int64_t DeviceNameId(uint64_t dev);
+  std::map<int32_t, int32_t> ParentMap() const;
+  bool MapsCuda(int32_t pid) const;
+  uint64_t SumPerCpu(int map_fd, uint32_t slot) const;
+
+  HostOptions options_;
+  SourceContext context_;
+  bool started_ = false;
+  bool stopped_ = false;
+
+  static void DestroySkel(host_bpf* skel);
+  static void FreeRing(ring_buffer* rb);
+  static void DestroyLink(bpf_link* link);
+  using ScopedSkel = ScopedResource<host_bpf*, DestroySkel, nullptr>;
+  using ScopedRing = ScopedResource<ring_buffer*, FreeRing, nullptr>;
+  using ScopedLink = ScopedResource<bpf_link*, DestroyLink, nullptr>;
+  ScopedSkel skel_;
+  ScopedRing ring_;
+  std::vector<ScopedLink> links_;
+  int tracked_fd_ = -1;
+  int competitors_fd_ = -1;
+  int drops_fd_ = -1;
+  int emitted_fd_ = -1;
+  int fault_counts_fd_ = -1;
+
+  // Drain-thread state.
+  std::vector<Event> batch_;
+  int64_t consumed_ = 0;
+  struct KnownProcess {
+    std::string comm;
+    bool tracked = false;
+    bool exited = false;
+  };
+  std::unordered_map<int32_t, KnownProcess> known_;
+  std::unordered_map<int32_t, uint64_t> fault_totals_;  // last cumulative count read
+  std::set<int32_t> exited_fault_pids_;                  // delete after the next read
+  int64_t last_fault_drain_ns_ = 0;
+  std::set<int32_t> not_cuda_;  // pids checked and not tracked (rechecked in Rediscover)
+  struct Mapping {
+    uint64_t start, end, inode;
+    std::string path;
+  };
+  std::unordered_map<int32_t, std::vector<Mapping>> maps_cache_;
+  std::unordered_map<int32_t, int64_t> maps_read_ns_;
+  std::unordered_map<uint64_t, int64_t> device_ids_;
+
+  mutable std::mutex notes_mu_;
+  std::vector<std::string> notes_;
+};
+
+}  // namespace gw

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# End-to-end: `gpuwhy check` as root (it must find BTF and load a real BPF program here) and as
+# an unprivileged user (it must say trace cannot run, with a hint, and exit 1).
+set -uo pipefail
+GPUWHY=$1
+failures=0
+pass() { echo "ok - $1"; }
+fail() { echo "FAIL - $1"; failures=$((failures + 1)); }
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "check_e2e: SKIPPED — needs root (CI runs as root; run: sudo ctest -R check_e2e)"
+  exit 0
+fi
+
+out=$("$GPUWHY" check 2>&1); rc=$?
+echo "$out"
+[ $rc -eq 0 ] && pass "exit 0 as root" || fail "exit $rc as root"
+echo "$out" | grep -q '^✓ BTF' && pass "BTF ✓" || fail "BTF"
+echo "$out" | grep -q '^✓ BPF program' && pass "BPF load ✓" || fail "BPF load"
+echo "$out" | grep -q '^✓ privileges' && pass "privileges ✓" || fail "privileges"
+echo "$out" | grep -qE '^(✓|✗) libcudart' && pass "libcudart line" || fail "libcudart line"
+
+json=$("$GPUWHY" check --json)
+echo "$json" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+names = {c["name"]: c for c in d["checks"]}
+assert d["can_trace"] is True, d
+assert names["BTF"]["state"] == "pass"
+assert names["BPF program"]["state"] == "pass"
+for c in d["checks"]:
+    assert c["state"] in ("pass", "fail", "info"), c
+' && pass "--json parses and agrees" || fail "--json"
+
+out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$GPUWHY" check 2>&1); rc=$?
+[ $rc -eq 1 ] && pass "unprivileged exit 1" || fail "unprivileged exit $rc"
+echo "$out" | grep -q '^✗ privileges' && pass "unprivileged ✗ privileges" || fail "unprivileged privileges line: $out"
+echo "$out" | grep -q 'hint: run `sudo gpuwhy trace`' && pass "unprivileged hint" || fail "hint"
+
+"$GPUWHY" check --bogus >/dev/null 2>&1; [ $? -eq 2 ] && pass "bad flag exit 2" || fail "bad flag"
+
+if [ $failures -eq 0 ]; then echo "check e2e: all passed"; exit 0; fi
+echo "check e2e: $failures failed"; exit 1
