@@ -59,6 +59,12 @@ void ExecuteMemset(const WorkItem& item) {
 }
 
 // The executor of one stream: runs its queue in order until the stream is destroyed.
+//
+// It keeps a simulated device clock: an item starts at max(end of the previous item, its
+// enqueue time) and a kernel ends exactly `duration` later. The thread sleeps until that end;
+// when it wakes late (a loaded host), the next items start from the simulated end, not from the
+// late wake-up, so back-to-back work keeps its exact total duration and events record device
+// time.
 void StreamLoop(CUstream_st* s) {
   pthread_setname_np(pthread_self(), "gwsim-stream");
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // kernel durations need µs precision
@@ -77,16 +83,24 @@ void StreamLoop(CUstream_st* s) {
       return;
     }
     WorkItem item = s->queue.front();
+    int64_t start = std::max(cursor_ns, item.enqueue_ns);
     switch (item.kind) {
       case WorkKind::kWaitEvent:
-        sim.progress.wait(lock, [&item] { return item.event->completed >= item.generation; });
+        if (item.event->completed < item.generation) {
+          sim.progress.wait(lock, [&item] { return item.event->completed >= item.generation; });
+        }
+        cursor_ns = std::max(cursor_ns, item.event->timestamp_ns);
         break;
       case WorkKind::kWaitStream:
-        sim.progress.wait(lock, [&item] { return item.other->completed >= item.count; });
+        if (item.other->completed < item.count) {
+          sim.WaitTicket(lock, item.other, item.count);
+          cursor_ns = std::max(cursor_ns, NowNs());
+        }
         break;
       case WorkKind::kEventRecord:
         item.event->completed = std::max(item.event->completed, item.generation);
-        item.event->timestamp_ns = NowNs();
+        item.event->timestamp_ns = start;
+        cursor_ns = start;
         break;
       case WorkKind::kFree: {
         auto it = sim.allocations.find(item.free_base);
@@ -97,44 +111,51 @@ void StreamLoop(CUstream_st* s) {
         }
         break;
       }
-      case WorkKind::kKernel: {
+      case WorkKind::kKernel:
         lock.unlock();
-        int64_t start = std::max(NowNs(), cursor_ns);
         cursor_ns = start + static_cast<int64_t>(item.duration_ns);
         SleepUntilNs(cursor_ns);
         lock.lock();
         break;
-      }
       case WorkKind::kCopy: {
         double rate = sim.config.pcie_bytes_per_ns;
         lock.unlock();
-        int64_t start = std::max(NowNs(), cursor_ns);
+        int64_t t0 = NowNs();
         DirectCopy(item.copy);
-        int64_t end = start;
+        int64_t busy = NowNs() - t0;
         if (item.over_pcie && rate > 0) {
-          end += static_cast<int64_t>(static_cast<double>(item.copy.Bytes()) / rate);
+          busy =
+              std::max(busy, static_cast<int64_t>(static_cast<double>(item.copy.Bytes()) / rate));
         }
-        SleepUntilNs(end);
-        cursor_ns = std::max(end, NowNs());
+        cursor_ns = start + busy;
+        SleepUntilNs(cursor_ns);
         lock.lock();
         break;
       }
-      case WorkKind::kMemset:
+      case WorkKind::kMemset: {
         lock.unlock();
+        int64_t t0 = NowNs();
         ExecuteMemset(item);
-        cursor_ns = NowNs();
+        cursor_ns = start + (NowNs() - t0);
         lock.lock();
         break;
-      case WorkKind::kHostFunc:
+      }
+      case WorkKind::kHostFunc: {
         lock.unlock();
+        SleepUntilNs(start);
+        int64_t t0 = NowNs();
         item.host_fn(item.user_data);
-        cursor_ns = NowNs();
+        cursor_ns = start + (NowNs() - t0);
         lock.lock();
         break;
+      }
     }
     s->queue.pop_front();
     ++s->completed;
-    sim.progress.notify_all();
+    if (s->completed >= s->wake_at || item.kind == WorkKind::kEventRecord) {
+      s->wake_at = UINT64_MAX;
+      sim.progress.notify_all();
+    }
   }
 }
 
@@ -196,8 +217,10 @@ CUctx_st*& CurrentContext() {
 
 Sim::Sim() {
   config.device_mem_bytes = EnvU64("GWSIM_DEVICE_MEM_MB", 16384) << 20;
-  config.device_count = static_cast<int>(std::clamp<uint64_t>(EnvU64("GWSIM_DEVICE_COUNT", 1), 0, 64));
+  config.device_count =
+      static_cast<int>(std::clamp<uint64_t>(EnvU64("GWSIM_DEVICE_COUNT", 1), 0, 64));
   config.pcie_bytes_per_ns = EnvDouble("GWSIM_PCIE_GBPS", 25.0);
+  config.pageable_bytes_per_ns = EnvDouble("GWSIM_PAGEABLE_GBPS", 10.0);
   config.max_kernel_ns = EnvU64("GWSIM_MAX_KERNEL_NS", 10'000'000'000ull);
   config.populate_max_bytes = EnvU64("GWSIM_POPULATE_MAX_MB", 256) << 20;
   devices.resize(static_cast<size_t>(config.device_count));
@@ -255,8 +278,10 @@ uint64_t Sim::Enqueue(CUstream_st* s, const WorkItem& item) {
     s->capture->items.push_back(item);
     return 0;
   }
-  auto push = [s](const WorkItem& w) {
+  int64_t now = NowNs();
+  auto push = [s, now](const WorkItem& w) {
     s->queue.push_back(w);
+    s->queue.back().enqueue_ns = now;
     ++s->enqueued;
   };
   // Legacy default stream semantics: it waits for all blocking streams, and they wait for it.
@@ -287,7 +312,10 @@ uint64_t Sim::Enqueue(CUstream_st* s, const WorkItem& item) {
 }
 
 void Sim::WaitTicket(std::unique_lock<std::mutex>& lock, CUstream_st* s, uint64_t ticket) {
-  progress.wait(lock, [s, ticket] { return s->completed >= ticket || s->dead; });
+  while (s->completed < ticket && !s->dead) {
+    s->wake_at = std::min(s->wake_at, ticket);
+    progress.wait(lock);
+  }
 }
 
 void Sim::DrainStream(std::unique_lock<std::mutex>& lock, CUstream_st* s) {

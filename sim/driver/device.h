@@ -57,9 +57,10 @@ enum class WorkKind {
 
 struct WorkItem {
   WorkKind kind = WorkKind::kKernel;
-  uint64_t duration_ns = 0;  // kKernel
-  CopyDesc copy;             // kCopy
-  bool over_pcie = false;    // kCopy: paced at the simulated PCIe bandwidth
+  int64_t enqueue_ns = 0;      // when the host queued it (CLOCK_MONOTONIC)
+  uint64_t duration_ns = 0;    // kKernel
+  CopyDesc copy;               // kCopy
+  bool over_pcie = false;      // kCopy: paced at the simulated PCIe bandwidth
   void* memset_dst = nullptr;  // kMemset
   uint32_t memset_value = 0;
   size_t memset_count = 0;
@@ -68,7 +69,7 @@ struct WorkItem {
   uint64_t generation = 0;
   CUstream_st* other = nullptr;  // kWaitStream
   uint64_t count = 0;
-  uintptr_t free_base = 0;  // kFree
+  uintptr_t free_base = 0;     // kFree
   CUhostFn host_fn = nullptr;  // kHostFunc
   void* user_data = nullptr;
 };
@@ -79,8 +80,8 @@ struct WorkItem {
 struct CUctx_st {
   int device = 0;
   bool primary = false;
-  CUstream_st* legacy = nullptr;       // the NULL / legacy default stream
-  std::vector<CUstream_st*> streams;   // every live stream, legacy and per-thread included
+  CUstream_st* legacy = nullptr;      // the NULL / legacy default stream
+  std::vector<CUstream_st*> streams;  // every live stream, legacy and per-thread included
 };
 
 struct CUstream_st {
@@ -92,6 +93,9 @@ struct CUstream_st {
   std::deque<gwsim::WorkItem> queue;
   uint64_t enqueued = 0;   // items ever queued
   uint64_t completed = 0;  // items ever finished
+  // Smallest `completed` value a waiter needs: the executor notifies Sim::progress only when
+  // reaching it (or on event records), so waiters are not woken once per finished kernel.
+  uint64_t wake_at = UINT64_MAX;
   std::condition_variable cv;
   CUgraph_st* capture = nullptr;  // non-null while capturing into a graph
 };
@@ -157,6 +161,7 @@ struct Config {
   size_t device_mem_bytes = 16384ull << 20;  // GWSIM_DEVICE_MEM_MB
   int device_count = 1;                      // GWSIM_DEVICE_COUNT
   double pcie_bytes_per_ns = 25.0;           // GWSIM_PCIE_GBPS (GB/s == bytes/ns); 0: unpaced
+  double pageable_bytes_per_ns = 10.0;       // GWSIM_PAGEABLE_GBPS: staged copies; 0: unpaced
   uint64_t max_kernel_ns = 10'000'000'000;   // GWSIM_MAX_KERNEL_NS
   size_t populate_max_bytes = 256ull << 20;  // GWSIM_POPULATE_MAX_MB
 };
@@ -174,7 +179,7 @@ class Sim {
   static Sim& Get();
 
   std::mutex mu;
-  std::condition_variable progress;  // notified whenever any stream finishes an item
+  std::condition_variable progress;  // notified when a waited-for ticket or an event completes
   bool initialized = false;
   Config config;
   std::vector<DeviceState> devices;
@@ -203,7 +208,8 @@ class Sim {
 // The calling thread's current context (driver semantics), or null.
 CUctx_st*& CurrentContext();
 
-// Executes a copy on the calling thread through a pinned staging buffer (pageable host memory).
+// Executes a copy on the calling thread through a pinned staging buffer (pageable host memory),
+// taking at least Bytes() / bytes_per_ns when it crosses the simulated PCIe link.
 void StagedCopy(const CopyDesc& copy, bool over_pcie, double bytes_per_ns);
 // Executes a copy directly (pinned or device memory).
 void DirectCopy(const CopyDesc& copy);

@@ -141,8 +141,8 @@ CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D* copy);
 CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* copy, CUstream stream);
 CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
                       size_t bytes);
-CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src,
-                           CUcontext src_ctx, size_t bytes, CUstream stream);
+CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
+                           size_t bytes, CUstream stream);
 CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t count);
 CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t count, CUstream stream);
 CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int value, size_t count);
@@ -178,15 +178,14 @@ CUresult cuKernelGetFunction(CUfunction* func, CUkernel kernel);
 CUresult cuKernelGetName(const char** name, CUkernel kernel);
 CUresult cuFuncGetName(const char** name, CUfunction func);
 
-CUresult cuLaunchKernel(CUfunction f, unsigned int grid_x, unsigned int grid_y,
-                        unsigned int grid_z, unsigned int block_x, unsigned int block_y,
-                        unsigned int block_z, unsigned int shared_mem_bytes, CUstream stream,
-                        void** kernel_params, void** extra);
+CUresult cuLaunchKernel(CUfunction f, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
+                        unsigned int block_x, unsigned int block_y, unsigned int block_z,
+                        unsigned int shared_mem_bytes, CUstream stream, void** kernel_params,
+                        void** extra);
 CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernel_params,
                           void** extra);
 
-CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph,
-                                     unsigned long long flags);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags);
 CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream);
 CUresult cuGraphDestroy(CUgraph graph);
 CUresult cuGraphExecDestroy(CUgraphExec exec);

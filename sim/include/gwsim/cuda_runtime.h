@@ -161,8 +161,7 @@ cudaError_t cudaLaunchKernel(const void* func, dim3 grid_dim, dim3 block_dim, vo
                              size_t shared_mem, cudaStream_t stream);
 cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid_dim, dim3 block_dim, void** args,
                                   size_t shared_mem, cudaStream_t stream);
-cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func,
-                                void** args);
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args);
 
 // Registration entry points called by nvcc-generated host code.
 void** __cudaRegisterFatBinary(void* fat_cubin);

@@ -1,0 +1,145 @@
+"""Paired, alternating overhead measurement of gpuwhy on a real training loop (issue 7).
+
+One training process runs for the whole measurement and logs the end time of every step.
+Meanwhile this controller cycles through short phases — untraced, `gpuwhy trace`,
+`gpuwhy trace --stack`, and the bare mechanism (empty uprobe+uretprobe pairs on the same
+functions) — in rotating order. Each phase's throughput comes from the steps that ended inside
+it (after a settle period for attach/detach), and each traced phase is compared with the
+untraced phases on either side of it, so the loop's slow drift cancels out.
+
+Usage (as root):
+  python3 overhead.py --gpuwhy ./gpuwhy --bare ./gw_bare_probes --out DIR
+                      [--phase 12] [--settle 3] [--rounds 8] [--modes untraced,gpuwhy,bare]
+"""
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+RUNTIME_SYMBOLS = ("cudaLaunchKernel,cudaLaunchKernelExC,cudaMalloc,cudaMallocAsync,cudaFree,"
+                   "cudaFreeAsync,cudaMemcpy,cudaMemcpyAsync,cudaMemsetAsync,cudaStreamSynchronize,"
+                   "cudaDeviceSynchronize,cudaEventSynchronize,cudaStreamWaitEvent,cudaGraphLaunch")
+DRIVER_SYMBOLS = ("cuLaunchKernel,cuLaunchKernelEx,cuMemAlloc_v2,cuMemFree_v2,cuMemcpyHtoDAsync_v2,"
+                  "cuMemcpyDtoHAsync_v2,cuMemcpyAsync,cuStreamSynchronize,cuCtxSynchronize,"
+                  "cuEventSynchronize,cuModuleGetFunction,cuLibraryGetKernel,cuKernelGetFunction")
+
+
+def mapped_cuda_libs(pid):
+    rt = drv = None
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            path = line.split()[-1] if "/" in line else ""
+            base = os.path.basename(path)
+            if base.startswith("libcudart.so"):
+                rt = path
+            elif base.startswith("libcuda.so"):
+                drv = path
+    return rt, drv
+
+
+def steps_between(log, t0, t1):
+    n = 0
+    with open(log) as f:
+        for line in f:
+            if line.startswith("#"):
+                continue
+            t = int(line)
+            if t0 <= t < t1:
+                n += 1
+    return n
+
+
+def start_mode(mode, args, pid, rt, drv, out, idx):
+    if mode == "untraced":
+        return None
+    if mode == "bare":
+        cmd = [args.bare, "--lib", rt, "--symbols", RUNTIME_SYMBOLS]
+        if drv:
+            cmd += ["--lib", drv, "--symbols", DRIVER_SYMBOLS]
+    else:
+        cmd = [args.gpuwhy, "trace", "--quiet", "--db", os.path.join(out, f"phase{idx}.db")]
+        if mode == "gpuwhy_stack":
+            cmd.append("--stack")
+    log = open(os.path.join(out, f"phase{idx}_{mode}.log"), "w")
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--gpuwhy", required=True)
+    p.add_argument("--bare", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--phase", type=float, default=12)
+    p.add_argument("--settle", type=float, default=3)
+    p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--modes", default="untraced,gpuwhy,gpuwhy_stack,bare")
+    p.add_argument("--workers", type=int, default=4)
+    args = p.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    modes = args.modes.split(",")
+    steps_log = os.path.join(args.out, "steps.txt")
+    total = args.rounds * len(modes) * args.phase + 60
+    train = subprocess.Popen([sys.executable, os.path.join(HERE, "torch_train.py"), "--duration",
+                              str(total), "--log", steps_log, "--workers", str(args.workers)])
+    # Warm up: wait for steady steps (CUDA context, cuBLAS handles, workers).
+    while not os.path.exists(steps_log) or steps_between(steps_log, 0, 1 << 62) < 200:
+        if train.poll() is not None:
+            sys.exit("training exited early")
+        time.sleep(1)
+    rt, drv = mapped_cuda_libs(train.pid)
+    print(f"training pid {train.pid}; libcudart {rt}; libcuda {drv}", flush=True)
+    phases = []
+    idx = 0
+    for r in range(args.rounds):
+        order = modes[r % len(modes):] + modes[:r % len(modes)]
+        for mode in order:
+            proc = start_mode(mode, args, train.pid, rt, drv, args.out, idx)
+            t0 = time.monotonic_ns() + int(args.settle * 1e9)
+            time.sleep(args.phase)
+            t1 = time.monotonic_ns()
+            if proc is not None:
+                proc.send_signal(signal.SIGINT)
+                proc.wait(timeout=60)
+            n = steps_between(steps_log, t0, t1)
+            phases.append({"mode": mode, "t0": t0, "t1": t1, "steps": n,
+                           "steps_per_s": n / ((t1 - t0) / 1e9)})
+            print(f"phase {idx:3d} {mode:13s} {phases[-1]['steps_per_s']:8.2f} steps/s", flush=True)
+            idx += 1
+            time.sleep(1)  # detach fully before the next phase starts its clock
+    train.send_signal(signal.SIGINT)
+    try:
+        train.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        train.kill()
+    # Each non-untraced phase against the mean of the nearest untraced phase before and after.
+    ratios = {m: [] for m in modes if m != "untraced"}
+    for i, ph in enumerate(phases):
+        if ph["mode"] == "untraced":
+            continue
+        before = next((q for q in reversed(phases[:i]) if q["mode"] == "untraced"), None)
+        after = next((q for q in phases[i + 1:] if q["mode"] == "untraced"), None)
+        refs = [q["steps_per_s"] for q in (before, after) if q]
+        if refs:
+            ratios[ph["mode"]].append(ph["steps_per_s"] / statistics.mean(refs))
+    summary = {}
+    for m, rs in ratios.items():
+        if rs:
+            summary[m] = {"phases": len(rs), "median_ratio": statistics.median(rs),
+                          "min": min(rs), "max": max(rs),
+                          "median_loss_pct": 100 * (1 - statistics.median(rs))}
+    untraced = [q["steps_per_s"] for q in phases if q["mode"] == "untraced"]
+    summary["untraced_steps_per_s"] = {"median": statistics.median(untraced), "min": min(untraced),
+                                       "max": max(untraced)}
+    with open(os.path.join(args.out, "overhead.json"), "w") as f:
+        json.dump({"phases": phases, "summary": summary}, f, indent=1)
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
