@@ -25,10 +25,14 @@ enum class Mode { kNone, kProbe, kNative, kNativePython };
 
 const char* ModeName(Mode m) {
   switch (m) {
-    case Mode::kNone: return "none";
-    case Mode::kProbe: return "probe";
-    case Mode::kNative: return "native";
-    case Mode::kNativePython: return "native+py";
+    case Mode::kNone:
+      return "none";
+    case Mode::kProbe:
+      return "probe";
+    case Mode::kNative:
+      return "native";
+    case Mode::kNativePython:
+      return "native+py";
   }
   return "?";
 }
@@ -59,8 +63,8 @@ double RunOnce(const std::vector<std::string>& argv, Mode mode, StackStats* stat
     }
   }
   if (probe) {
-    Status st = probe->Attach(StackTestPath("GW_STACK_TARGET_LIB", GW_STACK_TARGET_LIB),
-                              (*target)->pid());
+    Status st =
+        probe->Attach(StackTestPath("GW_STACK_TARGET_LIB", GW_STACK_TARGET_LIB), (*target)->pid());
     if (!st.ok()) {
       std::fprintf(stderr, "%s\n", st.message().c_str());
       return -1;
@@ -89,14 +93,15 @@ void Bench(const std::string& label, const std::vector<std::string>& argv, bool 
   StackStats stats[4];
   // Interleave modes round by round so drift on a shared VM spreads over all of them.
   for (int r = 0; r < rounds; ++r) {
-    for (size_t m = 0; m < modes.size(); ++m) samples[m].push_back(RunOnce(argv, modes[m], &stats[m]));
+    for (size_t m = 0; m < modes.size(); ++m)
+      samples[m].push_back(RunOnce(argv, modes[m], &stats[m]));
   }
   double base = Median(samples[0]);
   for (size_t m = 0; m < modes.size(); ++m) {
     double med = Median(samples[m]);
     double lo = *std::min_element(samples[m].begin(), samples[m].end());
     double hi = *std::max_element(samples[m].begin(), samples[m].end());
-    std::printf("%-14s %-10s %9.1f ns/call (min %.1f, max %.1f)  +%.1f ns vs none", label.c_str(),
+    std::printf("%-18s %-10s %9.1f ns/call (min %.1f, max %.1f)  +%.1f ns vs none", label.c_str(),
                 ModeName(modes[m]), med, lo, hi, med - base);
     if (modes[m] == Mode::kNative || modes[m] == Mode::kNativePython) {
       std::printf("  [captures %lld, distinct %lld, no-thread %lld]",
@@ -132,13 +137,16 @@ int main(int argc, char** argv) {
   std::string lib = gw::StackTestPath("GW_STACK_TARGET_LIB", GW_STACK_TARGET_LIB);
   std::string workload =
       gw::StackTestPath("GW_STACKS_TESTDATA", GW_STACKS_TESTDATA) + "/stack_workload.py";
+  std::string deep =
+      gw::StackTestPath("GW_STACKS_TESTDATA", GW_STACKS_TESTDATA) + "/stack_deep_workload.py";
   std::printf("calls per run %ld, rounds %d, medians\n", calls, rounds);
-  gw::Bench("native C++",
-            {gw::StackTestPath("GW_STACK_NATIVE_TARGET", GW_STACK_NATIVE_TARGET), n}, false,
-            rounds);
+  gw::Bench("native C++", {gw::StackTestPath("GW_STACK_NATIVE_TARGET", GW_STACK_NATIVE_TARGET), n},
+            false, rounds);
   for (const std::string& python : pythons) {
     std::string label = python.substr(python.rfind('/') + 1);
     gw::Bench(label, {python, workload, lib, n}, true, rounds);
+    // The same call 28 Python frames deeper (31 in all): the walk's per-frame cost.
+    gw::Bench(label + " d31", {python, deep, lib, n, "28"}, true, rounds);
   }
   return 0;
 }

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config clang llvm
-  libbpf-dev bpftool libelf-dev zlib1g-dev libsqlite3-dev
+  libbpf-dev bpftool libelf-dev zlib1g-dev libsqlite3-dev libdw-dev libbz2-dev liblzma-dev
   libgtest-dev nlohmann-json3-dev
   python3 nodejs npm
 )

@@ -23,8 +23,8 @@ struct ExplainOptions {
   // newest event.
   std::optional<int64_t> from_ns;
   std::optional<int64_t> to_ns;
-  int64_t session = 0;  // 0 = newest session in the file
-  int32_t pid = 0;      // 0 = every tracked process; else that process and its tracked children
+  int64_t session = 0;    // 0 = newest session in the file
+  int32_t pid = 0;        // 0 = every tracked process; else that process and its tracked children
   bool evidence = false;  // ReportToText prints each finding's evidence SQL
 };
 
@@ -46,10 +46,10 @@ struct EvidenceQuery {
 };
 
 struct Finding {
-  std::string rule;     // stable id: "cpu-contention", "dataloader-starvation", ...
+  std::string rule;  // stable id: "cpu-contention", "dataloader-starvation", ...
   Severity severity = Severity::kLow;
-  std::string cause;    // "CPU scheduling contention"
-  std::string effect;   // "CUDA throughput drop"
+  std::string cause;                      // "CPU scheduling contention"
+  std::string effect;                     // "CUDA throughput drop"
   std::vector<std::string> root;          // "Root:" lines
   std::vector<std::string> effects;       // "Effect:" lines
   std::vector<std::string> contributing;  // "Contributing:" lines
@@ -69,7 +69,7 @@ enum class FeedCause {
   kMemcpy,        // inside a cudaMemcpy* call (and on CPU)
   kSync,          // inside a CUDA synchronize call (and on CPU or waiting on the GPU)
 };
-const char* FeedCauseName(FeedCause c);  // stable key: "running", "runq_wait", ...
+const char* FeedCauseName(FeedCause c);   // stable key: "running", "runq_wait", ...
 const char* FeedCauseLabel(FeedCause c);  // human label
 
 struct FeedTimeRow {
@@ -81,9 +81,9 @@ struct FeedTimeRow {
 // Attribution for one group of threads (the training process's CUDA-calling threads, or its
 // DataLoader workers).
 struct FeedTimeGroup {
-  std::string name;     // "training threads (CUDA callers)" / "DataLoader workers"
-  int32_t threads = 0;  // threads observed
-  double thread_seconds = 0;  // sum of each thread's observed lifetime in the window
+  std::string name;               // "training threads (CUDA callers)" / "DataLoader workers"
+  int32_t threads = 0;            // threads observed
+  double thread_seconds = 0;      // sum of each thread's observed lifetime in the window
   std::vector<FeedTimeRow> rows;  // one per FeedCause, in enum order
 };
 
@@ -115,7 +115,7 @@ struct ReportWindow {
   int64_t session = 0;
   int64_t from_ns = 0;  // session ns
   int64_t to_ns = 0;
-  std::string label;    // "last 2 min", "12.0s–40.0s"
+  std::string label;  // "last 2 min", "12.0s–40.0s"
 };
 
 struct Report {
@@ -124,9 +124,9 @@ struct Report {
   std::vector<Finding> findings;  // most severe first, then by lost_s
   std::vector<FeedTimeGroup> feed_time;
   std::vector<ProcessStat> top_processes;  // by off-CPU time, training and workers first
-  int64_t events = 0;  // raw rows in the window (all pids)
-  std::vector<std::string> notes;  // data caveats: drops, missing sources, sampled launches
-  bool evidence = false;  // copied from options: ReportToText prints evidence SQL
+  int64_t events = 0;                      // raw rows in the window (all pids)
+  std::vector<std::string> notes;          // data caveats: drops, missing sources, sampled launches
+  bool evidence = false;                   // copied from options: ReportToText prints evidence SQL
 };
 
 StatusOr<Report> Explain(StoreReader& reader, const ExplainOptions& options);

@@ -1,8 +1,9 @@
+#include "analysis/facts.h"
+
 #include <algorithm>
 #include <cmath>
 #include <set>
 
-#include "analysis/facts.h"
 #include "analysis/thresholds.h"
 
 namespace gw {
@@ -18,8 +19,7 @@ double Share(int64_t part, int64_t whole) {
 }
 
 int64_t HostWait(const CauseTimes& t) {
-  return At(t, FeedCause::kRunqWait) + At(t, FeedCause::kBlockedIo) +
-         At(t, FeedCause::kPageFault);
+  return At(t, FeedCause::kRunqWait) + At(t, FeedCause::kBlockedIo) + At(t, FeedCause::kPageFault);
 }
 
 // Lifetime of a process clipped to the window.
@@ -133,6 +133,12 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
     if (e.pid == f.main_pid && IsCudaOp(e.op)) ++cuda_rows_by_tid[e.tid];
     if (workers.count(e.pid)) worker_tid_pid[e.tid] = e.pid;
   }
+  // A worker with no rows at all ran without ever leaving the CPU: its main thread still counts.
+  for (int32_t pid : f.worker_pids) {
+    bool seen = false;
+    for (const auto& [tid, owner] : worker_tid_pid) seen |= owner == pid;
+    if (!seen) worker_tid_pid[pid] = pid;
+  }
   int64_t best = -1;
   for (const auto& [tid, n] : cuda_rows_by_tid) {
     if (n > best) {
@@ -227,8 +233,7 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
       f.sync_op = std::string(OpName(op));
     }
   }
-  for (int64_t b = FloorDiv(w.from, thresholds::kBucketNs); b * thresholds::kBucketNs < w.to;
-       ++b) {
+  for (int64_t b = FloorDiv(w.from, thresholds::kBucketNs); b * thresholds::kBucketNs < w.to; ++b) {
     Bucket bucket;
     bucket.start = std::max(w.from, b * thresholds::kBucketNs);
     bucket.end = std::min(w.to, (b + 1) * thresholds::kBucketNs);
@@ -236,13 +241,13 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
     int64_t thread_ns = 0;
     for (const ThreadTimeline& tl : f.train_tls) {
       AddTo(feed, tl.Overlap(bucket.start, bucket.end));
-      thread_ns += std::max<int64_t>(0, std::min(tl.end(), bucket.end) -
-                                            std::max(tl.begin(), bucket.start));
+      thread_ns +=
+          std::max<int64_t>(0, std::min(tl.end(), bucket.end) - std::max(tl.begin(), bucket.start));
     }
     for (const ThreadTimeline& tl : f.worker_tls) {
       AddTo(feed, tl.Overlap(bucket.start, bucket.end));
-      thread_ns += std::max<int64_t>(0, std::min(tl.end(), bucket.end) -
-                                            std::max(tl.begin(), bucket.start));
+      thread_ns +=
+          std::max<int64_t>(0, std::min(tl.end(), bucket.end) - std::max(tl.begin(), bucket.start));
     }
     bucket.host_wait_share = Share(HostWait(feed), thread_ns);
     int64_t ops = 0;
@@ -250,13 +255,11 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
       int64_t s = sec * 1'000'000'000;
       if (s >= bucket.start && s + 1'000'000'000 <= bucket.end) {
         ops += n;
-        ++bucket.full_seconds;
       }
     }
     // Seconds with no CUDA row at all still count as full seconds of zero throughput.
-    bucket.full_seconds = static_cast<int>(
-        std::max<int64_t>(0, FloorDiv(bucket.end, 1'000'000'000) -
-                                 (bucket.start + 999'999'999) / 1'000'000'000));
+    bucket.full_seconds = static_cast<int>(std::max<int64_t>(
+        0, FloorDiv(bucket.end, 1'000'000'000) - (bucket.start + 999'999'999) / 1'000'000'000));
     bucket.cuda_ops_per_s =
         bucket.full_seconds > 0 ? static_cast<double>(ops) / bucket.full_seconds : 0;
     f.buckets.push_back(std::move(bucket));

@@ -37,8 +37,8 @@ struct SlowSyncs {
   int64_t threshold_ns = 0;
   int64_t count = 0;
   int64_t total_ns = 0;
-  CauseTimes thread{};   // the syncing thread's time by cause during them
-  CauseTimes workers{};  // worker thread-ns during them
+  CauseTimes thread{};                      // the syncing thread's time by cause during them
+  CauseTimes workers{};                     // worker thread-ns during them
   std::map<int32_t, int64_t> runq_holders;  // who held the CPU while the syncing thread waited
 };
 
@@ -97,7 +97,7 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options);
 // Rules: each appends zero or more findings.
 void RunRules(const Facts& f, std::vector<Finding>* out);
 
-int64_t Percentile(std::vector<int64_t> v, double p);  // nearest-rank, 0 for empty
+int64_t Percentile(std::vector<int64_t> v, double p);        // nearest-rank, 0 for empty
 std::string ProcessLabel(const WindowData& w, int32_t pid);  // "name (PID n)"
 std::string ProcessName(const WindowData& w, int32_t pid);   // "name" or "pid n"
 

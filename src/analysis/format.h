@@ -7,13 +7,13 @@
 
 namespace gw {
 
-std::string FormatNs(int64_t ns);          // "7µs", "7.2ms", "1.25s"
+std::string FormatNs(int64_t ns);           // "7µs", "7.2ms", "1.25s"
 std::string FormatSeconds(double seconds);  // "62.0"
-std::string FormatPct(double share);       // 0.517 -> "51.7%"
-std::string FormatCount(int64_t n);        // "14,504"
-std::string FormatRate(double per_s);      // "1,200" (rounded)
-std::string FormatBytes(double bytes);     // "96 MB", "1.2 GB"
-std::string FormatFactor(double x);        // "1,028x", "3.4x"
+std::string FormatPct(double share);        // 0.517 -> "51.7%"
+std::string FormatCount(int64_t n);         // "14,504"
+std::string FormatRate(double per_s);       // "1,200" (rounded)
+std::string FormatBytes(double bytes);      // "96 MB", "1.2 GB"
+std::string FormatFactor(double x);         // "1,028x", "3.4x"
 std::string Fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 }  // namespace gw

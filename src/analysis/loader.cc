@@ -75,23 +75,22 @@ StatusOr<WindowData> LoadWindow(StoreReader& reader, const WindowRequest& reques
     w.session = request.session;
   }
   bool found = false;
-  RETURN_IF_ERROR(reader.ForEach(
-      "SELECT COALESCE(cores, 0), drops FROM sessions WHERE id = ?1", {w.session},
-      [&](sqlite3_stmt* s) {
-        found = true;
-        w.cores = sqlite3_column_int64(s, 0);
-        w.drops = sqlite3_column_int64(s, 1);
-      }));
+  RETURN_IF_ERROR(reader.ForEach("SELECT COALESCE(cores, 0), drops FROM sessions WHERE id = ?1",
+                                 {w.session}, [&](sqlite3_stmt* s) {
+                                   found = true;
+                                   w.cores = sqlite3_column_int64(s, 0);
+                                   w.drops = sqlite3_column_int64(s, 1);
+                                 }));
   if (!found) {
     return NotFound("session " + std::to_string(w.session) + " is not in " + reader.path() +
                     " — hint: `gpuwhy query \"SELECT id, kind, events FROM sessions\"` lists them");
   }
-  ASSIGN_OR_RETURN(w.session_first_ts,
-                   SingleInt(reader, "SELECT MIN(ts) FROM event_rows WHERE session = ?1",
-                             {w.session}, kNull));
-  ASSIGN_OR_RETURN(w.session_last_ts,
-                   SingleInt(reader, "SELECT MAX(ts) FROM event_rows WHERE session = ?1",
-                             {w.session}, kNull));
+  ASSIGN_OR_RETURN(
+      w.session_first_ts,
+      SingleInt(reader, "SELECT MIN(ts) FROM event_rows WHERE session = ?1", {w.session}, kNull));
+  ASSIGN_OR_RETURN(
+      w.session_last_ts,
+      SingleInt(reader, "SELECT MAX(ts) FROM event_rows WHERE session = ?1", {w.session}, kNull));
   if (w.session_first_ts == kNull) {
     return NotFound("session " + std::to_string(w.session) + " in " + reader.path() +
                     " has no events — hint: was the traced job running? check `gpuwhy query "
@@ -107,9 +106,17 @@ StatusOr<WindowData> LoadWindow(StoreReader& reader, const WindowRequest& reques
     w.from = std::max<int64_t>(0, w.to - request.since_ns);
   }
   if (w.to <= w.from) {
-    return InvalidArgument("empty window: --from must be before --to (session ns)");
+    return InvalidArgument(
+        "empty window: --from must be before --to (both are times since the "
+        "session started, e.g. --from 30s --to 90s)");
   }
-  w.label = request.whole_session ? "whole session" : WindowLabel(w.from, w.to, relative);
+  if (request.whole_session) {
+    w.label = "whole session";
+  } else if (relative) {
+    w.label = WindowLabel(0, request.since_ns, true);  // what was asked, even if clipped
+  } else {
+    w.label = WindowLabel(w.from, w.to, false);
+  }
   const std::vector<int64_t> range = {w.session, w.from, w.to};
 
   RETURN_IF_ERROR(reader.ForEach(
@@ -138,9 +145,8 @@ StatusOr<WindowData> LoadWindow(StoreReader& reader, const WindowRequest& reques
       range, [&](sqlite3_stmt* s) { w.events.push_back(ReadRawEvent(s)); }));
 
   RETURN_IF_ERROR(reader.ForEach(
-      std::string("SELECT ") + kRawColumns +
-          " FROM event_rows WHERE session = ?1 AND op IN (" + kLaunchOpList +
-          ") AND ts >= ?2 AND ts < ?3 LIMIT 20000",
+      std::string("SELECT ") + kRawColumns + " FROM event_rows WHERE session = ?1 AND op IN (" +
+          kLaunchOpList + ") AND ts >= ?2 AND ts < ?3 LIMIT 20000",
       range, [&](sqlite3_stmt* s) { w.launch_samples.push_back(ReadRawEvent(s)); }));
 
   RETURN_IF_ERROR(reader.ForEach(

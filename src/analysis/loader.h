@@ -1,6 +1,6 @@
 // The only place analysis talks to a database: the SQL that loads a WindowData through
-// StoreReader. Every query is bounded by the window and uses the store's indexes
-// ((session, ts), (session, op, ts), op_seconds' primary key).
+// StoreReader. Every query is bounded by the window: a range of event_rows' clustered
+// (session, ts, seq) key, or of op_seconds' (session, sec, ...) key. Nothing scans a session.
 #pragma once
 
 #include <cstdint>

@@ -33,6 +33,10 @@ inline constexpr double kContentionRunqShareMin = 0.02;
 // "busy" (running) for at least this share of that time means they are too slow or too few.
 inline constexpr double kStarvationWorkerBusyShare = 0.5;
 
+// A worker that starts this long after the training process is a respawn (epoch boundary
+// without persistent_workers), not the first spawn.
+inline constexpr int64_t kWorkerRespawnAfterNs = 10'000'000'000;
+
 // I/O: block request latency p99 above this multiple of the baseline p50 is called out.
 inline constexpr double kIoLatencyFactor = 5.0;
 
@@ -60,7 +64,7 @@ inline constexpr double kLaunchMaxSyncShare = 0.10;
 
 // cudaMalloc churn (steady-state allocator calls per second) and periodic spikes.
 inline constexpr double kMallocChurnPerSec = 50.0;
-inline constexpr double kMallocSpikeFactor = 10.0;  // a second's allocator time vs the median
+inline constexpr double kMallocSpikeFactor = 10.0;        // a second's allocator time vs the median
 inline constexpr int64_t kMallocSpikeMinNs = 20'000'000;  // and at least 20 ms in that second
 inline constexpr int kMallocSpikeMinCount = 3;
 inline constexpr double kPeriodJitterShare = 0.2;  // gaps within ±20% of the median gap
@@ -69,7 +73,7 @@ inline constexpr double kPeriodJitterShare = 0.2;  // gaps within ±20% of the m
 // this share of the steady-state median.
 inline constexpr double kColdStartSteadyShare = 0.5;
 inline constexpr int64_t kColdStartMinNs = 2'000'000'000;  // 2 s
-inline constexpr double kColdStartMediumShare = 0.05;       // of the window
+inline constexpr double kColdStartMediumShare = 0.05;      // of the window
 inline constexpr double kColdStartHighShare = 0.15;
 
 // GPU shared by several processes: overlap of their CUDA activity (seconds with calls from

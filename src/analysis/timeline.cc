@@ -13,10 +13,9 @@ struct Interval {
   int32_t other_pid;
 };
 
-constexpr FeedCause kAllCauses[] = {FeedCause::kRunning,      FeedCause::kRunqWait,
-                                    FeedCause::kBlockedIo,    FeedCause::kPageFault,
-                                    FeedCause::kBlockedOther, FeedCause::kMemcpy,
-                                    FeedCause::kSync};
+constexpr FeedCause kAllCauses[] = {
+    FeedCause::kRunning,      FeedCause::kRunqWait, FeedCause::kBlockedIo, FeedCause::kPageFault,
+    FeedCause::kBlockedOther, FeedCause::kMemcpy,   FeedCause::kSync};
 
 FeedCause BlockedCause(int64_t kind) {
   if (kind == static_cast<int64_t>(SwitchKind::kBlockedIo)) return FeedCause::kBlockedIo;
@@ -127,8 +126,8 @@ ThreadTimeline ThreadTimeline::Build(int32_t pid, int32_t tid, int64_t begin, in
     }
     if (best == FeedCause::kRunning || next <= now) continue;
     int32_t holder = best == FeedCause::kRunqWait ? runq_holder : 0;
-    if (!t.segments_.empty() && t.segments_.back().end == now &&
-        t.segments_.back().cause == best && t.segments_.back().other_pid == holder) {
+    if (!t.segments_.empty() && t.segments_.back().end == now && t.segments_.back().cause == best &&
+        t.segments_.back().other_pid == holder) {
       t.segments_.back().end = next;
     } else {
       t.segments_.push_back({now, next, best, holder});

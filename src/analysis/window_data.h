@@ -59,19 +59,19 @@ struct SwitchTotals {
 
 struct WindowData {
   int64_t session = 0;
-  int64_t from = 0;  // session ns, inclusive
-  int64_t to = 0;    // session ns, exclusive
+  int64_t from = 0;              // session ns, inclusive
+  int64_t to = 0;                // session ns, exclusive
   int64_t session_first_ts = 0;  // first event of the whole session
   int64_t session_last_ts = 0;
-  int64_t cores = 0;             // sessions.cores (snapshots override when present)
+  int64_t cores = 0;  // sessions.cores (snapshots override when present)
   int64_t drops = 0;
-  std::string label;             // "last 2 min"
+  std::string label;                           // "last 2 min"
   std::map<int32_t, ProcessRecord> processes;  // every process of the session
-  std::vector<RawEvent> events;  // tracked processes' non-launch rows in the window, by ts
+  std::vector<RawEvent> events;          // tracked processes' non-launch rows in the window, by ts
   std::vector<RawEvent> launch_samples;  // a bounded sample of launch rows (durations)
   std::vector<OpSecondRow> op_seconds;   // window seconds, every pid
   std::vector<SwitchTotals> switch_totals;  // every pid with sched_switch rows in the window
-  std::vector<SystemSnapshot> snapshots;   // window
+  std::vector<SystemSnapshot> snapshots;    // window
   int64_t events_in_window = 0;
 };
 

@@ -16,6 +16,8 @@
 
 namespace gw {
 
+class StackRegistry;  // src/sources/stacks/stack_registry.h
+
 // Where decoded events go (the tracer forwards them to the StoreWriter and the live view).
 class EventSink {
  public:
@@ -48,6 +50,10 @@ struct SourceContext {
   std::vector<int32_t> pids;
   std::vector<std::string> comms;
   bool stacks = false;  // trace --stack
+  // With --stack: owns the shared stack maps. A source whose BPF program includes
+  // sources/stacks/stacks.bpf.h calls stack_registry->ShareMaps(skel->obj) between open and
+  // load, so every program dedups into one gw_stacks map the tracer drains.
+  StackRegistry* stack_registry = nullptr;
   // Extra CUDA library files or directories to attach to (trace --cuda-lib).
   std::vector<std::string> cuda_libs;
 };

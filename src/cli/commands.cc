@@ -6,7 +6,14 @@ const std::vector<Command>& AllCommands() {
   static const std::vector<Command> kCommands = {
       {"check", "check that this machine can trace (BPF, BTF, privileges, CUDA libraries)",
        RunCheck},
+      {"mcp", "serve a recording to an AI assistant (Model Context Protocol, stdio)", RunMcp},
+      {"explain", "explain why the GPU job is slow: causal chains with evidence and fixes",
+       RunExplain},
+      {"demo", "record a synthetic scenario (no root, no GPU) and explain it", RunDemo},
+      {"diff", "compare two recordings before/after a fix", RunDiff},
       {"query", "run read-only SQL against a recording", RunQuery},
+      {"trace", "trace CUDA calls and host kernel events of GPU jobs into the database",
+       RunTrace},
       {"version", "print the gpuwhy version", RunVersion},
   };
   return kCommands;

@@ -20,7 +20,12 @@ struct Command {
 const std::vector<Command>& AllCommands();
 
 int RunCheck(const Args& args);
+int RunDemo(const Args& args);
+int RunDiff(const Args& args);
+int RunExplain(const Args& args);
+int RunMcp(const Args& args);
 int RunQuery(const Args& args);
+int RunTrace(const Args& args);
 int RunVersion(const Args& args);
 
 // Exit codes shared by every command.

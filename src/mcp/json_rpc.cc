@@ -44,7 +44,8 @@ Json HandleOne(RpcHandler& handler, const Json& msg) {
   const Json id = (has_id && IsValidId(*id_it)) ? *id_it : Json(nullptr);
 
   auto version = msg.find("jsonrpc");
-  if (version == msg.end() || !version->is_string() || version->get_ref<const std::string&>() != "2.0") {
+  if (version == msg.end() || !version->is_string() ||
+      version->get_ref<const std::string&>() != "2.0") {
     return ErrorObject(id, InvalidRequest("invalid request: \"jsonrpc\" must be \"2.0\""));
   }
   auto method_it = msg.find("method");
@@ -87,12 +88,12 @@ Json HandleOne(RpcHandler& handler, const Json& msg) {
     return ErrorObject(id, RpcError{RpcErrorCode::kInternalError,
                                     "internal error: out of memory handling " + method, nullptr});
   } catch (const std::exception& e) {
-    return ErrorObject(id, RpcError{RpcErrorCode::kInternalError,
-                                    "internal error handling " + method + ": " + e.what(),
-                                    nullptr});
+    return ErrorObject(id,
+                       RpcError{RpcErrorCode::kInternalError,
+                                "internal error handling " + method + ": " + e.what(), nullptr});
   } catch (...) {
-    return ErrorObject(id, RpcError{RpcErrorCode::kInternalError,
-                                    "internal error handling " + method, nullptr});
+    return ErrorObject(
+        id, RpcError{RpcErrorCode::kInternalError, "internal error handling " + method, nullptr});
   }
   if (const RpcError* err = std::get_if<RpcError>(&result)) return ErrorObject(id, *err);
   Json reply = ReplyEnvelope(id);
@@ -155,22 +156,22 @@ std::string HandleMessage(RpcHandler& handler, std::string_view message) {
   try {
     if (NestingDepth(message) > kMaxNestingDepth) {
       return ErrorReply(nullptr, InvalidRequest("invalid request: JSON nested deeper than " +
-                                                std::to_string(kMaxNestingDepth) +
-                                                " levels"));
+                                                std::to_string(kMaxNestingDepth) + " levels"));
     }
     Json msg = Json::parse(message, nullptr, /*allow_exceptions=*/false);
     if (msg.is_discarded()) {
       // Re-parse with exceptions only to get the position and reason for the user.
       std::string why = "the message is not valid JSON";
       try {
-        (void)Json::parse(message);
+        Json unused = Json::parse(message);
+        (void)unused;
       } catch (const Json::parse_error& e) {
         why = e.what();
         // The library quotes the token it stopped at, which may be most of the message.
         if (why.size() > 240) why = why.substr(0, 240) + "…";
       }
-      return ErrorReply(nullptr, RpcError{RpcErrorCode::kParseError, "parse error: " + why,
-                                          nullptr});
+      return ErrorReply(nullptr,
+                        RpcError{RpcErrorCode::kParseError, "parse error: " + why, nullptr});
     }
     if (msg.is_array()) {
       if (!handler.BatchesAllowed()) {

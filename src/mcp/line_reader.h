@@ -36,7 +36,7 @@ class LineReader {
   int fd_;
   size_t max_line_bytes_;
   std::string buffer_;
-  size_t scanned_ = 0;     // bytes of buffer_ already searched for '\n'
+  size_t scanned_ = 0;  // bytes of buffer_ already searched for '\n'
   bool discarding_ = false;
   size_t discarded_ = 0;
   bool eof_ = false;

@@ -188,8 +188,8 @@ RpcResult McpServer::ListPrompts() const {
     prompt["description"] = p.description;
     Json args = Json::array();
     for (const PromptArgument& a : p.arguments) {
-      args.push_back(Json{{"name", a.name}, {"description", a.description},
-                          {"required", a.required}});
+      args.push_back(
+          Json{{"name", a.name}, {"description", a.description}, {"required", a.required}});
     }
     prompt["arguments"] = std::move(args);
     list.push_back(std::move(prompt));
@@ -230,7 +230,8 @@ RpcResult McpServer::GetPrompt(const Json& params) {
     }
   }
   StatusOr<Json> messages = prompt->get(args);
-  if (!messages.ok()) return InvalidParams("prompts/get " + name + ": " + messages.status().message());
+  if (!messages.ok())
+    return InvalidParams("prompts/get " + name + ": " + messages.status().message());
   Json result = Json::object();
   result["description"] = prompt->description;
   result["messages"] = std::move(*messages);

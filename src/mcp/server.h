@@ -34,8 +34,8 @@ struct ToolSpec {
   std::string name;
   std::string title;
   std::string description;
-  Json input_schema;           // a JSON Schema object
-  Json output_schema;          // null = none declared
+  Json input_schema;   // a JSON Schema object
+  Json output_schema;  // null = none declared
   ToolFn run;
 };
 

@@ -29,8 +29,8 @@ StatusOr<ToolArgs> ToolArgs::Create(std::string tool, const Json& args,
       std::string list;
       for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
       std::string shown = key.size() > 60 ? key.substr(0, 60) + "…" : key;
-      return InvalidArgument(tool + ": unknown argument '" + shown + "' (accepted: " +
-                             (list.empty() ? "none" : list) + ")");
+      return InvalidArgument(tool + ": unknown argument '" + shown +
+                             "' (accepted: " + (list.empty() ? "none" : list) + ")");
     }
   }
   return ToolArgs(std::move(tool), &args);
@@ -89,8 +89,7 @@ Status ToolArgs::Number(const char* name, double min, double max,
   return Status::Ok();
 }
 
-Status ToolArgs::String(const char* name, size_t max_bytes,
-                        std::optional<std::string>* out) const {
+Status ToolArgs::String(const char* name, size_t max_bytes, std::optional<std::string>* out) const {
   out->reset();
   auto it = args_->find(name);
   if (it == args_->end() || it->is_null()) return Status::Ok();
@@ -147,19 +146,27 @@ Json TimeWindow::ToJson() const {
 
 Json WindowSchemaProperties() {
   Json p = Json::object();
-  p["session"] = Json{{"type", "integer"}, {"minimum", 0},
-                      {"description", "Session id (see the sessions tool); 0 or absent = the "
-                                      "newest session."}};
-  p["since_s"] = Json{{"type", "number"}, {"exclusiveMinimum", 0},
-                      {"description", "Only the last N seconds before the session's newest "
-                                      "event (timestamp > MAX(timestamp) - N s). Excludes "
-                                      "from_s/to_s."}};
-  p["from_s"] = Json{{"type", "number"}, {"minimum", 0},
-                     {"description", "Window start, seconds since the session started "
-                                     "(inclusive)."}};
-  p["to_s"] = Json{{"type", "number"}, {"minimum", 0},
-                   {"description", "Window end, seconds since the session started (exclusive); "
-                                   "default: the newest event."}};
+  p["session"] = Json{{"type", "integer"},
+                      {"minimum", 0},
+                      {"description",
+                       "Session id (see the sessions tool); 0 or absent = the "
+                       "newest session."}};
+  p["since_s"] = Json{{"type", "number"},
+                      {"exclusiveMinimum", 0},
+                      {"description",
+                       "Only the last N seconds before the session's newest "
+                       "event (timestamp > MAX(timestamp) - N s). Excludes "
+                       "from_s/to_s."}};
+  p["from_s"] = Json{{"type", "number"},
+                     {"minimum", 0},
+                     {"description",
+                      "Window start, seconds since the session started "
+                      "(inclusive)."}};
+  p["to_s"] = Json{{"type", "number"},
+                   {"minimum", 0},
+                   {"description",
+                    "Window end, seconds since the session started (exclusive); "
+                    "default: the newest event."}};
   return p;
 }
 

@@ -49,7 +49,7 @@ struct TimeWindow {
   int64_t hi_ns = 0;
   int64_t first_ts_ns = 0;  // the session's first and last event
   int64_t last_ts_ns = 0;
-  std::string label;        // "last 120 s", "whole session", "10.000 s – 40.000 s"
+  std::string label;  // "last 120 s", "whole session", "10.000 s – 40.000 s"
   // The arguments that chose it (for explain, which resolves its own window).
   std::optional<double> since_s, from_s, to_s;
 

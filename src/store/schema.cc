@@ -104,6 +104,29 @@ CREATE VIEW op_stats_seconds AS
   FROM op_seconds q JOIN op_names o ON o.id = q.op LEFT JOIN strings s ON s.id = q.name_id;
 )sql";
 
+// Version 2 (additive): symbolized call stacks for `trace --stack`. `stacks.id` is the 64-bit
+// key the BPF capture returned (event_rows.stack_id); `frames` is a JSON array, innermost frame
+// first; `stack_frames` unnests it for SQL.
+constexpr const char* kMigrationV2 = R"sql(
+CREATE TABLE stacks(
+  session INTEGER NOT NULL,
+  id INTEGER NOT NULL,
+  pid INTEGER NOT NULL,
+  location TEXT,
+  frames TEXT NOT NULL,
+  PRIMARY KEY(session, id)
+) WITHOUT ROWID;
+CREATE VIEW stack_frames AS
+  SELECT s.session AS session, s.id AS stack_id, s.pid AS pid, CAST(j.key AS INTEGER) AS depth,
+         json_extract(j.value, '$.kind') AS kind,
+         json_extract(j.value, '$.function') AS function,
+         json_extract(j.value, '$.file') AS file,
+         json_extract(j.value, '$.line') AS line,
+         json_extract(j.value, '$.module') AS module,
+         json_extract(j.value, '$.offset') AS offset
+  FROM stacks s, json_each(s.frames) j;
+)sql";
+
 Status WriteOpNames(sqlite3* db) {
   size_t n = 0;
   const OpInfo* ops = AllOps(&n);
@@ -161,7 +184,8 @@ Status CreateOrMigrateSchema(sqlite3* db) {
       RETURN_IF_ERROR(Exec(db, "INSERT INTO meta VALUES ('schema_version', '1'), "
                                "('created_by', 'gpuwhy')"));
     }
-    // Future migrations go here: if (version < 2) { ALTER ...; } each step bumping the version.
+    // Migrations, oldest first; each is additive so older readers' queries keep working.
+    if (version < 2) RETURN_IF_ERROR(Exec(db, kMigrationV2));
     RETURN_IF_ERROR(Exec(db, "UPDATE meta SET value='" + std::to_string(kSchemaVersion) +
                                  "' WHERE key='schema_version'"));
     return WriteOpNames(db);
@@ -185,12 +209,8 @@ Status CheckSchemaReadable(sqlite3* db) {
                               " is newer than this gpuwhy understands (" +
                               std::to_string(kSchemaVersion) + ") — hint: upgrade gpuwhy");
   }
-  if (version < kSchemaVersion) {
-    return FailedPrecondition("database schema version " + std::to_string(version) +
-                              " is older than this gpuwhy's (" + std::to_string(kSchemaVersion) +
-                              ") — hint: open it once with a writing command (gpuwhy trace --db "
-                              "FILE --duration 0s) to migrate it");
-  }
+  // Older files stay readable as they are (migrations only add tables and columns; readers
+  // check for what they need). Only a writing command migrates a file.
   return Status::Ok();
 }
 

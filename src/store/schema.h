@@ -12,13 +12,14 @@
 
 namespace gw {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 // Creates the schema in an empty database, or migrates an older one in place. Refuses a file
 // written by a newer gpuwhy and a SQLite file that is not a gpuwhy database.
 Status CreateOrMigrateSchema(sqlite3* db);
 
-// For read-only handles: checks the file is a gpuwhy database this build understands.
+// For read-only handles: checks the file is a gpuwhy database this build understands. Files
+// of an older schema version are readable as they are; newer ones are refused.
 Status CheckSchemaReadable(sqlite3* db);
 
 }  // namespace gw

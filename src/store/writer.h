@@ -60,6 +60,10 @@ class StoreWriter {
   void AppendOpCounts(const std::vector<OpCount>& counts);
   // Returns a stable id for a string (kernel name, file name); written with the next batch.
   int64_t InternString(std::string_view text);
+  // One symbolized call stack (`stacks` table): `id` is Event::stack_id, `frames_json` the
+  // JSON array of frames innermost first, `location` where the stack "is" (innermost Python
+  // file:line, else native). Written with the next batch; a repeated id is ignored.
+  void AppendStack(int64_t id, int32_t pid, std::string location, std::string frames_json);
 
   // Blocks until everything appended so far is committed. Returns the first write error.
   Status Flush();
@@ -85,6 +89,7 @@ class StoreWriter {
   WriterOptions options_;
   ScopedDb db_;
   ScopedStmt insert_event_, upsert_process_, insert_snapshot_, upsert_rollup_, insert_string_;
+  ScopedStmt insert_stack_;
   int64_t session_id_ = 0;
 
   std::mutex db_mu_;  // serializes all SQLite use of db_ (writer thread vs session calls)
@@ -96,6 +101,14 @@ class StoreWriter {
   std::vector<SystemSnapshot> pending_snapshots_;
   std::vector<OpCount> pending_counts_;
   std::vector<std::pair<int64_t, std::string>> pending_strings_;
+  struct PendingStack {
+    int64_t id;
+    int32_t pid;
+    std::string location;
+    std::string frames_json;
+  };
+  std::vector<PendingStack> pending_stacks_;  // guarded by mu_
+  std::vector<PendingStack> batch_stacks_;    // writer thread: the batch being committed
   std::unordered_map<std::string, int64_t> string_ids_;
   int64_t next_string_id_ = 1;
   uint64_t enqueued_seq_ = 0;   // bumps on every append

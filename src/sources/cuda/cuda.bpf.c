@@ -4,13 +4,15 @@
 // (enum gw_cuda_fn), so arguments are decoded by a switch on it.
 //   gw_cuda_enter / gw_cuda_exit   uprobe + uretprobe pair: a full row with duration, return
 //                                  code and arguments (syncs, memcpy, memset, malloc, free,
-//                                  graphs). The entry is kept in BPF task storage, one slot per
-//                                  layer (runtime, driver): a runtime call and the driver calls
-//                                  it makes on the same thread pair independently.
+//                                  graphs). Entries are kept in BPF task storage on a small
+//                                  stack per layer (runtime, driver): a runtime call and the
+//                                  driver calls it makes on the same thread pair independently,
+//                                  and so do same-layer calls through the PLT.
 //   gw_cuda_launch                 entry-only uprobe on launches: counted in-kernel per
 //                                  (tgid, function, kernel handle); every Nth launch of a thread
 //                                  is also emitted as a sampled row (launch_sample_every).
-//   gw_cuda_register               entry of __cudaRegisterFunction: hostFun → device name.
+//   gw_cuda_register_exit          return of __cudaRegisterFunction (entered through
+//                                  gw_cuda_enter): hostFun → device name.
 //   gw_cuda_name_exit              uretprobe of cuModuleGetFunction / cuLibraryGetKernel /
 //                                  cuKernelGetFunction: the out handle → name (or alias).
 // Records go to one ring buffer without wake-ups; user space drains it every ~1 ms.
@@ -68,10 +70,18 @@ struct entry_slot {
   __u32 pad;
 };
 
+#define STACK_DEPTH 4  // power of two: indexes are masked with STACK_DEPTH - 1
+
+// Calls in flight per layer form a small stack: a runtime call may call another exported
+// runtime function through the PLT (cudaFreeAsync → cudaFree), and driver calls nest in
+// runtime calls on their own stack.
 struct task_state {
-  struct entry_slot slot[2];  // [0] runtime, [1] driver
-  __u32 tracked;              // this thread's process is known to be recorded
-  __u32 launch_tick;          // launches since the last sampled one
+  struct entry_slot slot[2][STACK_DEPTH];  // [0] runtime, [1] driver
+  __u32 depth[2];                          // calls in flight per layer
+  __u32 tracked;                           // this thread's process is known to be recorded
+  // Launches since the last sampled one, per layer: with one counter a runtime launch and the
+  // driver launch nested in it would alternate, and sampling would always pick the same layer.
+  __u32 launch_tick[2];
 };
 
 // Task storage rather than a hash keyed by tid: ~0.2 µs cheaper per pair (FACTS.md), and it
@@ -90,7 +100,7 @@ static __always_inline void count_drop(__u32 slot) {
 
 static __always_inline int is_name_fn(__u32 fn) {
   return fn == GW_FN_CU_MODULE_GET_FUNCTION || fn == GW_FN_CU_LIBRARY_GET_KERNEL ||
-         fn == GW_FN_CU_KERNEL_GET_FUNCTION;
+         fn == GW_FN_CU_KERNEL_GET_FUNCTION || fn == GW_FN_CUDA_REGISTER_FUNCTION;
 }
 
 static __always_inline struct task_state *current_state(int create) {
@@ -106,8 +116,13 @@ static __always_inline int should_record(struct task_state *t, __u32 tgid) {
   __u32 *flags = bpf_map_lookup_elem(&tracked, &tgid);
   if (!flags) {
     if (filter_tracked) return 0;
-    __u32 value = GW_TRACKED_CUDA;
+    __u32 value = GW_CUDA_TRACKED_CALL;
     bpf_map_update_elem(&tracked, &tgid, &value, BPF_NOEXIST);
+  } else if (!(*flags & GW_CUDA_TRACKED_CALL)) {
+    // Plain read-modify-write: clang 14 cannot emit a 32-bit atomic OR for the default BPF
+    // CPU (v1). It runs once per thread, so racing with the host source's own flag update
+    // is unlikely, and losing the bit only loses this hint, not events.
+    *flags |= GW_CUDA_TRACKED_CALL;
   }
   t->tracked = 1;
   return 1;
@@ -131,7 +146,12 @@ int gw_cuda_enter(struct pt_regs *ctx) {
   // Name lookups are kept even for filtered-out processes: a process may join the tracked
   // set later, and its launches need the names it resolved before.
   if (!is_name_fn(fn) && !should_record(t, tgid)) return 0;
-  struct entry_slot *s = &t->slot[fn >= GW_CUDA_DRIVER_BASE ? 1 : 0];
+  __u32 layer = fn >= GW_CUDA_DRIVER_BASE ? 1 : 0;
+  __u32 depth = t->depth[layer];
+  if (depth >= STACK_DEPTH) return 0;  // deeper nesting is not timed
+  // The mask keeps the index provably in bounds for the verifier.
+  struct entry_slot *s = &t->slot[layer][depth & (STACK_DEPTH - 1)];
+  t->depth[layer] = depth + 1;
   s->fn = fn;
   s->args[0] = PT_REGS_PARM1(ctx);
   s->args[1] = PT_REGS_PARM2(ctx);
@@ -166,8 +186,12 @@ static __always_inline void decode_args(struct gw_cuda_call_record *r, __u32 fn,
       break;
     case GW_FN_CUDA_FREE:
     case GW_FN_CUDA_FREE_HOST:
+    case GW_FN_CUDA_HOST_UNREGISTER:
     case GW_FN_CU_MEM_FREE:
       r->dst = a[0];
+      break;
+    case GW_FN_CUDA_HOST_REGISTER:
+      r->dst = a[0], r->bytes = a[1];
       break;
     case GW_FN_CUDA_FREE_ASYNC:
       r->dst = a[0];
@@ -236,18 +260,28 @@ static __always_inline void decode_args(struct gw_cuda_call_record *r, __u32 fn,
   }
 }
 
-// Pops the entry slot of `fn` and emits its call record. Returns the slot (still holding the
-// entry arguments) so a caller can emit more, or NULL when there was nothing to pair with.
-static __always_inline struct entry_slot *finish_call(struct pt_regs *ctx, __u32 fn) {
+// Pops the entry slot of `fn` and, when `emit`, emits its call record. Returns the slot (still
+// holding the entry arguments) so a caller can emit more, or NULL when there was nothing to
+// pair with.
+static __always_inline struct entry_slot *finish_call(struct pt_regs *ctx, __u32 fn, int emit) {
   __u64 now = bpf_ktime_get_ns();
   struct task_state *t = current_state(0);
   if (!t) return 0;
-  struct entry_slot *s = &t->slot[fn >= GW_CUDA_DRIVER_BASE ? 1 : 0];
-  // A return without its entry (probe attached mid-call, or a same-layer nested call that
-  // reused the slot) is dropped rather than paired wrongly.
-  if (s->ts_ns == 0 || s->fn != fn) return 0;
+  __u32 layer = fn >= GW_CUDA_DRIVER_BASE ? 1 : 0;
+  __u32 depth = t->depth[layer];
+  if (depth == 0) return 0;  // entry not recorded (filtered out, or probe attached mid-call)
+  struct entry_slot *s = &t->slot[layer][(depth - 1) & (STACK_DEPTH - 1)];
+  if (s->fn != fn) {
+    // The top entry lost its return (a longjmp or exception through a CUDA call): if the
+    // entry below is ours, discard the stale one; otherwise this return has no entry.
+    if (depth < 2) return 0;
+    s = &t->slot[layer][(depth - 2) & (STACK_DEPTH - 1)];
+    if (s->fn != fn) return 0;
+    depth -= 1;
+  }
+  t->depth[layer] = depth - 1;
+  if (!emit) return s;
   __u64 start = s->ts_ns;
-  s->ts_ns = 0;
   struct gw_cuda_call_record *r = bpf_ringbuf_reserve(&events, sizeof *r, 0);
   if (!r) {
     count_drop(GW_CUDA_DROP_RESERVE);
@@ -273,14 +307,14 @@ static __always_inline struct entry_slot *finish_call(struct pt_regs *ctx, __u32
 
 SEC("uretprobe")
 int gw_cuda_exit(struct pt_regs *ctx) {
-  finish_call(ctx, (__u32)bpf_get_attach_cookie(ctx));
+  finish_call(ctx, (__u32)bpf_get_attach_cookie(ctx), 1);
   return 0;
 }
 
 SEC("uretprobe")
 int gw_cuda_name_exit(struct pt_regs *ctx) {
   __u32 fn = (__u32)bpf_get_attach_cookie(ctx);
-  struct entry_slot *s = finish_call(ctx, fn);
+  struct entry_slot *s = finish_call(ctx, fn, 1);
   if (!s || PT_REGS_RC(ctx) != 0) return 0;
   __u64 out_ptr = s->args[0];
   __u64 second = s->args[1];
@@ -308,10 +342,17 @@ int gw_cuda_name_exit(struct pt_regs *ctx) {
   return 0;
 }
 
-SEC("uprobe")
-int gw_cuda_register(struct pt_regs *ctx) {
-  // __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *deviceFun,
-  //                        const char *deviceName, ...)
+// __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *deviceFun,
+//                        const char *deviceName, ...), entered through gw_cuda_enter. The name
+// is read at return: nvcc's static constructors register kernels before anything touched the
+// .rodata page holding the names, and a BPF read cannot fault a page in. By the return the
+// runtime has read the string, so the page is present.
+SEC("uretprobe")
+int gw_cuda_register_exit(struct pt_regs *ctx) {
+  struct entry_slot *s = finish_call(ctx, GW_FN_CUDA_REGISTER_FUNCTION, 0);
+  if (!s) return 0;
+  __u64 host_fun = s->args[1];
+  __u64 device_name = s->args[3];
   struct gw_cuda_name_record *r = bpf_ringbuf_reserve(&events, sizeof *r, 0);
   if (!r) {
     count_drop(GW_CUDA_DROP_RESERVE);
@@ -321,11 +362,9 @@ int gw_cuda_register(struct pt_regs *ctx) {
   r->pad0 = 0;
   r->fn = GW_FN_CUDA_REGISTER_FUNCTION;
   r->tgid = bpf_get_current_pid_tgid() >> 32;
-  r->handle = PT_REGS_PARM2(ctx);
+  r->handle = host_fun;
   r->alias_of = 0;
-  if (bpf_probe_read_user_str(r->name, sizeof r->name, (void *)PT_REGS_PARM4(ctx)) < 0) {
-    r->name[0] = 0;
-  }
+  if (bpf_probe_read_user_str(r->name, sizeof r->name, (void *)device_name) < 0) r->name[0] = 0;
   bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
   return 0;
 }
@@ -374,9 +413,15 @@ int gw_cuda_launch(struct pt_regs *ctx) {
   __u32 tgid = bpf_get_current_pid_tgid() >> 32;
   struct task_state *t = current_state(1);
   if (!t || !should_record(t, tgid)) return 0;
-  __u64 handle = is_config_launch(fn) ? PT_REGS_PARM2(ctx) : PT_REGS_PARM1(ctx);
-  if (launch_sample_every != 0 && ++t->launch_tick >= launch_sample_every) {
-    t->launch_tick = 0;
+  // Both registers are loaded before choosing: written as `cond ? ctx->si : ctx->di` clang
+  // computes a ctx pointer with a variable offset, which the verifier rejects.
+  __u64 parm1 = PT_REGS_PARM1(ctx);
+  __u64 parm2 = PT_REGS_PARM2(ctx);
+  asm volatile("" : "+r"(parm1), "+r"(parm2));
+  __u64 handle = is_config_launch(fn) ? parm2 : parm1;
+  __u32 layer = fn >= GW_CUDA_DRIVER_BASE ? 1 : 0;
+  if (launch_sample_every != 0 && ++t->launch_tick[layer] >= launch_sample_every) {
+    t->launch_tick[layer] = 0;
     // A sampled launch is a row; the writer counts rows itself, so it is not counted here.
     if (emit_sampled_launch(ctx, fn, handle)) return 0;
   }

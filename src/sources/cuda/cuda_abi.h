@@ -5,13 +5,7 @@
 #define GPUWHY_SOURCES_CUDA_CUDA_ABI_H_
 
 #ifdef __cplusplus
-#include <cstdint>
-typedef uint8_t __u8;
-typedef uint16_t __u16;
-typedef uint32_t __u32;
-typedef int32_t __s32;
-typedef uint64_t __u64;
-typedef int64_t __s64;
+#include <linux/types.h>  // __u8 … __s64, the kernel's fixed-width types
 #endif
 
 // Every probed function has an id; the uprobe's BPF cookie carries it, so one BPF program
@@ -49,6 +43,8 @@ enum gw_cuda_fn {
   GW_FN_CUDA_GRAPH_INSTANTIATE_WITH_FLAGS = 26,
   GW_FN_CUDA_GRAPH_LAUNCH = 27,         // (exec, stream)
   GW_FN_CUDA_REGISTER_FUNCTION = 28,    // (fatbin**, hostFun, deviceFun, deviceName, ...)
+  GW_FN_CUDA_HOST_REGISTER = 29,        // (ptr, size, flags): starts a pinned range; no row
+  GW_FN_CUDA_HOST_UNREGISTER = 30,      // (ptr): ends it; no row
   GW_CUDA_DRIVER_BASE = 64,
   // Driver.
   GW_FN_CU_LAUNCH_KERNEL = 64,          // (f, gx, gy, gz, bx, by, bz, shmem, stream, ...)
@@ -139,7 +135,9 @@ enum gw_cuda_drop_slot {
   GW_CUDA_DROP_SLOTS = 2,
 };
 
-// Value written into the shared tracked map (tgid → flags) for a process seen calling CUDA.
-#define GW_TRACKED_CUDA 1u
+// Flag the CUDA source sets in the shared tracked map (tgid → flags) for a process it saw call
+// the CUDA API. Same value as GW_TRACKED_CUDA_CALL in sources/host/host_abi.h, which owns the
+// map's flag space.
+#define GW_CUDA_TRACKED_CALL 0x8u
 
 #endif  // GPUWHY_SOURCES_CUDA_CUDA_ABI_H_

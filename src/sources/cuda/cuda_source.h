@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -25,6 +26,8 @@
 struct bpf_link;
 struct ring_buffer;
 struct cuda_bpf;
+struct gw_cuda_call_record;
+struct gw_cuda_name_record;
 
 namespace gw {
 
@@ -46,6 +49,10 @@ struct CudaSourceOptions {
   uint32_t launch_sample_every = 64;
   // Ring buffer size in bytes (power of two, ≥ page size).
   uint32_t ring_bytes = 32u << 20;
+  // Attach with multi-uprobe links (one per program and library; kernel ≥ 6.6), falling back
+  // to one perf-event uprobe per function when the kernel lacks them. false: always the
+  // latter (benchmarks compare the two).
+  bool multi_uprobe = true;
 };
 
 class CudaSource : public Source {
@@ -63,8 +70,10 @@ class CudaSource : public Source {
 
   // Paths of the libraries attached so far.
   std::vector<std::string> AttachedLibraries() const;
-  // Links (uprobes + uretprobes) currently attached.
+  // Function entry and return points currently probed.
   size_t LinkCount() const;
+  // Whether probes are attached through multi-uprobe links.
+  bool UsesMultiUprobeLinks() const { return multi_links_; }
 
  private:
   struct ProcessState;
@@ -72,14 +81,18 @@ class CudaSource : public Source {
 
   explicit CudaSource(CudaSourceOptions options);
 
+  // Sets rodata tunables, the ring size and the shared tracked map on the opened skeleton.
+  Status Configure(const SourceContext& context);
   // Attaches every probe of `library` that its ELF has. Skips copies already attached.
   Status AttachLibrary(const CudaLibrary& library);
+  // The libraries to attach to now: discovered ones plus the named ones.
+  std::vector<CudaLibrary> Libraries() const;
   void AttachDiscovered();
   void AddNote(std::string note);
 
   static int OnRecord(void* self, void* data, size_t size);
-  void HandleCall(const struct gw_cuda_call_record& record);
-  void HandleName(const struct gw_cuda_name_record& record);
+  void HandleCall(const ::gw_cuda_call_record& record);
+  void HandleName(const ::gw_cuda_name_record& record);
   void FlushEvents();
   void FlushLaunchCounts(int64_t sec);
   ProcessState& Process(uint32_t tgid);
@@ -93,6 +106,8 @@ class CudaSource : public Source {
   cuda_internal::ScopedSkeleton skel_;
   cuda_internal::ScopedRing ring_;
   bool started_ = false;
+  std::atomic<bool> stopped_{false};  // Stop() ran: Rediscover attaches nothing more
+  bool multi_links_ = false;
 
   mutable std::mutex attach_mu_;  // guards libraries_, seen_files_, notes_
   std::vector<std::unique_ptr<AttachedLibrary>> libraries_;

@@ -24,6 +24,8 @@ const volatile __u64 competitor_min_runq_ns = 100000;
 // Reads of tracked tasks are reported from this duration up; 0 disables the syscall probes'
 // work (they still run, and return after one lookup).
 const volatile __u64 read_threshold_ns = 1000000;
+// The tracer's own process: never a competitor (its drain thread wakes every millisecond).
+const volatile __u32 self_tgid = 0;
 
 // ---- Maps ------------------------------------------------------------------------------------
 struct {
@@ -148,13 +150,13 @@ static __always_inline void leader_comm(struct task_struct *t, char *comm) {
 //   2. it was the task running on the CPU right before a tracked task that had waited at least
 //      competitor_min_runq_ns on the run queue got that CPU (it ran while the tracked task
 //      waited).
-// The idle task never competes. Competitors live in an LRU map; from then on their own
-// off-CPU intervals are recorded too (flagged), so the brief's "who is stealing CPU" query
-// lists them by name with their counts. The first sight emits a NAME record so even a
-// short-lived competitor gets a name.
+// The idle task and gpuwhy itself never compete. Competitors live in an LRU map; from then on
+// their own preempted off-CPU intervals are recorded too (flagged; see gw_sched_switch), so
+// the brief's "who is stealing CPU" query lists them by name with their counts. The first
+// sight emits a NAME record so even a short-lived competitor gets a name.
 static __always_inline void add_competitor(struct task_struct *t, __u64 now) {
   __u32 tgid = BPF_CORE_READ(t, tgid);
-  if (tgid == 0 || is_tracked(tgid)) return;
+  if (tgid == 0 || tgid == self_tgid || is_tracked(tgid)) return;
   if (bpf_map_lookup_elem(&competitors, &tgid)) return;
   if (bpf_map_update_elem(&competitors, &tgid, &now, BPF_NOEXIST) != 0) return;
   struct gw_host_record *r = reserve_record(GW_DROP_PROC, GW_HOST_NAME);
@@ -179,12 +181,15 @@ int BPF_PROG(gw_sched_switch, bool preempt, struct task_struct *prev, struct tas
   if (prev->pid != 0) {
     bool prev_tracked = is_tracked(prev_tgid);
     bool prev_competitor = !prev_tracked && bpf_map_lookup_elem(&competitors, &prev_tgid);
-    if (prev_tracked || prev_competitor) {
+    // TASK_RUNNING is 0: a task switched out while still runnable was preempted.
+    bool preempted = preempt || prev_state == 0;
+    // A competitor's voluntary sleep says nothing about CPU contention (a kworker idling for
+    // seconds, a shell waiting for its child): only its preempted intervals are recorded, so
+    // its rows measure how much it was itself fighting for a CPU.
+    if (prev_tracked || (prev_competitor && preempted)) {
       struct task_state *st =
           bpf_task_storage_get(&task_states, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
       if (st) {
-        // TASK_RUNNING is 0: a task switched out while still runnable was preempted.
-        bool preempted = preempt || prev_state == 0;
         __u8 kind = GW_SWITCH_PREEMPTED;
         st->switch_fault = 0;
         if (!preempted) {

@@ -6,13 +6,7 @@
 #define GPUWHY_SOURCES_HOST_HOST_ABI_H_
 
 #ifdef __cplusplus
-#include <cstdint>
-typedef uint8_t __u8;
-typedef uint16_t __u16;
-typedef uint32_t __u32;
-typedef int32_t __s32;
-typedef uint64_t __u64;
-typedef int64_t __s64;
+#include <linux/types.h>  // __u32 & co., as in vmlinux.h on the BPF side
 #endif
 
 // ---- Tracked set --------------------------------------------------------------------------

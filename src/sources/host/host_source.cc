@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <climits>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -122,6 +123,11 @@ std::string ProcessDisplayName(const std::string& comm, const std::vector<std::s
     if (a == "-m" && i + 1 < argv.size()) return comm + " (-m " + argv[i + 1] + ")";
     if (a == "-c") return comm + " (-c)";
     if (a.empty() || a[0] == '-') continue;
+    // Other interpreters take non-script arguments too (`bash 3`): only a path names a script.
+    if (comm.rfind("python", 0) != 0 && a.find('/') == std::string::npos &&
+        a.find('.') == std::string::npos) {
+      return comm;
+    }
     return comm + " (" + Basename(a) + ")";
   }
   return comm;
@@ -159,6 +165,7 @@ Status HostSource::Start(const SourceContext& context) {
   skel->rodata->fault_io_window_ns = static_cast<__u64>(options_.fault_io_window_ns);
   skel->rodata->competitor_min_runq_ns = static_cast<__u64>(options_.competitor_min_runq_ns);
   skel->rodata->read_threshold_ns = static_cast<__u64>(options_.read_threshold_ns);
+  skel->rodata->self_tgid = static_cast<__u32>(getpid());
   if (int err = bpf_map__set_max_entries(skel->maps.events,
                                          static_cast<__u32>(options_.ring_bytes));
       err != 0) {
@@ -166,11 +173,19 @@ Status HostSource::Start(const SourceContext& context) {
   }
   // Tracepoints this kernel lacks (mark_victim without CONFIG_MEMCG era kernels, exceptions
   // on non-x86) are skipped with a note; sched_switch is required.
+  // vmlinux BTF is parsed once here (libbpf_find_vmlinux_btf_id would parse it per call).
+  ScopedResource<btf*, btf__free, nullptr> vmlinux_btf(btf__load_vmlinux_btf());
+  btf* vmlinux = vmlinux_btf.get();
+  if (!vmlinux) {
+    return FailedPrecondition("read kernel BTF (/sys/kernel/btf/vmlinux): " +
+                              std::string(std::strerror(errno)) +
+                              " — hint: gpuwhy needs a kernel with CONFIG_DEBUG_INFO_BTF");
+  }
   bpf_program* prog = nullptr;
   bpf_object__for_each_program(prog, skel->obj) {
     std::string section = bpf_program__section_name(prog);
     std::string tp = section.substr(section.find('/') + 1);
-    if (libbpf_find_vmlinux_btf_id(tp.c_str(), BPF_TRACE_RAW_TP) < 0) {
+    if (btf__find_by_name_kind(vmlinux, ("btf_trace_" + tp).c_str(), BTF_KIND_TYPEDEF) < 0) {
       if (tp == "sched_switch") {
         return FailedPrecondition("kernel has no BTF for tracepoint sched_switch — hint: "
                                   "gpuwhy needs a kernel with CONFIG_DEBUG_INFO_BTF");
@@ -180,6 +195,7 @@ Status HostSource::Start(const SourceContext& context) {
       notes_.push_back("host: tracepoint " + tp + " not available on this kernel; skipped");
     }
   }
+  vmlinux_btf.Reset();
   if (int err = host_bpf__load(skel); err != 0) return BpfError("load host BPF programs", err);
   bpf_object__for_each_program(prog, skel->obj) {
     if (!bpf_program__autoload(prog)) continue;
@@ -210,7 +226,7 @@ Status HostSource::Start(const SourceContext& context) {
     idle.comm = "swapper";
     context_.sink->OnProcess(idle);
   }
-  known_[0] = KnownProcess{"swapper", false, false};
+  known_[0] = KnownProcess{"swapper", false, false, {}};
   if (options_.seed_from_proc) {
     for (int32_t pid : context_.pids) {
       if (!std::ifstream(options_.proc_root + "/" + std::to_string(pid) + "/stat").good()) {
@@ -231,14 +247,6 @@ std::map<int32_t, int32_t> HostSource::ParentMap() const {
   return parent;
 }
 
-bool HostSource::MapsCuda(int32_t pid) const {
-  for (const std::string& path : MappedFiles(pid, options_.proc_root)) {
-    CudaLibKind kind;
-    if (ClassifyCudaLibrary(path, &kind)) return true;
-  }
-  return false;
-}
-
 Status HostSource::Track(int32_t pid, uint32_t flags) {
   if (!started_) return FailedPrecondition("host source not started");
   auto insert = [&](int32_t p, uint32_t f) -> Status {
@@ -252,7 +260,7 @@ Status HostSource::Track(int32_t pid, uint32_t flags) {
       int err = errno;
       return ErrnoStatus("add pid " + std::to_string(p) + " to the tracked set", err);
     }
-    not_cuda_.erase(p);
+    recheck_.erase(p);
     return Status::Ok();
   };
   RETURN_IF_ERROR(insert(pid, flags));
@@ -303,20 +311,41 @@ std::vector<int32_t> HostSource::CompetitorPids() const { return MapKeys(competi
 
 void HostSource::SeedFromProc() {
   bool filtered = !context_.pids.empty() || !context_.comms.empty();
-  for (int32_t pid : ListPids(options_.proc_root)) {
-    if (pid == getpid() || IsTracked(pid)) continue;
+  int64_t now = MonoNowNs();
+  std::vector<int32_t> pids = ListPids(options_.proc_root);
+  for (int32_t pid : pids) {
+    if (pid == getpid()) continue;
+    auto check = recheck_.find(pid);
+    if (check != recheck_.end() && now < check->second.next_ns) continue;
+    if (IsTracked(pid)) continue;
+    std::string dir = options_.proc_root + "/" + std::to_string(pid);
     uint32_t flags = 0;
+    bool kernel_thread = false;
     if (filtered) {
-      std::string comm =
-          Trim(ReadSmallFile(options_.proc_root + "/" + std::to_string(pid) + "/comm"));
+      // A comm can change at any exec: rechecked every second.
+      std::string comm = Trim(ReadSmallFile(dir + "/comm"));
       for (const std::string& want : context_.comms) {
         if (comm == want) flags = GW_TRACKED_FILTER;
       }
-    } else if (MapsCuda(pid)) {
-      flags = GW_TRACKED_CUDA;
+    } else {
+      std::vector<std::string> files = MappedFiles(pid, options_.proc_root);
+      kernel_thread = files.empty() && ReadSmallFile(dir + "/cmdline").empty();
+      for (const std::string& path : files) {
+        CudaLibKind kind;
+        if (ClassifyCudaLibrary(path, &kind)) flags = GW_TRACKED_CUDA;
+      }
     }
     if (flags == 0) {
-      not_cuda_.insert(pid);
+      RecheckState& state = recheck_[pid];
+      if (filtered) {
+        state.interval_ns = 1'000'000'000;
+      } else if (kernel_thread) {
+        state.interval_ns = INT64_MAX / 4;
+      } else {
+        state.interval_ns = std::clamp<int64_t>(state.interval_ns * 2, 1'000'000'000,
+                                                32'000'000'000);
+      }
+      state.next_ns = now + state.interval_ns - 100'000'000;  // a little early: 1 Hz ticks
       continue;
     }
     Status st = Track(pid, flags);
@@ -324,6 +353,11 @@ void HostSource::SeedFromProc() {
       std::lock_guard<std::mutex> lock(notes_mu_);
       notes_.push_back("host: " + st.message());
     }
+  }
+  // Forget pids that are gone (a reused pid starts over).
+  std::set<int32_t> alive(pids.begin(), pids.end());
+  for (auto it = recheck_.begin(); it != recheck_.end();) {
+    it = alive.count(it->first) ? std::next(it) : recheck_.erase(it);
   }
 }
 
@@ -343,10 +377,12 @@ void HostSource::RefreshNames() {
     std::string comm = Trim(ReadSmallFile(dir + "/comm"));
     if (comm.empty() || comm == known.comm) continue;
     known.comm = comm;
+    std::vector<std::string> argv = SplitCmdline(ReadSmallFile(dir + "/cmdline"));
+    if (!argv.empty()) known.argv = argv;
     ProcessInfo info;
     info.pid = pid;
     info.comm = comm;
-    info.name = ProcessDisplayName(comm, SplitCmdline(ReadSmallFile(dir + "/cmdline")));
+    info.name = ProcessDisplayName(comm, known.argv);
     info.tracked = known.tracked;
     context_.sink->OnProcess(info);
   }
@@ -371,7 +407,7 @@ void HostSource::NameProcess(int32_t pid, const std::string& fallback_comm, bool
   info.name = ProcessDisplayName(info.comm, argv);
   info.ppid = ppid > 0 ? ppid : ReadPpid(options_.proc_root, pid);
   info.tracked = tracked;
-  known_[pid] = KnownProcess{info.comm, tracked, false};
+  known_[pid] = KnownProcess{info.comm, tracked, false, argv};
   if (context_.sink) context_.sink->OnProcess(info);
 }
 
@@ -531,10 +567,11 @@ void HostSource::Decode(const gw_host_record& r) {
         info.exit_ts_ns = e.ts_ns;
         info.exit_code = status;
         info.tracked = r.flags == 0;
+        // The store writes comm as the name when none is given: always send the display
+        // name, from the comm at exit (it may have renamed itself since first sight).
         auto it = known_.find(pid);
-        if (it != known_.end() && it->second.comm != comm && !comm.empty()) {
-          info.name = comm;  // renamed itself since first sight
-        }
+        info.name = ProcessDisplayName(
+            comm, it != known_.end() ? it->second.argv : std::vector<std::string>{});
         context_.sink->OnProcess(info);
       }
       if (auto it = known_.find(pid); it != known_.end()) it->second.exited = true;

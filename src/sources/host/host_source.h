@@ -84,7 +84,6 @@ class HostSource : public Source {
   int64_t FilePathId(int32_t pid, uint64_t addr, uint64_t inode);
   int64_t DeviceNameId(uint64_t dev);
   std::map<int32_t, int32_t> ParentMap() const;
-  bool MapsCuda(int32_t pid) const;
   uint64_t SumPerCpu(int map_fd, uint32_t slot) const;
 
   HostOptions options_;
@@ -114,12 +113,22 @@ class HostSource : public Source {
     std::string comm;
     bool tracked = false;
     bool exited = false;
+    std::vector<std::string> argv;  // for the display name when comm changes
   };
   std::unordered_map<int32_t, KnownProcess> known_;
   std::unordered_map<int32_t, uint64_t> fault_totals_;  // last cumulative count read
   std::set<int32_t> exited_fault_pids_;                  // delete after the next read
   int64_t last_fault_drain_ns_ = 0;
-  std::set<int32_t> not_cuda_;  // pids checked and not tracked (rechecked in Rediscover)
+  // Untracked pids already checked: when to look at their maps again. The interval doubles
+  // per miss (1 s … 32 s) so a process that imports torch late is still found, while the
+  // steady-state cost stays far below reading every process's maps each second. Kernel
+  // threads (no maps) are never rechecked. (Without filters the CUDA source also adds a
+  // process on its first CUDA call, in BPF, so this is the fallback path.)
+  struct RecheckState {
+    int64_t next_ns = 0;
+    int64_t interval_ns = 0;
+  };
+  std::unordered_map<int32_t, RecheckState> recheck_;
   struct Mapping {
     uint64_t start, end, inode;
     std::string path;

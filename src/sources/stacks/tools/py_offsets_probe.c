@@ -7,11 +7,11 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "internal/pycore_runtime.h"
 #include "internal/pycore_interp.h"
+#include "internal/pycore_runtime.h"
 #if PY_VERSION_HEX >= 0x030B0000
-#include "internal/pycore_frame.h"
 #include "internal/pycore_code.h"
+#include "internal/pycore_frame.h"
 #else
 #include "frameobject.h"
 #endif

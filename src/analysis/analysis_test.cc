@@ -1,0 +1,413 @@
+// Unit tests of the causal engine on hand-built windows (no database).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/analyze.h"
+#include "analysis/explain.h"
+#include "analysis/thresholds.h"
+#include "analysis/timeline.h"
+
+namespace gw {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kSec = 1'000'000'000;
+constexpr int32_t kMain = 100;
+
+RawEvent Sw(int32_t pid, int64_t ts, int64_t dur, SwitchKind kind, int64_t runq, int32_t other = 0,
+            int32_t tid = 0) {
+  RawEvent e;
+  e.pid = pid;
+  e.tid = tid ? tid : pid;
+  e.ts = ts;
+  e.duration = dur;
+  e.op = Op::kSchedSwitch;
+  e.kind = static_cast<int64_t>(kind);
+  e.runq = runq;
+  e.other_pid = other;
+  return e;
+}
+
+RawEvent Call(int32_t pid, Op op, int64_t ts, int64_t dur) {
+  RawEvent e;
+  e.pid = pid;
+  e.tid = pid;
+  e.ts = ts;
+  e.duration = dur;
+  e.op = op;
+  e.ret = 0;
+  return e;
+}
+
+// A window with a training process (pid 100) that syncs every 10 ms for `secs` seconds, GPU
+// ops counted in op_seconds, 8 cores.
+struct Builder {
+  WindowData w;
+  explicit Builder(int64_t secs = 100) {
+    w.session = 1;
+    w.from = 0;
+    w.to = secs * kSec;
+    w.session_first_ts = 0;
+    w.session_last_ts = w.to - 1;
+    w.cores = 8;
+    w.label = "test";
+    Proc(kMain, 1, "python3 (train.py)", true);
+    w.processes[kMain].cmdline = "python3 train.py";
+    for (int64_t t = 0; t < w.to; t += 10 * kMs) {
+      w.events.push_back(Call(kMain, Op::kCudaStreamSync, t + 5 * kMs, 50'000));
+    }
+    for (int64_t s = 0; s < secs; ++s) {
+      w.op_seconds.push_back({s, kMain, Op::kCudaLaunchKernel, 2000, 2000 * 4000, 9000});
+      w.op_seconds.push_back({s, kMain, Op::kCudaStreamSync, 100, 100 * 50'000, 60'000});
+    }
+  }
+  void Proc(int32_t pid, int32_t ppid, const std::string& name, bool tracked) {
+    ProcessRecord p;
+    p.pid = pid;
+    p.ppid = ppid;
+    p.name = name;
+    p.tracked = tracked;
+    p.first_ts = 0;
+    w.processes[pid] = p;
+  }
+  void Add(const RawEvent& e) { w.events.push_back(e); }
+  // Spread `total` ns of preemption (run-queue wait) over the window on the main thread.
+  void Preempt(int64_t total, int32_t holder, int n = 200) {
+    int64_t each = total / n;
+    for (int i = 0; i < n; ++i) {
+      Add(Sw(kMain, w.from + i * ((w.to - w.from) / n) + 100'000, each, SwitchKind::kPreempted,
+             each, holder));
+    }
+  }
+  Report Run() {
+    std::sort(w.events.begin(), w.events.end(),
+              [](const RawEvent& a, const RawEvent& b) { return a.ts < b.ts; });
+    return Analyze(w, ExplainOptions{});
+  }
+};
+
+const Finding* Find(const Report& r, const std::string& rule) {
+  for (const Finding& f : r.findings) {
+    if (f.rule == rule) return &f;
+  }
+  return nullptr;
+}
+
+// ---- Timeline precedence -------------------------------------------------------------------
+
+TEST(TimelineTest, BlockedInsideSyncIsSyncAndWakeDelayIsRunq) {
+  RawEvent sync = Call(1, Op::kCudaStreamSync, 0, 10 * kMs);
+  RawEvent sw = Sw(1, 1 * kMs, 8 * kMs, SwitchKind::kBlocked, 2 * kMs, 77);
+  ThreadTimeline t = ThreadTimeline::Build(1, 1, 0, 20 * kMs, {&sync, &sw});
+  CauseTimes c = t.Totals();
+  EXPECT_EQ(At(c, FeedCause::kSync), 8 * kMs);  // 0-1 on CPU in sync, 1-7 asleep, 9-10
+  EXPECT_EQ(At(c, FeedCause::kRunqWait), 2 * kMs);
+  EXPECT_EQ(At(c, FeedCause::kRunning), 10 * kMs);
+  std::map<int32_t, int64_t> holders;
+  t.RunqByHolder(0, 20 * kMs, &holders);
+  EXPECT_EQ(holders[77], 2 * kMs);
+}
+
+TEST(TimelineTest, PrecedenceOrder) {
+  EXPECT_GT(CausePrecedence(FeedCause::kRunqWait), CausePrecedence(FeedCause::kPageFault));
+  EXPECT_GT(CausePrecedence(FeedCause::kPageFault), CausePrecedence(FeedCause::kBlockedIo));
+  EXPECT_GT(CausePrecedence(FeedCause::kBlockedIo), CausePrecedence(FeedCause::kMemcpy));
+  EXPECT_GT(CausePrecedence(FeedCause::kMemcpy), CausePrecedence(FeedCause::kSync));
+  EXPECT_GT(CausePrecedence(FeedCause::kSync), CausePrecedence(FeedCause::kBlockedOther));
+  EXPECT_GT(CausePrecedence(FeedCause::kBlockedOther), CausePrecedence(FeedCause::kRunning));
+}
+
+TEST(TimelineTest, KindsMapToCausesAndClipToLifetime) {
+  RawEvent pre = Sw(1, 0, 3 * kMs, SwitchKind::kPreempted, 3 * kMs);
+  RawEvent io = Sw(1, 5 * kMs, 4 * kMs, SwitchKind::kBlockedIo, 1 * kMs);
+  RawEvent fault = Sw(1, 10 * kMs, 2 * kMs, SwitchKind::kBlockedFault, 0);
+  RawEvent copy = Call(1, Op::kCudaMemcpy, 12 * kMs, 4 * kMs);
+  RawEvent sleep = Sw(1, 13 * kMs, 2 * kMs, SwitchKind::kBlocked, 0);  // inside the memcpy
+  RawEvent late = Sw(1, 18 * kMs, 10 * kMs, SwitchKind::kBlocked, 0);  // runs past the end
+  ThreadTimeline t =
+      ThreadTimeline::Build(1, 1, 1 * kMs, 20 * kMs, {&pre, &io, &fault, &copy, &sleep, &late});
+  CauseTimes c = t.Totals();
+  EXPECT_EQ(At(c, FeedCause::kRunqWait), 2 * kMs + 1 * kMs);
+  EXPECT_EQ(At(c, FeedCause::kBlockedIo), 3 * kMs);
+  EXPECT_EQ(At(c, FeedCause::kPageFault), 2 * kMs);
+  EXPECT_EQ(At(c, FeedCause::kMemcpy), 4 * kMs);
+  EXPECT_EQ(At(c, FeedCause::kBlockedOther), 2 * kMs);
+  int64_t sum = 0;
+  for (int64_t v : c) sum += v;
+  EXPECT_EQ(sum, 19 * kMs);
+  CauseTimes part = t.Overlap(6 * kMs, 8 * kMs);
+  EXPECT_EQ(At(part, FeedCause::kBlockedIo), 2 * kMs);
+}
+
+TEST(TimelineTest, OtherThreadsIgnored) {
+  RawEvent other = Sw(1, 0, 5 * kMs, SwitchKind::kPreempted, 5 * kMs, 0, /*tid=*/2);
+  ThreadTimeline t = ThreadTimeline::Build(1, 1, 0, 10 * kMs, {&other});
+  EXPECT_EQ(At(t.Totals(), FeedCause::kRunning), 10 * kMs);
+}
+
+// ---- CPU contention: the severity ladder at its boundaries ---------------------------------
+
+Severity ContentionAt(double share, bool* found) {
+  Builder b;
+  b.Proc(900, 1, "ffmpeg", false);
+  b.Preempt(static_cast<int64_t>(share * 100 * kSec), 900);
+  Report r = b.Run();
+  const Finding* f = Find(r, "cpu-contention");
+  *found = f != nullptr;
+  return f ? f->severity : Severity::kLow;
+}
+
+TEST(CpuContentionTest, LadderBoundaries) {
+  bool found = false;
+  ContentionAt(thresholds::kLowLostShare * 0.9, &found);
+  EXPECT_FALSE(found);
+  EXPECT_EQ(ContentionAt(thresholds::kLowLostShare * 1.1, &found), Severity::kLow);
+  EXPECT_TRUE(found);
+  EXPECT_EQ(ContentionAt(thresholds::kMediumLostShare * 0.95, &found), Severity::kLow);
+  EXPECT_EQ(ContentionAt(thresholds::kMediumLostShare * 1.05, &found), Severity::kMedium);
+  EXPECT_EQ(ContentionAt(thresholds::kHighLostShare * 0.95, &found), Severity::kMedium);
+  EXPECT_EQ(ContentionAt(thresholds::kHighLostShare * 1.05, &found), Severity::kHigh);
+}
+
+TEST(CpuContentionTest, FixNamesCompetitorAndCoreList) {
+  Builder b;
+  b.Proc(900, 1, "ffmpeg", false);
+  for (int i = 0; i < 4; ++i) b.Proc(101 + i, kMain, "pt_data_worker:" + std::to_string(i), true);
+  b.Preempt(30 * kSec, 900);
+  Report r = b.Run();
+  ASSERT_FALSE(r.findings.empty());
+  const Finding& f = r.findings[0];
+  EXPECT_EQ(f.rule, "cpu-contention");
+  EXPECT_EQ(f.severity, Severity::kHigh);
+  std::string fixes;
+  for (const std::string& s : f.fix) fixes += s + "\n";
+  EXPECT_NE(fixes.find("taskset -c 0-3 python3 train.py"), std::string::npos) << fixes;
+  EXPECT_NE(fixes.find("renice -n 19 -p 900"), std::string::npos) << fixes;
+  std::string contributing;
+  for (const std::string& s : f.contributing) contributing += s + "\n";
+  EXPECT_NE(contributing.find("ffmpeg (PID 900)"), std::string::npos) << contributing;
+}
+
+TEST(CpuContentionTest, QuietRunHasNothingAboveLow) {
+  Builder b;
+  b.Preempt(200 * kMs, 0);
+  Report r = b.Run();
+  for (const Finding& f : r.findings) EXPECT_EQ(f.severity, Severity::kLow) << f.rule;
+}
+
+// ---- DataLoader starvation vs contention: what the workers did during the waits -----------
+
+TEST(StarvationTest, BusyWorkersMeanStarvationPreemptedWorkersMeanContention) {
+  for (bool preempted : {false, true}) {
+    Builder b;
+    b.Proc(101, kMain, "pt_data_worker:0", true);
+    b.Proc(900, 1, "ffmpeg", false);
+    // The main thread waits 20 ms of every 100 ms for a batch (20% of wall clock).
+    for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
+      b.Add(Sw(kMain, t + 60 * kMs, 20 * kMs, SwitchKind::kBlocked, 0));
+      if (preempted) b.Add(Sw(101, t + 60 * kMs, 20 * kMs, SwitchKind::kPreempted, 20 * kMs, 900));
+      // Otherwise the worker is on CPU: no row.
+    }
+    Report r = b.Run();
+    ASSERT_FALSE(r.findings.empty());
+    EXPECT_EQ(r.findings[0].rule, preempted ? "cpu-contention" : "dataloader-starvation");
+    EXPECT_EQ(r.findings[0].severity, Severity::kHigh);
+  }
+}
+
+// ---- I/O and memory ------------------------------------------------------------------------
+
+TEST(IoTest, WorkersBlockedOnIoDuringWaits) {
+  Builder b;
+  b.Proc(101, kMain, "pt_data_worker:0", true);
+  for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
+    b.Add(Sw(kMain, t + 60 * kMs, 10 * kMs, SwitchKind::kBlocked, 0));
+    b.Add(Sw(101, t + 60 * kMs, 10 * kMs, SwitchKind::kBlockedIo, 0));
+    RawEvent io = Call(101, Op::kBlockIo, t + 60 * kMs, 9 * kMs);
+    io.bytes = 1 << 20;
+    b.Add(io);
+  }
+  Report r = b.Run();
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].rule, "io-bottleneck");
+  EXPECT_EQ(r.findings[0].severity, Severity::kMedium);  // 10% lost
+}
+
+TEST(MemoryTest, FaultStallsNeedPressureEvidence) {
+  for (bool faults_recorded : {false, true}) {
+    Builder b;
+    for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
+      b.Add(Sw(kMain, t + 60 * kMs, 10 * kMs, SwitchKind::kBlockedFault, 0));
+      for (int i = 0; faults_recorded && i < 10; ++i) {
+        b.Add(Call(kMain, Op::kMajorFault, t + 60 * kMs, 0));
+      }
+    }
+    Report r = b.Run();
+    const Finding* f = Find(r, "memory-pressure");
+    // 100 faults/s crosses kMajorFaultsPerSecMin; without fault rows or swap, no finding.
+    EXPECT_EQ(f != nullptr, faults_recorded);
+    if (f) {
+      EXPECT_EQ(f->severity, Severity::kMedium);
+    }
+  }
+}
+
+// ---- memcpy ----------------------------------------------------------------------------------
+
+TEST(MemcpyTest, ShareBoundariesAndPinnedBit) {
+  for (double share : {0.049, 0.051, 0.16, 0.31}) {
+    for (bool pinned : {false, true}) {
+      Builder b;
+      int n = 1000;
+      int64_t each = static_cast<int64_t>(share * 100 * kSec) / n;
+      for (int i = 0; i < n; ++i) {
+        RawEvent c = Call(kMain, Op::kCudaMemcpyAsync, i * 100 * kMs + 6 * kMs, each);
+        c.bytes = 8 << 20;
+        c.kind = 1 | (pinned ? kCopyPinnedHost : 0);
+        b.Add(c);
+      }
+      Report r = b.Run();
+      const Finding* f = Find(r, "memcpy-bottleneck");
+      if (share < thresholds::kMemcpyLowShare) {
+        EXPECT_EQ(f, nullptr);
+        continue;
+      }
+      ASSERT_NE(f, nullptr) << share;
+      Severity want = share >= thresholds::kMemcpyHighShare     ? Severity::kHigh
+                      : share >= thresholds::kMemcpyMediumShare ? Severity::kMedium
+                                                                : Severity::kLow;
+      EXPECT_EQ(f->severity, want) << share;
+      bool says_pin = false;
+      for (const std::string& s : f->fix)
+        says_pin |= s.find("pin_memory=True") != std::string::npos;
+      EXPECT_EQ(says_pin, !pinned);
+    }
+  }
+}
+
+// ---- CUDA-side rules -------------------------------------------------------------------------
+
+TEST(SyncHeavyTest, ManySyncsFewLaunches) {
+  Builder b;
+  for (OpSecondRow& r : b.w.op_seconds) {
+    if (r.op == Op::kCudaStreamSync) r.count = 600;
+    if (r.op == Op::kCudaLaunchKernel) r.count = 1200;
+  }
+  Report r = b.Run();
+  const Finding* f = Find(r, "sync-heavy");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kMedium);
+  for (OpSecondRow& row : b.w.op_seconds) {
+    if (row.op == Op::kCudaLaunchKernel) row.count = 600 * 25;  // 25 launches per sync
+  }
+  EXPECT_EQ(Find(b.Run(), "sync-heavy"), nullptr);
+}
+
+TEST(LaunchBoundTest, LaunchShareWithIdleGpu) {
+  Builder b;
+  for (OpSecondRow& r : b.w.op_seconds) {
+    if (r.op == Op::kCudaLaunchKernel) {
+      r.count = 120'000;
+      r.total_ns = 120'000 * 5'000;  // 60% of each second inside launches
+    }
+  }
+  const Finding* f = nullptr;
+  Report r = b.Run();
+  f = Find(r, "launch-bound");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kMedium);
+}
+
+TEST(AllocatorTest, PeriodicSpikesDetected) {
+  Builder b;
+  for (int64_t s = 5; s < 100; s += 10) {
+    b.w.op_seconds.push_back({s, kMain, Op::kCudaMalloc, 30, 250 * kMs, 10 * kMs});
+    b.w.op_seconds.push_back({s, kMain, Op::kCudaFree, 30, 90 * kMs, 4 * kMs});
+  }
+  Report r = b.Run();
+  const Finding* f = Find(r, "allocator-spikes");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kMedium);
+  EXPECT_NE(f->root[0].find("every 10 s"), std::string::npos) << f->root[0];
+  // Two spikes are not a pattern.
+  Builder two;
+  two.w.op_seconds.push_back({20, kMain, Op::kCudaMalloc, 30, 250 * kMs, 10 * kMs});
+  two.w.op_seconds.push_back({50, kMain, Op::kCudaMalloc, 30, 250 * kMs, 10 * kMs});
+  EXPECT_EQ(Find(two.Run(), "allocator-spikes"), nullptr);
+}
+
+TEST(ColdStartTest, SlowRampFromSessionStart) {
+  Builder b;
+  for (OpSecondRow& r : b.w.op_seconds) {
+    if (r.sec < 12) r.count /= 10;
+  }
+  Report r = b.Run();
+  const Finding* f = Find(r, "cold-start");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kMedium);  // 12 s of 100
+  // A window that starts later never reports cold start.
+  b.w.from = 20 * kSec;
+  EXPECT_EQ(Find(b.Run(), "cold-start"), nullptr);
+}
+
+TEST(GpuSharingTest, SecondCudaProcessInflatesSyncs) {
+  Builder b;
+  b.Proc(200, 1, "python3 (eval.py)", true);
+  for (int64_t s = 50; s < 100; ++s)
+    b.w.op_seconds.push_back({s, 200, Op::kCudaLaunchKernel, 900, 0, 0});
+  for (RawEvent& e : b.w.events) {
+    if (e.op == Op::kCudaStreamSync && e.ts >= 50 * kSec) e.duration = 400'000;
+  }
+  Report r = b.Run();
+  const Finding* f = Find(r, "gpu-sharing");
+  ASSERT_NE(f, nullptr);
+  EXPECT_GE(static_cast<int>(f->severity), static_cast<int>(Severity::kMedium));
+}
+
+TEST(FailureTest, OomAndAllocFailuresAreHigh) {
+  Builder b;
+  RawEvent oom = Call(kMain, Op::kOomKill, 10 * kSec, 0);
+  oom.ret = kNull;
+  b.Add(oom);
+  RawEvent bad = Call(kMain, Op::kCudaMalloc, 11 * kSec, 1000);
+  bad.ret = 2;
+  bad.bytes = 8ll << 30;
+  b.Add(bad);
+  Report r = b.Run();
+  ASSERT_NE(Find(r, "oom-kill"), nullptr);
+  ASSERT_NE(Find(r, "alloc-failure"), nullptr);
+  EXPECT_EQ(Find(r, "oom-kill")->severity, Severity::kHigh);
+  EXPECT_EQ(Find(r, "alloc-failure")->severity, Severity::kHigh);
+}
+
+// ---- Rendering -----------------------------------------------------------------------------
+
+TEST(RenderTest, JsonCarriesWhatTextShows) {
+  Builder b;
+  b.Proc(900, 1, "ffmpeg", false);
+  b.Preempt(30 * kSec, 900);
+  Report r = b.Run();
+  std::string text = ReportToText(r);
+  EXPECT_NE(text.find("[HIGH] CPU scheduling contention → CUDA throughput drop"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("GPU feed-time attribution"), std::string::npos);
+  nlohmann::json j = nlohmann::json::parse(ReportToJson(r));
+  EXPECT_EQ(j["findings"][0]["rule"], "cpu-contention");
+  EXPECT_EQ(j["findings"][0]["severity"], "HIGH");
+  EXPECT_FALSE(j["findings"][0]["evidence"].empty());
+  EXPECT_EQ(j["feed_time"][0]["causes"].size(), kFeedCauseCount);
+}
+
+TEST(RenderTest, EmptyWindowExplainsItself) {
+  WindowData w;
+  w.to = 10 * kSec;
+  w.label = "test";
+  Report r = Analyze(w, ExplainOptions{});
+  EXPECT_TRUE(r.findings.empty());
+  ASSERT_FALSE(r.notes.empty());
+  EXPECT_NE(ReportToText(r).find("no CUDA calls"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gw

@@ -1,0 +1,213 @@
+// diff: the same measurements over two whole sessions, with a verdict per row.
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "analysis/analyze.h"
+#include "analysis/explain.h"
+#include "analysis/facts.h"
+#include "analysis/format.h"
+#include "analysis/loader.h"
+#include "analysis/thresholds.h"
+#include "base/table.h"
+#include "store/reader.h"
+
+namespace gw {
+
+namespace {
+
+struct SessionMeasures {
+  std::string label;
+  double seconds = 0;
+  double ctx_switches = 0;
+  double preemptions = 0;  // involuntary switches (kind 0) of the training process
+  double runq_share = 0;   // main thread, % of wall clock
+  double sync_p50_us = 0;
+  double sync_p99_us = 0;
+  double cuda_ops_per_s = 0;
+  std::vector<double> feed_pct;  // main thread % per FeedCause
+  std::vector<std::string> findings;
+};
+
+StatusOr<SessionMeasures> Measure(StoreReader& reader, int64_t session) {
+  WindowRequest req;
+  req.session = session;
+  req.whole_session = true;
+  ASSIGN_OR_RETURN(WindowData w, LoadWindow(reader, req));
+  ExplainOptions options;
+  Facts f = ComputeFacts(w, options);
+  SessionMeasures m;
+  std::string file = reader.path();
+  if (size_t slash = file.rfind('/'); slash != std::string::npos) file = file.substr(slash + 1);
+  m.label = file + " session " + std::to_string(w.session);
+  m.seconds = f.window_s;
+  if (f.main_pid == 0) {
+    return NotFound("no CUDA calls from tracked processes in " + m.label + " — nothing to compare");
+  }
+  if (auto it = f.switches.find(f.main_pid); it != f.switches.end()) {
+    m.ctx_switches = static_cast<double>(it->second.count);
+  }
+  for (const RawEvent& e : w.events) {
+    if (e.pid == f.main_pid && e.op == Op::kSchedSwitch &&
+        e.kind == static_cast<int64_t>(SwitchKind::kPreempted)) {
+      m.preemptions += 1;
+    }
+  }
+  int64_t wall = f.main_tl ? f.main_tl->end() - f.main_tl->begin() : 0;
+  for (size_t i = 0; i < kFeedCauseCount; ++i) {
+    m.feed_pct.push_back(wall > 0 ? 100.0 * static_cast<double>(f.main_totals[i]) / wall : 0);
+  }
+  m.runq_share = m.feed_pct[static_cast<size_t>(FeedCause::kRunqWait)];
+  std::vector<int64_t> syncs;
+  for (const RawEvent& e : w.events) {
+    if (e.pid == f.main_pid && IsSync(e.op)) syncs.push_back(e.duration);
+  }
+  m.sync_p50_us = static_cast<double>(Percentile(syncs, 50)) / 1e3;
+  m.sync_p99_us = static_cast<double>(Percentile(syncs, 99)) / 1e3;
+  int64_t ops = 0, secs = 0;
+  for (const auto& [sec, n] : f.cuda_ops_per_sec[f.main_pid]) {
+    ops += n;
+    ++secs;
+  }
+  m.cuda_ops_per_s = secs > 0 ? static_cast<double>(ops) / static_cast<double>(secs) : 0;
+  Report r = Analyze(w, options);
+  for (const Finding& x : r.findings) {
+    m.findings.push_back(std::string("[") + SeverityName(x.severity) + "] " + x.cause + " → " +
+                         x.effect);
+  }
+  return m;
+}
+
+DiffRow Row(std::string metric, std::string key, std::string unit, double before, double after,
+            bool lower_is_better, double abs_floor) {
+  DiffRow r;
+  r.metric = std::move(metric);
+  r.key = std::move(key);
+  r.unit = std::move(unit);
+  r.before = before;
+  r.after = after;
+  r.lower_is_better = lower_is_better;
+  r.change_pct = before != 0 ? (after - before) / before * 100.0 : 0;
+  r.ratio = before != 0 ? after / before : 0;
+  double delta = after - before;
+  double base = std::max(std::abs(before), std::abs(after));
+  bool beyond = std::abs(delta) > thresholds::kDiffNoiseShare * base && std::abs(delta) > abs_floor;
+  if (!beyond) {
+    r.verdict = Verdict::kSame;
+  } else if ((delta < 0) == lower_is_better) {
+    r.verdict = Verdict::kBetter;
+  } else {
+    r.verdict = Verdict::kWorse;
+  }
+  return r;
+}
+
+double R(double v) { return std::round(v * 1000.0) / 1000.0; }
+
+}  // namespace
+
+StatusOr<DiffReport> Diff(StoreReader& a, int64_t session_a, StoreReader& b, int64_t session_b) {
+  ASSIGN_OR_RETURN(SessionMeasures x, Measure(a, session_a));
+  ASSIGN_OR_RETURN(SessionMeasures y, Measure(b, session_b));
+  DiffReport d;
+  d.label_a = x.label;
+  d.label_b = y.label;
+  d.duration_a_s = x.seconds;
+  d.duration_b_s = y.seconds;
+  d.findings_a = x.findings;
+  d.findings_b = y.findings;
+  // A faster loop syncs (and so sleeps) more often: judge switches per unit of work.
+  auto per_kop = [](const SessionMeasures& m) {
+    double ops = m.cuda_ops_per_s * m.seconds;
+    return ops > 0 ? m.ctx_switches / ops * 1000.0 : 0.0;
+  };
+  DiffRow per_work = Row("context switches per 1,000 CUDA calls", "train_ctx_switches_per_kop",
+                         "ratio", per_kop(x), per_kop(y), true, 0.1);
+  DiffRow total = Row("context switches on training process", "train_ctx_switches", "count",
+                      x.ctx_switches, y.ctx_switches, true, 10);
+  total.verdict = per_work.verdict;
+  d.rows.push_back(total);
+  d.rows.push_back(per_work);
+  d.rows.push_back(Row("preemptions of training process (involuntary switches)",
+                       "train_preemptions", "count", x.preemptions, y.preemptions, true, 10));
+  d.rows.push_back(Row("main thread run-queue wait", "runq_wait_pct", "%", x.runq_share,
+                       y.runq_share, true, 1.0));
+  d.rows.push_back(Row("sync p50", "sync_p50_us", "us", x.sync_p50_us, y.sync_p50_us, true, 5));
+  d.rows.push_back(Row("sync p99", "sync_p99_us", "us", x.sync_p99_us, y.sync_p99_us, true, 5));
+  d.rows.push_back(Row("CUDA op throughput", "cuda_ops_per_s", "ops/s", x.cuda_ops_per_s,
+                       y.cuda_ops_per_s, false, 1));
+  for (size_t i = 0; i < kFeedCauseCount; ++i) {
+    FeedCause c = static_cast<FeedCause>(i);
+    // Running and sync time going up is the GPU being fed; every other cause is loss.
+    bool lower = !(c == FeedCause::kRunning || c == FeedCause::kSync);
+    d.rows.push_back(Row(std::string("main thread: ") + FeedCauseLabel(c),
+                         std::string("feed_") + FeedCauseName(c) + "_pct", "%", x.feed_pct[i],
+                         y.feed_pct[i], lower, 1.0));
+  }
+  return d;
+}
+
+std::string DiffToText(const DiffReport& d) {
+  std::string out;
+  out += Fmt("Before: %s (%.1f s)\nAfter:  %s (%.1f s)\n\n", d.label_a.c_str(), d.duration_a_s,
+             d.label_b.c_str(), d.duration_b_s);
+  Table t;
+  t.columns = {"metric", "before", "after", "change", "verdict"};
+  for (const DiffRow& r : d.rows) {
+    auto v = [&](double x) {
+      if (r.unit == "count") return FormatCount(static_cast<int64_t>(std::llround(x)));
+      if (r.unit == "us") return FormatNs(static_cast<int64_t>(std::llround(x * 1e3)));
+      if (r.unit == "%") return Fmt("%.1f%%", x);
+      if (r.unit == "ratio") return Fmt("%.2f", x);
+      return FormatRate(x) + " ops/s";
+    };
+    std::string change;
+    if (r.before == 0 && r.after == 0) {
+      change = "—";
+    } else if (r.before != 0 && r.ratio > 0 && (r.ratio >= 2 || r.ratio <= 0.5)) {
+      change = r.ratio >= 1 ? Fmt("%s", FormatFactor(r.ratio).c_str())
+                            : Fmt("1/%s", FormatFactor(1 / r.ratio).c_str());
+    } else if (r.before != 0) {
+      change = Fmt("%+.0f%%", r.change_pct);
+    } else {
+      change = "new";
+    }
+    t.rows.push_back(
+        {r.metric, v(r.before), v(r.after), change, std::string(VerdictName(r.verdict))});
+  }
+  out += FormatTable(t, TableFormat::kText);
+  out += "\nFindings before:\n";
+  if (d.findings_a.empty()) out += "  (none)\n";
+  for (const std::string& s : d.findings_a) out += "  " + s + "\n";
+  out += "Findings after:\n";
+  if (d.findings_b.empty()) out += "  (none)\n";
+  for (const std::string& s : d.findings_b) out += "  " + s + "\n";
+  return out;
+}
+
+std::string DiffToJson(const DiffReport& d) {
+  using nlohmann::ordered_json;
+  try {
+    ordered_json j;
+    j["before"] = {
+        {"label", d.label_a}, {"seconds", R(d.duration_a_s)}, {"findings", d.findings_a}};
+    j["after"] = {{"label", d.label_b}, {"seconds", R(d.duration_b_s)}, {"findings", d.findings_b}};
+    ordered_json rows = ordered_json::array();
+    for (const DiffRow& r : d.rows) {
+      rows.push_back({{"key", r.key},
+                      {"metric", r.metric},
+                      {"unit", r.unit},
+                      {"before", R(r.before)},
+                      {"after", R(r.after)},
+                      {"change_pct", R(r.change_pct)},
+                      {"ratio", R(r.ratio)},
+                      {"lower_is_better", r.lower_is_better},
+                      {"verdict", VerdictName(r.verdict)}});
+    }
+    j["rows"] = rows;
+    return j.dump(2, ' ', false, ordered_json::error_handler_t::replace) + "\n";
+  } catch (const std::exception& e) {
+    return std::string("{\"error\": \"") + JsonEscape(e.what()) + "\"}\n";
+  }
+}
+
+}  // namespace gw

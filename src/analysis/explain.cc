@@ -1,0 +1,226 @@
+#include "analysis/explain.h"
+
+#include <algorithm>
+#include <set>
+
+#include "analysis/analyze.h"
+#include "analysis/facts.h"
+#include "analysis/format.h"
+#include "analysis/loader.h"
+#include "analysis/thresholds.h"
+
+namespace gw {
+
+const char* SeverityName(Severity s) {
+  switch (s) {
+    case Severity::kLow:
+      return "LOW";
+    case Severity::kMedium:
+      return "MEDIUM";
+    case Severity::kHigh:
+      return "HIGH";
+  }
+  return "LOW";
+}
+
+const char* FeedCauseName(FeedCause c) {
+  switch (c) {
+    case FeedCause::kRunning:
+      return "running";
+    case FeedCause::kRunqWait:
+      return "runq_wait";
+    case FeedCause::kBlockedIo:
+      return "blocked_io";
+    case FeedCause::kPageFault:
+      return "page_fault";
+    case FeedCause::kBlockedOther:
+      return "blocked_other";
+    case FeedCause::kMemcpy:
+      return "memcpy";
+    case FeedCause::kSync:
+      return "sync";
+  }
+  return "running";
+}
+
+const char* FeedCauseLabel(FeedCause c) {
+  switch (c) {
+    case FeedCause::kRunning:
+      return "running on CPU";
+    case FeedCause::kRunqWait:
+      return "runnable, waiting for a CPU";
+    case FeedCause::kBlockedIo:
+      return "blocked on I/O";
+    case FeedCause::kPageFault:
+      return "page faults / reclaim";
+    case FeedCause::kBlockedOther:
+      return "blocked (workers, locks)";
+    case FeedCause::kMemcpy:
+      return "in cudaMemcpy";
+    case FeedCause::kSync:
+      return "in CUDA sync";
+  }
+  return "running";
+}
+
+const char* VerdictName(Verdict v) {
+  switch (v) {
+    case Verdict::kBetter:
+      return "better";
+    case Verdict::kWorse:
+      return "worse";
+    case Verdict::kSame:
+      return "same";
+  }
+  return "same";
+}
+
+namespace {
+
+constexpr FeedCause kCauses[] = {
+    FeedCause::kRunning,      FeedCause::kRunqWait, FeedCause::kBlockedIo, FeedCause::kPageFault,
+    FeedCause::kBlockedOther, FeedCause::kMemcpy,   FeedCause::kSync};
+
+FeedTimeGroup MakeGroup(std::string name, int32_t threads, int64_t thread_ns, const CauseTimes& t) {
+  FeedTimeGroup g;
+  g.name = std::move(name);
+  g.threads = threads;
+  g.thread_seconds = static_cast<double>(thread_ns) / 1e9;
+  for (FeedCause c : kCauses) {
+    FeedTimeRow row;
+    row.cause = c;
+    row.seconds = static_cast<double>(At(t, c)) / 1e9;
+    row.pct = thread_ns > 0 ? 100.0 * static_cast<double>(At(t, c)) / thread_ns : 0;
+    g.rows.push_back(row);
+  }
+  return g;
+}
+
+std::string Role(const Facts& f, int32_t pid) {
+  if (pid == f.main_pid) return "training";
+  if (std::find(f.worker_pids.begin(), f.worker_pids.end(), pid) != f.worker_pids.end()) {
+    return "worker";
+  }
+  if (std::find(f.cuda_pids.begin(), f.cuda_pids.end(), pid) != f.cuda_pids.end()) {
+    return "gpu-peer";
+  }
+  if (f.runq_holders.count(pid)) return "competitor";
+  return "other";
+}
+
+}  // namespace
+
+Report Analyze(const WindowData& w, const ExplainOptions& options) {
+  Report r;
+  r.evidence = options.evidence;
+  r.window = {w.session, w.from, w.to, w.label};
+  r.events = w.events_in_window;
+  // System context: means over the window's 1 Hz snapshots; swap is the peak.
+  if (!w.snapshots.empty()) {
+    SystemContext& s = r.system;
+    s.present = true;
+    double n = static_cast<double>(w.snapshots.size());
+    int64_t faults = 0;
+    for (const SystemSnapshot& x : w.snapshots) {
+      s.cpu_pct += x.cpu_pct / n;
+      s.mem_pct += x.mem_pct / n;
+      s.load1 += x.load1 / n;
+      s.iowait_pct += x.iowait_pct / n;
+      s.swap_mb = std::max(s.swap_mb, static_cast<double>(x.swap_used_bytes) / 1048576.0);
+      if (x.cores > 0) s.cores = x.cores;
+      faults += x.major_faults_per_s;
+    }
+    s.major_faults_per_s = static_cast<int64_t>(static_cast<double>(faults) / n);
+  }
+  if (r.system.cores == 0) r.system.cores = w.cores;
+
+  Facts f = ComputeFacts(w, options);
+  if (f.main_pid == 0) {
+    r.notes.push_back(
+        "no CUDA calls from tracked processes in this window — nothing feeds a GPU "
+        "here; widen --since or check `gpuwhy query \"SELECT * FROM "
+        "process_names\"`");
+  } else {
+    RunRules(f, &r.findings);
+    std::stable_sort(r.findings.begin(), r.findings.end(), [](const Finding& a, const Finding& b) {
+      if (a.severity != b.severity)
+        return static_cast<int>(a.severity) > static_cast<int>(b.severity);
+      return a.lost_s > b.lost_s;
+    });
+    r.feed_time.push_back(MakeGroup("training threads (CUDA callers)",
+                                    static_cast<int32_t>(f.train_tls.size()), f.train_thread_ns,
+                                    f.train_totals));
+    if (!f.worker_tls.empty()) {
+      r.feed_time.push_back(MakeGroup("DataLoader workers",
+                                      static_cast<int32_t>(f.worker_tls.size()), f.worker_thread_ns,
+                                      f.worker_totals));
+    }
+    // Top processes: the training process and workers first, then by off-CPU time.
+    std::vector<ProcessStat> stats;
+    std::set<int32_t> seen;
+    auto add = [&](int32_t pid) {
+      if (!seen.insert(pid).second) return;
+      ProcessStat p;
+      p.pid = pid;
+      p.name = ProcessName(w, pid);
+      p.role = Role(f, pid);
+      auto it = w.processes.find(pid);
+      p.tracked = it != w.processes.end() && it->second.tracked;
+      if (auto s = f.switches.find(pid); s != f.switches.end()) {
+        p.context_switches = s->second.count;
+        p.off_cpu_s = static_cast<double>(s->second.off_ns) / 1e9;
+        p.runq_s = static_cast<double>(s->second.runq_ns) / 1e9;
+        p.worst_stall_ms = static_cast<double>(s->second.max_ns) / 1e6;
+      }
+      if (auto h = f.runq_holders.find(pid); h != f.runq_holders.end()) {
+        p.cpu_taken_from_feeders_s = static_cast<double>(h->second) / 1e9;
+      }
+      for (const auto& [sec, n] : f.cuda_ops_per_sec[pid]) p.cuda_calls += n;
+      stats.push_back(p);
+    };
+    add(f.main_pid);
+    for (int32_t pid : f.worker_pids) add(pid);
+    std::vector<std::pair<double, int32_t>> others;
+    for (const auto& [pid, s] : f.switches) {
+      if (!seen.count(pid) && pid > 0) others.push_back({-static_cast<double>(s.off_ns), pid});
+    }
+    std::sort(others.begin(), others.end());
+    for (const auto& [neg, pid] : others) {
+      if (stats.size() >= 12) break;
+      add(pid);
+    }
+    r.top_processes = std::move(stats);
+    int64_t counted = 0;
+    for (const OpSecondRow& row : w.op_seconds) {
+      if (IsLaunch(row.op)) counted += row.count;
+    }
+    if (counted > static_cast<int64_t>(w.launch_samples.size()) && !w.launch_samples.empty()) {
+      r.notes.push_back(
+          Fmt("%s kernel launches in this window, counted in op_seconds; launch "
+              "rows are sampled (durations from %s of them)",
+              FormatCount(counted).c_str(),
+              FormatCount(static_cast<int64_t>(w.launch_samples.size())).c_str()));
+    }
+  }
+  if (w.drops > 0) {
+    r.notes.push_back(Fmt("%s events were dropped during capture: counts are lower bounds",
+                          FormatCount(w.drops).c_str()));
+  }
+  if (w.snapshots.empty()) r.notes.push_back("no system snapshots in this window");
+  return r;
+}
+
+StatusOr<Report> Explain(StoreReader& reader, const ExplainOptions& options) {
+  if (options.since_ns <= 0 && !options.from_ns) {
+    return InvalidArgument("--since must be a positive duration, e.g. 120s");
+  }
+  WindowRequest request;
+  request.session = options.session;
+  request.since_ns = options.since_ns;
+  request.from_ns = options.from_ns;
+  request.to_ns = options.to_ns;
+  ASSIGN_OR_RETURN(WindowData w, LoadWindow(reader, request));
+  return Analyze(w, options);
+}
+
+}  // namespace gw

@@ -1,0 +1,186 @@
+// Text and JSON renderings of a Report. Text follows the brief's shape; JSON carries everything
+// the text shows, as structured data.
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "analysis/explain.h"
+#include "analysis/format.h"
+#include "base/table.h"
+
+namespace gw {
+
+namespace {
+
+constexpr const char* kRule =
+    "━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━";
+
+// Rounds for stable, readable JSON (3 decimals).
+double R(double v) { return std::round(v * 1000.0) / 1000.0; }
+
+void AppendLines(std::string* out, const char* head, const std::vector<std::string>& lines) {
+  for (size_t i = 0; i < lines.size(); ++i) {
+    *out += Fmt("  %-14s%s\n", i == 0 ? head : "", lines[i].c_str());
+  }
+}
+
+std::string Indent(const std::string& text, const std::string& prefix) {
+  std::string out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t nl = text.find('\n', start);
+    if (nl == std::string::npos) nl = text.size();
+    out += prefix + text.substr(start, nl - start) + "\n";
+    start = nl + 1;
+  }
+  return out;
+}
+
+std::string Title(const Finding& f) { return f.cause + " → " + f.effect; }
+
+}  // namespace
+
+std::string ReportToText(const Report& r) {
+  std::string out;
+  if (r.system.present) {
+    out +=
+        Fmt("System Context: CPU: %.1f%% | Memory: %.1f%% | Load: %.1f (%lld cores) | Swap: "
+            "%.0f MB\n",
+            r.system.cpu_pct, r.system.mem_pct, r.system.load1,
+            static_cast<long long>(r.system.cores), r.system.swap_mb);
+  } else {
+    out += Fmt("System Context: no system snapshots (%lld cores)\n",
+               static_cast<long long>(r.system.cores));
+  }
+  out += "\nCausal Chains (" + r.window.label + "):\n" + std::string(kRule) + "\n";
+  bool any = false;
+  for (const Finding& f : r.findings) {
+    any = true;
+    out += Fmt("[%s] %s\n", SeverityName(f.severity), Title(f).c_str());
+    AppendLines(&out, "Root:", f.root);
+    AppendLines(&out, "Effect:", f.effects);
+    AppendLines(&out, "Contributing:", f.contributing);
+    AppendLines(&out, "Fix:", f.fix);
+    if (r.evidence) {
+      for (const EvidenceQuery& q : f.evidence) {
+        out += "  Evidence:     -- " + q.what + "\n";
+        out += Indent("gpuwhy query \"" + q.sql + "\"", "                ");
+      }
+    }
+    out += "\n";
+  }
+  if (!any) {
+    out += "No causal chains: nothing in this window stands out from the run's own baseline.\n\n";
+  }
+  for (const FeedTimeGroup& g : r.feed_time) {
+    out +=
+        Fmt("GPU feed-time attribution — %s: %d thread%s, %.1f thread-seconds of %.1f s wall "
+            "clock\n",
+            g.name.c_str(), g.threads, g.threads == 1 ? "" : "s", g.thread_seconds,
+            static_cast<double>(r.window.to_ns - r.window.from_ns) / 1e9);
+    Table t;
+    t.columns = {"cause", "seconds", "share"};
+    for (const FeedTimeRow& row : g.rows) {
+      t.rows.push_back({std::string(FeedCauseLabel(row.cause)), Fmt("%.1f", row.seconds),
+                        Fmt("%.1f%%", row.pct)});
+    }
+    out += Indent(FormatTable(t, TableFormat::kText), "  ");
+    out += "\n";
+  }
+  if (!r.top_processes.empty()) {
+    out += "Processes (" + r.window.label + "):\n";
+    Table t;
+    t.columns = {"process",   "pid",    "role",           "switches",
+                 "off_cpu_s", "runq_s", "worst_stall_ms", "took_cpu_s"};
+    for (const ProcessStat& p : r.top_processes) {
+      t.rows.push_back({p.name, static_cast<int64_t>(p.pid), p.role, p.context_switches,
+                        Fmt("%.1f", p.off_cpu_s), Fmt("%.1f", p.runq_s),
+                        Fmt("%.1f", p.worst_stall_ms), Fmt("%.1f", p.cpu_taken_from_feeders_s)});
+    }
+    out += Indent(FormatTable(t, TableFormat::kText), "  ");
+  }
+  for (const std::string& n : r.notes) out += "note: " + n + "\n";
+  return out;
+}
+
+std::string ReportToJson(const Report& r) {
+  using nlohmann::ordered_json;
+  try {
+    ordered_json j;
+    j["window"] = {{"session", r.window.session},
+                   {"from_ns", r.window.from_ns},
+                   {"to_ns", r.window.to_ns},
+                   {"seconds", R(static_cast<double>(r.window.to_ns - r.window.from_ns) / 1e9)},
+                   {"label", r.window.label}};
+    if (r.system.present) {
+      j["system"] = {{"cpu_pct", R(r.system.cpu_pct)},
+                     {"mem_pct", R(r.system.mem_pct)},
+                     {"load1", R(r.system.load1)},
+                     {"cores", r.system.cores},
+                     {"swap_mb", R(r.system.swap_mb)},
+                     {"iowait_pct", R(r.system.iowait_pct)},
+                     {"major_faults_per_s", r.system.major_faults_per_s}};
+    } else {
+      j["system"] = {{"cores", r.system.cores}};
+    }
+    ordered_json findings = ordered_json::array();
+    for (const Finding& f : r.findings) {
+      ordered_json jf;
+      jf["rule"] = f.rule;
+      jf["severity"] = SeverityName(f.severity);
+      jf["title"] = Title(f);
+      jf["cause"] = f.cause;
+      jf["effect"] = f.effect;
+      jf["root"] = f.root;
+      jf["effects"] = f.effects;
+      jf["contributing"] = f.contributing;
+      jf["fix"] = f.fix;
+      jf["lost_s"] = R(f.lost_s);
+      ordered_json metrics = ordered_json::array();
+      for (const Metric& m : f.metrics) {
+        metrics.push_back({{"name", m.name}, {"value", R(m.value)}, {"unit", m.unit}});
+      }
+      jf["metrics"] = metrics;
+      ordered_json ev = ordered_json::array();
+      for (const EvidenceQuery& q : f.evidence) ev.push_back({{"what", q.what}, {"sql", q.sql}});
+      jf["evidence"] = ev;
+      findings.push_back(jf);
+    }
+    j["findings"] = findings;
+    ordered_json feed = ordered_json::array();
+    for (const FeedTimeGroup& g : r.feed_time) {
+      ordered_json rows = ordered_json::array();
+      for (const FeedTimeRow& row : g.rows) {
+        rows.push_back({{"cause", FeedCauseName(row.cause)},
+                        {"label", FeedCauseLabel(row.cause)},
+                        {"seconds", R(row.seconds)},
+                        {"pct", R(row.pct)}});
+      }
+      feed.push_back({{"group", g.name},
+                      {"threads", g.threads},
+                      {"thread_seconds", R(g.thread_seconds)},
+                      {"causes", rows}});
+    }
+    j["feed_time"] = feed;
+    ordered_json procs = ordered_json::array();
+    for (const ProcessStat& p : r.top_processes) {
+      procs.push_back({{"pid", p.pid},
+                       {"name", p.name},
+                       {"role", p.role},
+                       {"tracked", p.tracked},
+                       {"context_switches", p.context_switches},
+                       {"off_cpu_s", R(p.off_cpu_s)},
+                       {"runq_s", R(p.runq_s)},
+                       {"worst_stall_ms", R(p.worst_stall_ms)},
+                       {"took_cpu_from_feeders_s", R(p.cpu_taken_from_feeders_s)},
+                       {"cuda_calls", p.cuda_calls}});
+    }
+    j["top_processes"] = procs;
+    j["events"] = r.events;
+    j["notes"] = r.notes;
+    return j.dump(2, ' ', false, ordered_json::error_handler_t::replace) + "\n";
+  } catch (const std::exception& e) {
+    return std::string("{\"error\": \"") + JsonEscape(e.what()) + "\"}\n";
+  }
+}
+
+}  // namespace gw

@@ -1,0 +1,336 @@
+#include "capture/tracer.h"
+
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+
+#include "base/table.h"
+#include "sources/system/host_info.h"
+
+#ifdef GW_HAVE_CUDA_SOURCE
+#include "sources/cuda/cuda_source.h"
+#endif
+
+namespace gw {
+
+namespace {
+
+int64_t ClockNs(clockid_t id) {
+  timespec ts;
+  clock_gettime(id, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Reads CLOCK_MONOTONIC and CLOCK_REALTIME as close together as possible: the pair with the
+// smallest gap between two monotonic reads wins (a preemption between the reads would skew
+// the wall anchor).
+SessionClock NewSessionClock() {
+  SessionClock best;
+  int64_t best_gap = INT64_MAX;
+  for (int i = 0; i < 5; ++i) {
+    int64_t m1 = ClockNs(CLOCK_MONOTONIC);
+    int64_t w = ClockNs(CLOCK_REALTIME);
+    int64_t m2 = ClockNs(CLOCK_MONOTONIC);
+    if (m2 - m1 < best_gap) {
+      best_gap = m2 - m1;
+      best.mono_start_ns = m1 + (m2 - m1) / 2;
+      best.wall_start_ns = w;
+    }
+  }
+  return best;
+}
+
+#ifdef GW_HAVE_CUDA_SOURCE
+StatusOr<std::unique_ptr<Source>> MakeCudaSource(const TracerOptions& options) {
+  CudaSourceOptions cuda;
+  cuda.libraries = options.cuda_libs;
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaSource> source, CudaSource::Create(cuda));
+  return std::unique_ptr<Source>(std::move(source));
+}
+#else
+StatusOr<std::unique_ptr<Source>> MakeCudaSource(const TracerOptions&) {
+  return std::unique_ptr<Source>();  // not built into this binary
+}
+#endif
+
+}  // namespace
+
+Tracer::Tracer(TracerOptions options) : options_(std::move(options)) {}
+
+Tracer::~Tracer() {
+  if (started_ && !stopped_) (void)Stop();
+}
+
+StatusOr<std::unique_ptr<Tracer>> Tracer::Create(TracerOptions options) {
+  if (options.json && options.json_out == nullptr) options.json_out = stdout;
+  return std::unique_ptr<Tracer>(new Tracer(std::move(options)));
+}
+
+int64_t Tracer::ElapsedNs() const { return ClockNs(CLOCK_MONOTONIC) - clock_.mono_start_ns; }
+
+Status Tracer::Start() {
+  if (started_) return FailedPrecondition("tracer started twice");
+  ASSIGN_OR_RETURN(std::unique_ptr<HostSource> host, HostSource::Create(options_.host));
+  std::unique_ptr<Source> cuda;
+  if (options_.cuda) {
+    ASSIGN_OR_RETURN(cuda, MakeCudaSource(options_));
+  }
+
+  clock_ = NewSessionClock();
+  if (options_.record) {
+    RETURN_IF_ERROR(PrepareDatabaseLocation(options_.db_path));
+    WriterOptions wo;
+    wo.max_db_bytes = options_.max_db_bytes;
+    ASSIGN_OR_RETURN(writer_, StoreWriter::Create(options_.db_path, wo));
+    HostInfo hi = ReadHostInfo();
+    SessionInfo info;
+    info.kind = "trace";
+    info.wall_start_ns = clock_.wall_start_ns;
+    info.mono_start_ns = clock_.mono_start_ns;
+    info.host = hi.host;
+    info.kernel = hi.kernel;
+    info.cpu_model = hi.cpu_model;
+    info.cores = hi.cores;
+    info.mem_bytes = hi.mem_bytes;
+    info.gpu_driver = hi.gpu_driver;
+    if (!hi.gpus.empty()) info.gpu_model = hi.gpus.front().model;
+    info.version = options_.version;
+    info.command_line = options_.command_line;
+    ASSIGN_OR_RETURN(int64_t session, writer_->BeginSession(info));
+    (void)session;
+  }
+
+  SourceContext context;
+  context.clock = clock_;
+  context.sink = this;
+  context.pids = options_.pids;
+  context.comms = options_.comms;
+  context.stacks = options_.stacks;
+  context.cuda_libs = options_.cuda_libs;
+  host_ = host.get();
+  RETURN_IF_ERROR(host->Start(context));
+  sources_.push_back(std::move(host));
+  context.tracked_map_fd = host_->tracked_map_fd();
+  if (cuda) {
+    Status st = cuda->Start(context);
+    if (!st.ok()) {
+      // The host side still explains a lot; say loudly what is missing.
+      std::lock_guard<std::mutex> lock(notes_mu_);
+      notes_.push_back("CUDA probes not attached: " + st.message());
+    } else {
+      sources_.push_back(std::move(cuda));
+    }
+  } else if (options_.cuda) {
+    std::lock_guard<std::mutex> lock(notes_mu_);
+    notes_.push_back("this build has no CUDA source: host events only");
+  }
+
+  sampler_ = std::make_unique<SystemSampler>(
+      [this](const SystemSnapshot& snapshot) {
+        live_.SetSystem(snapshot);
+        if (writer_) writer_->AppendSnapshot(snapshot);
+      },
+      [this] { return ElapsedNs(); });
+  sampler_->Start();
+  started_ = true;
+  drain_ = std::thread([this] { DrainLoop(); });
+  return Status::Ok();
+}
+
+void Tracer::DrainLoop() {
+  auto last_rediscover = std::chrono::steady_clock::now();
+  while (!stop_drain_.load(std::memory_order_relaxed)) {
+    for (auto& s : sources_) s->Poll();
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_rediscover >= std::chrono::seconds(1)) {
+      last_rediscover = now;
+      for (auto& s : sources_) s->Rediscover();
+      int64_t drops = 0;
+      for (const auto& [where, n] : CollectDrops()) drops += n;
+      live_.SetDrops(drops);
+    }
+    if (options_.json && options_.json_out) std::fflush(options_.json_out);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // Clean stop, on this thread so sources never see two threads: detach (in reverse start
+  // order), then drain until every ring is empty twice in a row.
+  for (auto it = sources_.rbegin(); it != sources_.rend(); ++it) (*it)->Stop();
+  int empty_rounds = 0;
+  while (empty_rounds < 2) {
+    int64_t n = 0;
+    for (auto& s : sources_) n += s->Poll();
+    empty_rounds = n == 0 ? empty_rounds + 1 : 0;
+  }
+  if (options_.json && options_.json_out) std::fflush(options_.json_out);
+  drained_ = true;
+}
+
+void Tracer::Wait(const std::atomic<bool>* stop, const std::function<void()>& each_second) {
+  // --duration counts from here: probes are attached and the tracked set is seeded.
+  auto start = std::chrono::steady_clock::now();
+  auto next_tick = start + std::chrono::seconds(1);
+  while (!(stop && stop->load())) {
+    if (options_.duration_ns > 0 &&
+        std::chrono::steady_clock::now() - start >= std::chrono::nanoseconds(options_.duration_ns)) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (std::chrono::steady_clock::now() >= next_tick) {
+      next_tick += std::chrono::seconds(1);
+      if (each_second) each_second();
+    }
+  }
+}
+
+DropCounts Tracer::CollectDrops() const {
+  DropCounts all;
+  for (const auto& s : sources_) {
+    for (const auto& [k, v] : s->Drops()) all[k] += v;
+  }
+  // The writer's queue blocks producers instead of dropping; its count is reported as such.
+  all["user_queue"] += 0;
+  return all;
+}
+
+std::string Tracer::DropsJson(const DropCounts& drops) {
+  std::string json = "{";
+  bool first = true;
+  for (const auto& [k, v] : drops) {
+    if (!first) json += ",";
+    first = false;
+    json += "\"" + JsonEscape(k) + "\":" + std::to_string(v);
+  }
+  return json + "}";
+}
+
+StatusOr<TraceSummary> Tracer::Stop() {
+  if (!started_) return FailedPrecondition("tracer not started");
+  if (stopped_) return FailedPrecondition("tracer already stopped");
+  stopped_ = true;
+  TraceSummary summary;
+  summary.elapsed_ns = ElapsedNs();
+  if (sampler_) sampler_->Stop();
+  stop_drain_ = true;
+  if (drain_.joinable()) drain_.join();
+  summary.drops_detail = CollectDrops();
+  for (const auto& [k, v] : summary.drops_detail) summary.drops += v;
+  summary.events = events_.load();
+  summary.host_records_emitted = host_ ? host_->RecordsEmitted() : 0;
+  summary.host_records_consumed = host_ ? host_->RecordsConsumed() : 0;
+  for (const auto& s : sources_) summary.sources.push_back(s->name());
+  summary.notes = TakeNotes();
+  Status result = Status::Ok();
+  if (writer_) {
+    summary.db_path = writer_->path();
+    summary.session_id = writer_->session_id();
+    Status st = writer_->Flush();
+    SessionTotals totals;
+    totals.wall_stop_ns = ClockNs(CLOCK_REALTIME);
+    totals.events = summary.events;
+    totals.drops = summary.drops;
+    totals.drops_detail = DropsJson(summary.drops_detail);
+    Status end = writer_->EndSession(totals);
+    summary.events_written = writer_->stats().events_written;
+    Status closed = writer_->Close();
+    ChownToInvokingUser(options_.db_path);
+    if (!st.ok()) result = st;
+    else if (!end.ok()) result = end;
+    else if (!closed.ok()) result = closed;
+  }
+  sources_.clear();
+  host_ = nullptr;
+  if (!result.ok()) return result.WithContext("finish recording " + options_.db_path);
+  return summary;
+}
+
+LiveSnapshot Tracer::Live() const { return live_.Snapshot(ElapsedNs()); }
+
+std::vector<std::string> Tracer::TakeNotes() {
+  std::vector<std::string> out;
+  {
+    std::lock_guard<std::mutex> lock(notes_mu_);
+    out.swap(notes_);
+  }
+  // Sources' notes are taken on the caller's thread; TakeNotes is safe to call concurrently
+  // with Poll for every source (they guard their notes).
+  for (auto& s : sources_) {
+    for (std::string& n : s->TakeNotes()) out.push_back(std::move(n));
+  }
+  return out;
+}
+
+void Tracer::OnEvents(const Event* events, size_t count) {
+  if (count == 0) return;
+  events_ += static_cast<int64_t>(count);
+  live_.AddEvents(events, count);
+  if (writer_) writer_->AppendEvents(events, count);
+  if (options_.json) {
+    for (size_t i = 0; i < count; ++i) WriteJson(events[i]);
+  }
+}
+
+void Tracer::OnProcess(const ProcessInfo& process) {
+  live_.AddProcess(process);
+  if (writer_) writer_->UpsertProcess(process);
+  if (options_.json && options_.json_out && !process.name.empty()) {
+    std::fprintf(options_.json_out,
+                 "{\"type\":\"process\",\"pid\":%d,\"ppid\":%d,\"name\":\"%s\",\"tracked\":%s}\n",
+                 process.pid, process.ppid, JsonEscape(process.name).c_str(),
+                 process.tracked ? "true" : "false");
+  }
+}
+
+void Tracer::OnOpCounts(const std::vector<OpCount>& counts) {
+  live_.AddOpCounts(counts);
+  if (writer_) writer_->AppendOpCounts(counts);
+  if (options_.json && options_.json_out) {
+    for (const OpCount& c : counts) {
+      std::fprintf(options_.json_out,
+                   "{\"type\":\"count\",\"sec\":%" PRId64 ",\"pid\":%d,\"op\":\"%s\",\"count\":%" PRId64
+                   "}\n",
+                   c.sec, c.pid, std::string(OpName(c.op)).c_str(), c.count);
+    }
+  }
+}
+
+int64_t Tracer::InternString(std::string_view text) {
+  std::lock_guard<std::mutex> lock(strings_mu_);
+  auto it = strings_.find(std::string(text));
+  if (it != strings_.end()) return it->second;
+  int64_t id = writer_ ? writer_->InternString(text) : static_cast<int64_t>(strings_.size()) + 1;
+  strings_.emplace(std::string(text), id);
+  if (options_.json) string_text_.emplace(id, std::string(text));
+  return id;
+}
+
+void Tracer::WriteJson(const Event& e) {
+  FILE* out = options_.json_out;
+  if (!out) return;
+  std::string line = "{\"type\":\"event\",\"ts\":" + std::to_string(e.ts_ns) +
+                     ",\"pid\":" + std::to_string(e.pid) + ",\"tid\":" + std::to_string(e.tid) +
+                     ",\"op\":\"" + std::string(OpName(e.op)) +
+                     "\",\"duration_ns\":" + std::to_string(e.duration_ns);
+  auto field = [&](const char* name, int64_t v) {
+    if (v != kNull) line += std::string(",\"") + name + "\":" + std::to_string(v);
+  };
+  field("ret", e.ret);
+  field("bytes", e.bytes);
+  field("kind", e.kind);
+  field("cpu", e.cpu);
+  field("other_pid", e.other_pid);
+  field("runq_ns", e.runq_ns);
+  field("addr", e.addr);
+  field("stack_id", e.stack_id);
+  if (e.name_id != kNull) {
+    std::lock_guard<std::mutex> lock(strings_mu_);
+    auto it = string_text_.find(e.name_id);
+    if (it != string_text_.end()) line += ",\"name\":\"" + JsonEscape(it->second) + "\"";
+  }
+  line += "}\n";
+  std::fwrite(line.data(), 1, line.size(), out);
+}
+
+}  // namespace gw

@@ -1,0 +1,121 @@
+// Tracer: the capture loop behind `gpuwhy trace`.
+//
+// Start():  session clock (CLOCK_MONOTONIC + CLOCK_REALTIME at one instant), StoreWriter and
+//           session row (unless record=false), HostSource (owner of the tracked set), then
+//           CudaSource (sharing the tracked-set fd), the 1 Hz SystemSampler, the drain thread.
+// Drain:    one thread polls every source every ~1 ms (ring buffers are written without
+//           wake-ups) and calls Rediscover() about once a second.
+// Stop():   the drain thread detaches every source, drains until the rings are empty, then
+//           the writer is flushed and the session closed with event and drop counts.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "capture/live_stats.h"
+#include "capture/source.h"
+#include "sources/host/host_source.h"
+#include "sources/system/sampler.h"
+#include "store/writer.h"
+
+namespace gw {
+
+struct TracerOptions {
+  int64_t duration_ns = 0;  // 0: until Ctrl-C / SIGTERM
+  std::vector<int32_t> pids;
+  std::vector<std::string> comms;
+  std::string db_path;
+  bool record = true;          // false: no database, live view / JSON only
+  int64_t max_db_bytes = 0;
+  std::vector<std::string> cuda_libs;
+  bool stacks = false;
+  bool cuda = true;            // start the CUDA source (when built in)
+  bool json = false;           // stream every event as a JSON line on `json_out`
+  FILE* json_out = nullptr;
+  std::string version;
+  std::string command_line;
+  HostOptions host;
+};
+
+struct TraceSummary {
+  int64_t session_id = 0;
+  int64_t elapsed_ns = 0;
+  int64_t events = 0;           // events handed to the store (or the JSON stream)
+  int64_t events_written = 0;   // rows the writer committed
+  int64_t drops = 0;
+  DropCounts drops_detail;
+  int64_t host_records_emitted = 0;   // BPF side
+  int64_t host_records_consumed = 0;  // decoded
+  std::vector<std::string> notes;
+  std::string db_path;
+  std::vector<std::string> sources;
+};
+
+class Tracer : public EventSink {
+ public:
+  static StatusOr<std::unique_ptr<Tracer>> Create(TracerOptions options);
+  ~Tracer() override;
+  Tracer(const Tracer&) = delete;
+  Tracer& operator=(const Tracer&) = delete;
+
+  // Loads, attaches, seeds the tracked set and starts the drain thread.
+  Status Start();
+  // Blocks until the duration has passed or *stop becomes true, calling `each_second` about
+  // once a second from the calling thread.
+  void Wait(const std::atomic<bool>* stop, const std::function<void()>& each_second);
+  // Clean stop: detach, final drain, flush, EndSession. Idempotent.
+  StatusOr<TraceSummary> Stop();
+
+  LiveSnapshot Live() const;
+  // Notes from sources (libraries attached, skipped tracepoints), taken once.
+  std::vector<std::string> TakeNotes();
+  HostSource* host() const { return host_; }
+  int64_t ElapsedNs() const;
+
+  // EventSink (called from the drain thread).
+  void OnEvents(const Event* events, size_t count) override;
+  void OnProcess(const ProcessInfo& process) override;
+  void OnOpCounts(const std::vector<OpCount>& counts) override;
+  int64_t InternString(std::string_view text) override;
+
+  static std::string DropsJson(const DropCounts& drops);
+
+ private:
+  explicit Tracer(TracerOptions options);
+  void DrainLoop();
+  DropCounts CollectDrops() const;
+  void WriteJson(const Event& e);
+
+  TracerOptions options_;
+  SessionClock clock_;
+  std::unique_ptr<StoreWriter> writer_;
+  std::vector<std::unique_ptr<Source>> sources_;
+  HostSource* host_ = nullptr;
+  std::unique_ptr<SystemSampler> sampler_;
+  LiveStats live_;
+
+  std::thread drain_;
+  std::atomic<bool> stop_drain_{false};
+  std::atomic<bool> drained_{false};
+  bool started_ = false;
+  bool stopped_ = false;
+  std::atomic<int64_t> events_{0};
+
+  mutable std::mutex notes_mu_;
+  std::vector<std::string> notes_;
+
+  // String ids when not recording (the writer interns otherwise).
+  std::mutex strings_mu_;
+  std::unordered_map<std::string, int64_t> strings_;
+  std::unordered_map<int64_t, std::string> string_text_;
+};
+
+}  // namespace gw

@@ -1,0 +1,63 @@
+#include <cstdio>
+
+#include "analysis/explain.h"
+#include "cli/commands.h"
+#include "store/reader.h"
+
+namespace gw {
+
+void AddExplainWindowFlags(FlagSet& flags) {
+  flags.Add({"since", FlagKind::kDuration, "DUR", "window ending at the newest event", "120s"})
+      .Add({"from", FlagKind::kDuration, "DUR",
+            "window start, as time since the session started (e.g. 30s)", ""})
+      .Add({"to", FlagKind::kDuration, "DUR", "window end, as time since the session started",
+            "newest event"})
+      .Add({"session", FlagKind::kInt, "ID", "session to explain (0 = newest)", "0"})
+      .Add({"pid", FlagKind::kInt, "PID",
+            "explain this process and its tracked children (0 = every tracked process)", "0"})
+      .Add({"evidence", FlagKind::kBool, "",
+            "print, for each finding, SQL that checks its numbers with `gpuwhy query`", ""})
+      .Add({"json", FlagKind::kBool, "", "print the report as JSON", ""});
+}
+
+StatusOr<ExplainOptions> ExplainOptionsFromFlags(const FlagSet& flags) {
+  ExplainOptions o;
+  o.since_ns = flags.GetDurationNs("since", 120'000'000'000);
+  if (flags.Has("from")) o.from_ns = flags.GetDurationNs("from");
+  if (flags.Has("to")) o.to_ns = flags.GetDurationNs("to");
+  if (o.to_ns && !o.from_ns) o.from_ns = *o.to_ns - o.since_ns;
+  o.session = flags.GetInt("session", 0);
+  int64_t pid = flags.GetInt("pid", 0);
+  if (pid < 0 || pid > 0x7fffffff) return InvalidArgument("--pid must be a process id");
+  o.pid = static_cast<int32_t>(pid);
+  o.evidence = flags.GetBool("evidence");
+  if (o.since_ns <= 0) return InvalidArgument("--since must be positive, e.g. 120s");
+  return o;
+}
+
+int RunExplain(const Args& args) {
+  FlagSet flags("explain", "gpuwhy explain [flags]",
+                "Explains why the GPU job in a recording is slow: causal chains (root cause,\n"
+                "effect, evidence, fix) and where the GPU-feeding threads' time went. Reads\n"
+                "the database read-only; needs no privilege.");
+  AddDbFlag(flags);
+  AddExplainWindowFlags(flags);
+  int code = 0;
+  if (!ParseOrExit(flags, args, &code)) return code;
+  if (!flags.positionals().empty()) {
+    std::fprintf(stderr, "gpuwhy explain: unexpected argument '%s'\n%s",
+                 flags.positionals()[0].c_str(), flags.HelpText().c_str());
+    return kExitUsage;
+  }
+  StatusOr<ExplainOptions> options = ExplainOptionsFromFlags(flags);
+  if (!options.ok()) return ReportError(options.status());
+  auto reader = StoreReader::Open(DatabasePath(flags));
+  if (!reader.ok()) return ReportError(reader.status());
+  StatusOr<Report> report = Explain(**reader, *options);
+  if (!report.ok()) return ReportError(report.status());
+  std::string text = flags.GetBool("json") ? ReportToJson(*report) : ReportToText(*report);
+  std::fputs(text.c_str(), stdout);
+  return kExitOk;
+}
+
+}  // namespace gw

@@ -1,0 +1,235 @@
+// gpuwhy trace: record CUDA API calls and host kernel events of GPU jobs into the database,
+// with a live view (or JSON lines) while it runs.
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <sstream>
+
+#include "base/table.h"
+#include "capture/tracer.h"
+#include "cli/commands.h"
+#include "sources/system/host_info.h"
+
+namespace gw {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void OnStopSignal(int) { g_stop.store(true); }
+
+// Effective capabilities from /proc/self/status (bit numbers from linux/capability.h).
+constexpr int kCapSysAdmin = 21;
+constexpr int kCapPerfmon = 38;
+constexpr int kCapBpf = 39;
+
+Status CheckTracePrivileges() {
+  uint64_t caps = 0;
+  std::istringstream in(ReadSmallFile("/proc/self/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("CapEff:", 0) == 0) caps = std::stoull(line.substr(7), nullptr, 16);
+  }
+  auto has = [&](int bit) { return (caps >> bit) & 1; };
+  if (has(kCapSysAdmin) || (has(kCapBpf) && has(kCapPerfmon))) return Status::Ok();
+  return PermissionDenied(
+      "gpuwhy trace loads BPF programs and needs privileges: running as uid " +
+      std::to_string(geteuid()) +
+      " without CAP_BPF/CAP_PERFMON/CAP_SYS_ADMIN — hint: run as root (sudo gpuwhy trace …) or "
+      "grant the capabilities: sudo setcap cap_bpf,cap_perfmon,cap_sys_admin+ep $(command -v "
+      "gpuwhy)");
+}
+
+// --pid and --comm may repeat and take comma lists; FlagSet keeps only the last value, so they
+// are collected here from the raw arguments.
+Status CollectRepeated(const Args& args, const std::string& name, std::vector<std::string>* out) {
+  std::string flag = "--" + name;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string value;
+    if (args[i] == flag) {
+      if (i + 1 >= args.size()) return InvalidArgument(flag + " needs a value");
+      value = args[++i];
+    } else if (args[i].rfind(flag + "=", 0) == 0) {
+      value = args[i].substr(flag.size() + 1);
+    } else {
+      continue;
+    }
+    std::stringstream ss(value);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      if (!item.empty()) out->push_back(item);
+    }
+  }
+  return Status::Ok();
+}
+
+int TerminalWidth() {
+  winsize ws{};
+  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  return 100;
+}
+
+// Redraws in place: cursor home, each line cleared to its end, then clear below. No full-
+// screen clear per frame, so no flicker.
+void DrawFrame(const std::string& text) {
+  std::string frame = "\x1b[H";
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) frame += line + "\x1b[K\n";
+  frame += "\x1b[J";
+  std::fwrite(frame.data(), 1, frame.size(), stdout);
+  std::fflush(stdout);
+}
+
+void PrintSummary(FILE* out, const TraceSummary& s, int64_t tracked) {
+  std::fprintf(out, "gpuwhy trace: %.1f s, %s events, %s drops\n",
+               static_cast<double>(s.elapsed_ns) / 1e9, WithThousands(s.events).c_str(),
+               WithThousands(s.drops).c_str());
+  if (!s.db_path.empty()) {
+    std::fprintf(out, "  recorded to %s (session %lld, %s rows written)\n", s.db_path.c_str(),
+                 static_cast<long long>(s.session_id), WithThousands(s.events_written).c_str());
+  }
+  std::fprintf(out, "  host: %s records emitted by BPF, %s decoded (%lld lost at stop)\n",
+               WithThousands(s.host_records_emitted).c_str(),
+               WithThousands(s.host_records_consumed).c_str(),
+               static_cast<long long>(s.host_records_emitted - s.host_records_consumed));
+  std::string detail;
+  for (const auto& [where, n] : s.drops_detail) {
+    if (!detail.empty()) detail += " ";
+    detail += where + "=" + std::to_string(n);
+  }
+  std::fprintf(out, "  drops: %s\n", detail.c_str());
+  std::string sources;
+  for (const std::string& name : s.sources) sources += (sources.empty() ? "" : ", ") + name;
+  std::fprintf(out, "  sources: %s · processes tracked: %lld\n", sources.c_str(),
+               static_cast<long long>(tracked));
+  for (const std::string& n : s.notes) std::fprintf(out, "  note: %s\n", n.c_str());
+  if (!s.db_path.empty()) {
+    std::fprintf(out, "  next: gpuwhy explain --db %s\n", s.db_path.c_str());
+  }
+}
+
+}  // namespace
+
+int RunTrace(const Args& args) {
+  FlagSet flags("trace", "gpuwhy trace [flags]",
+                "Trace CUDA API calls and host kernel events of GPU jobs (needs root or "
+                "CAP_BPF+CAP_PERFMON+CAP_SYS_ADMIN).");
+  flags.Add({"duration", FlagKind::kDuration, "DUR", "stop after this long (120s, 2m); default: "
+                                                     "until Ctrl-C", ""});
+  flags.Add({"pid", FlagKind::kString, "PID[,PID]",
+             "trace only these processes and their descendants (repeatable)", ""});
+  flags.Add({"comm", FlagKind::kString, "NAME[,NAME]",
+             "trace only processes with this command name and their descendants (repeatable)",
+             ""});
+  AddDbFlag(flags);
+  flags.Add({"record", FlagKind::kBool, "", "write events to the database", "true"});
+  flags.Add({"max-db", FlagKind::kSize, "SIZE", "keep the database under SIZE by pruning the "
+                                                "oldest rows (2G)", ""});
+  flags.Add({"cuda-lib", FlagKind::kString, "PATH", "also attach to this CUDA library file or "
+                                                    "directory", ""});
+  flags.Add({"json", FlagKind::kBool, "", "stream events as JSON lines instead of the live view",
+             ""});
+  flags.Add({"quiet", FlagKind::kBool, "", "print only the final summary", ""});
+  flags.Add({"stack", FlagKind::kBool, "", "capture user stacks of CUDA calls (when supported)",
+             ""});
+  int exit_code = 0;
+  if (!ParseOrExit(flags, args, &exit_code)) return exit_code;
+
+  TracerOptions options;
+  std::vector<std::string> pid_texts, cuda_libs;
+  if (Status st = CollectRepeated(args, "pid", &pid_texts); !st.ok()) return ReportError(st);
+  if (Status st = CollectRepeated(args, "comm", &options.comms); !st.ok()) return ReportError(st);
+  if (Status st = CollectRepeated(args, "cuda-lib", &options.cuda_libs); !st.ok()) {
+    return ReportError(st);
+  }
+  for (const std::string& text : pid_texts) {
+    StatusOr<int64_t> pid = ParseInt(text);
+    if (!pid.ok() || *pid <= 0) return ReportError(InvalidArgument("--pid " + text + ": not a pid"));
+    // Checked before a session is opened, so a typo leaves no empty session behind.
+    if (access(("/proc/" + std::to_string(*pid)).c_str(), F_OK) != 0) {
+      return ReportError(NotFound("--pid " + text + ": no such process"));
+    }
+    options.pids.push_back(static_cast<int32_t>(*pid));
+  }
+  options.duration_ns = flags.GetDurationNs("duration", 0);
+  options.record = flags.GetBool("record", true);
+  options.max_db_bytes = flags.GetSizeBytes("max-db", 0);
+  options.json = flags.GetBool("json", false);
+  options.stacks = flags.GetBool("stack", false);
+  bool quiet = flags.GetBool("quiet", false);
+  options.db_path = DatabasePath(flags);
+  options.version = VersionString();
+  options.command_line = CommandLine();
+
+  if (Status st = CheckTracePrivileges(); !st.ok()) return ReportError(st);
+
+  StatusOr<std::unique_ptr<Tracer>> created = Tracer::Create(options);
+  if (!created.ok()) return ReportError(created.status());
+  std::unique_ptr<Tracer> tracer = std::move(created).value();
+
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  if (Status st = tracer->Start(); !st.ok()) return ReportError(st);
+
+  bool tty = isatty(STDOUT_FILENO) == 1;
+  bool live = !quiet && !options.json;
+  FILE* info = options.json ? stderr : stdout;
+  if (!quiet) {
+    std::fprintf(info, "gpuwhy trace: tracing %s%s — Ctrl-C to stop\n",
+                 options.record ? ("into " + options.db_path).c_str() : "without recording",
+                 options.duration_ns > 0
+                     ? (" for " + std::to_string(options.duration_ns / 1'000'000'000) + "s").c_str()
+                     : "");
+    std::fflush(info);
+  }
+  std::vector<std::string> recent_notes;
+  auto take_notes = [&] {
+    for (std::string& n : tracer->TakeNotes()) {
+      if (quiet) continue;
+      if (live && tty) {
+        recent_notes.push_back(std::move(n));  // shown under the frame
+        if (recent_notes.size() > 4) recent_notes.erase(recent_notes.begin());
+      } else {
+        std::fprintf(info, "gpuwhy trace: %s\n", n.c_str());
+      }
+    }
+    std::fflush(info);
+  };
+  take_notes();
+  if (live && tty) std::fputs("\x1b[2J", stdout);  // once; frames then redraw in place
+  tracer->Wait(&g_stop, [&] {
+    take_notes();
+    if (!live) return;
+    LiveSnapshot snap = tracer->Live();
+    if (tty) {
+      std::string frame = RenderLiveView(snap, TerminalWidth());
+      size_t width = static_cast<size_t>(TerminalWidth());
+      for (const std::string& n : recent_notes) {
+        std::string note = "note: " + n;
+        if (note.size() > width) note = note.substr(0, width > 1 ? width - 1 : 0) + "…";
+        frame += note + "\n";
+      }
+      DrawFrame(frame);
+    } else {
+      std::printf("%s\n", RenderStatusLine(snap).c_str());
+      std::fflush(stdout);
+    }
+  });
+  int64_t tracked = tracer->host() ? static_cast<int64_t>(tracer->host()->TrackedPids().size()) : 0;
+  StatusOr<TraceSummary> summary = tracer->Stop();
+  if (!summary.ok()) return ReportError(summary.status());
+  if (live && tty) DrawFrame(RenderLiveView(tracer->Live(), TerminalWidth()));
+  PrintSummary(info, *summary, tracked);
+  return kExitOk;
+}
+
+}  // namespace gw

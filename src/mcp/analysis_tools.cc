@@ -1,0 +1,196 @@
+#include "mcp/analysis_tools.h"
+
+#include "mcp/tool_args.h"
+#include "store/reader.h"
+
+#if GW_HAVE_ANALYSIS
+#include "analysis/explain.h"
+#endif
+
+namespace gw::mcp {
+
+namespace {
+
+Json SideSchema(const char* which) {
+  Json p = Json::object();
+  p[std::string("session_") + which] = Json{
+      {"type", "integer"},
+      {"minimum", 0},
+      {"description",
+       std::string("Session of side ") + which +
+           "; 0 = the newest in its file. Default: with one file, " +
+           (which[0] == 'a' ? "the second-newest session (before)" : "the newest session (after)") +
+           "; with two files, the newest of each."}};
+  p[std::string("db_") + which] =
+      Json{{"type", "string"},
+           {"description",
+            std::string("Database file of side ") + which + " (default: the server's database)."}};
+  return p;
+}
+
+#if GW_HAVE_ANALYSIS
+
+StatusOr<Json> ParseReportJson(const std::string& text, const char* what) {
+  Json j = Json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Internal(std::string(what) +
+                    ": the analysis produced output that is not a JSON "
+                    "object");
+  }
+  return j;
+}
+
+StatusOr<ToolOutput> RunExplain(ReaderSource& source, const Json& json_args) {
+  std::vector<std::string> known = WindowArgNames();
+  known.push_back("pid");
+  ASSIGN_OR_RETURN(ToolArgs args, ToolArgs::Create("explain", json_args, known));
+  std::optional<int64_t> session, pid;
+  std::optional<double> since_s, from_s, to_s;
+  RETURN_IF_ERROR(args.Int("session", 0, INT64_MAX, &session));
+  RETURN_IF_ERROR(args.Int("pid", 1, INT32_MAX, &pid));
+  RETURN_IF_ERROR(args.Number("since_s", 1e-9, 1e7, &since_s));
+  RETURN_IF_ERROR(args.Number("from_s", 0, 1e7, &from_s));
+  RETURN_IF_ERROR(args.Number("to_s", 0, 1e7, &to_s));
+  if (since_s && (from_s || to_s)) {
+    return InvalidArgument("explain: give either since_s or from_s/to_s, not both");
+  }
+  ASSIGN_OR_RETURN(StoreReader * reader, source.Get());
+  ExplainOptions options;
+  ASSIGN_OR_RETURN(options.session, ResolveSession(*reader, session));
+  if (since_s) options.since_ns = static_cast<int64_t>(*since_s * 1e9);
+  if (from_s) options.from_ns = static_cast<int64_t>(*from_s * 1e9);
+  if (to_s) {
+    options.to_ns = static_cast<int64_t>(*to_s * 1e9);
+    if (!from_s) options.from_ns = 0;
+  }
+  options.pid = pid ? static_cast<int32_t>(*pid) : 0;
+  options.evidence = true;
+  ASSIGN_OR_RETURN(Report report, Explain(*reader, options));
+  ToolOutput out;
+  ASSIGN_OR_RETURN(out.structured, ParseReportJson(ReportToJson(report), "explain"));
+  out.summary = std::to_string(report.findings.size()) + " finding" +
+                (report.findings.size() == 1 ? "" : "s") + " for " + report.window.label +
+                " of session " + std::to_string(report.window.session) +
+                (report.findings.empty() ? "." : "; the most severe first.") +
+                " Each finding's evidence SQL can be re-run with query_sql.";
+  return out;
+}
+
+StatusOr<ToolOutput> RunDiff(ReaderSource& source, const Json& json_args) {
+  ASSIGN_OR_RETURN(ToolArgs args,
+                   ToolArgs::Create("diff", json_args, {"session_a", "session_b", "db_a", "db_b"}));
+  std::optional<int64_t> session_a, session_b;
+  std::optional<std::string> db_a, db_b;
+  RETURN_IF_ERROR(args.Int("session_a", 0, INT64_MAX, &session_a));
+  RETURN_IF_ERROR(args.Int("session_b", 0, INT64_MAX, &session_b));
+  RETURN_IF_ERROR(args.String("db_a", 4096, &db_a));
+  RETURN_IF_ERROR(args.String("db_b", 4096, &db_b));
+  ASSIGN_OR_RETURN(StoreReader * own, source.Get());
+  // Other files are opened read-only through StoreReader like the server's own, which refuses
+  // anything that is not a gpuwhy database.
+  std::unique_ptr<StoreReader> file_a, file_b;
+  StoreReader* a = own;
+  StoreReader* b = own;
+  if (db_a && *db_a != own->path()) {
+    ASSIGN_OR_RETURN(file_a, StoreReader::Open(*db_a));
+    a = file_a.get();
+  }
+  if (db_b && *db_b != own->path()) {
+    ASSIGN_OR_RETURN(file_b, StoreReader::Open(*db_b));
+    b = file_b.get();
+  }
+  if (!session_a && !session_b && a == b) {
+    // One file: compare its two newest sessions, before → after.
+    ASSIGN_OR_RETURN(Table ids, a->Query("SELECT id FROM sessions ORDER BY id DESC LIMIT 2",
+                                         QueryOptions{2, 5000}));
+    if (ids.rows.size() < 2) {
+      return InvalidArgument("diff: " + a->path() +
+                             " holds fewer than two sessions — pass "
+                             "db_a/db_b (two files) or session_a/session_b");
+    }
+    session_b = std::get<int64_t>(ids.rows[0][0]);
+    session_a = std::get<int64_t>(ids.rows[1][0]);
+  }
+  ASSIGN_OR_RETURN(int64_t sa, ResolveSession(*a, session_a));
+  ASSIGN_OR_RETURN(int64_t sb, ResolveSession(*b, session_b));
+  ASSIGN_OR_RETURN(DiffReport diff, Diff(*a, sa, *b, sb));
+  ToolOutput out;
+  ASSIGN_OR_RETURN(out.structured, ParseReportJson(DiffToJson(diff), "diff"));
+  out.summary = "Before: " + diff.label_a + "; after: " + diff.label_b + "; " +
+                std::to_string(diff.rows.size()) + " metrics compared.";
+  return out;
+}
+
+#endif  // GW_HAVE_ANALYSIS
+
+#if !GW_HAVE_ANALYSIS
+StatusOr<ToolOutput> NotAvailable(const char* tool) {
+  return FailedPrecondition(std::string(tool) +
+                            " is not available in this build (gpuwhy was built without "
+                            "src/analysis) — hint: use query_sql, op_stats, top_contention and "
+                            "timeline instead");
+}
+#endif
+
+}  // namespace
+
+bool AnalysisAvailable() {
+#if GW_HAVE_ANALYSIS
+  return true;
+#else
+  return false;
+#endif
+}
+
+void AddAnalysisTools(McpServer& server, ReaderSource& source, const StoreToolLimits&) {
+  ReaderSource* src = &source;
+  (void)src;
+
+  ToolSpec explain;
+  explain.name = "explain";
+  explain.title = "Explain why the GPU job is slow";
+  explain.description =
+      "gpuwhy's causal analysis of a time range: findings ranked by severity, each with its "
+      "root cause, effect, contributing factors, concrete fixes, the metrics it rests on and "
+      "evidence SQL you can re-run with query_sql; plus where the GPU-feeding threads' time "
+      "went (running, run-queue wait, I/O, page faults, memcpy, sync), the system context and "
+      "the top processes. Start an investigation here. Default range: the last 120 s; pid "
+      "narrows it to one process and its tracked children.";
+  Json props = WindowSchemaProperties();
+  props["since_s"]["description"] =
+      "Analyse the last N seconds before the newest event (default 120).";
+  props["pid"] = Json{{"type", "integer"},
+                      {"minimum", 1},
+                      {"description", "Only this process and its tracked children."}};
+  explain.input_schema =
+      Json{{"type", "object"}, {"properties", std::move(props)}, {"additionalProperties", false}};
+#if GW_HAVE_ANALYSIS
+  explain.run = [src](const Json& a) { return RunExplain(*src, a); };
+#else
+  explain.run = [](const Json&) { return NotAvailable("explain"); };
+#endif
+  server.AddTool(std::move(explain));
+
+  ToolSpec diff;
+  diff.name = "diff";
+  diff.title = "Compare two recordings (before/after)";
+  diff.description =
+      "Before/after comparison of two whole sessions — two sessions of the server's database, "
+      "or sessions of two database files — with per-second rates so runs of different lengths "
+      "compare: context switches, off-CPU and run-queue time, sync latency percentiles, "
+      "throughput, each with change and a better/worse verdict, plus both sides' findings. "
+      "With no arguments it compares the two newest sessions of the server's database.";
+  Json diff_props = SideSchema("a");
+  Json side_b = SideSchema("b");  // named: items() must not outlive a temporary
+  for (auto& [k, v] : side_b.items()) diff_props[k] = v;
+  diff.input_schema = Json{
+      {"type", "object"}, {"properties", std::move(diff_props)}, {"additionalProperties", false}};
+#if GW_HAVE_ANALYSIS
+  diff.run = [src](const Json& a) { return RunDiff(*src, a); };
+#else
+  diff.run = [](const Json&) { return NotAvailable("diff"); };
+#endif
+  server.AddTool(std::move(diff));
+}
+
+}  // namespace gw::mcp

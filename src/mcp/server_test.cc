@@ -1,0 +1,298 @@
+#include "mcp/server.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "mcp/analysis_tools.h"
+#include "mcp/gpuwhy_server.h"
+#include "store/reader.h"
+
+namespace gw::mcp {
+namespace {
+
+// One fixture database for the whole suite, written by gw_make_mcp_fixture.
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    char tmpl[] = "/tmp/gw_mcp_test_XXXXXX";
+    dir_ = new std::string(mkdtemp(tmpl));
+    db_ = new std::string(*dir_ + "/fixture.db");
+    std::string cmd = std::string(GW_MCP_FIXTURE_BIN) + " " + *db_;
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  static void TearDownTestSuite() {
+    std::string rm = "rm -rf " + *dir_;
+    (void)!std::system(rm.c_str());
+    delete dir_;
+    delete db_;
+  }
+  void SetUp() override {
+    GpuwhyServerOptions options;
+    options.db_path = *db_;
+    options.version = "test";
+    options.limits.default_timeout_ms = 2000;
+    gpuwhy_ = std::make_unique<GpuwhyServer>(options);
+  }
+
+  Json Call(const std::string& method, Json params) {
+    Json msg = {{"jsonrpc", "2.0"}, {"id", ++id_}, {"method", method}, {"params", params}};
+    std::string out = HandleMessage(gpuwhy_->server(), msg.dump());
+    EXPECT_FALSE(out.empty());
+    return Json::parse(out);
+  }
+  Json Initialize(const std::string& version) {
+    Json r = Call("initialize", {{"protocolVersion", version},
+                                 {"capabilities", Json::object()},
+                                 {"clientInfo", {{"name", "t"}, {"version", "1"}}}});
+    EXPECT_EQ(HandleMessage(gpuwhy_->server(),
+                            R"({"jsonrpc":"2.0","method":"notifications/initialized"})"),
+              "");
+    return r;
+  }
+  Json Tool(const std::string& name, Json args) {
+    Json r = Call("tools/call", {{"name", name}, {"arguments", args}});
+    EXPECT_TRUE(r.contains("result")) << r.dump();
+    return r["result"];
+  }
+  Table Sql(const std::string& sql) {
+    auto reader = StoreReader::Open(*db_);
+    EXPECT_TRUE(reader.ok());
+    auto t = (*reader)->Query(sql);
+    EXPECT_TRUE(t.ok()) << t.status().message();
+    return *t;
+  }
+
+  static std::string* dir_;
+  static std::string* db_;
+  std::unique_ptr<GpuwhyServer> gpuwhy_;
+  int id_ = 0;
+};
+
+std::string* ServerTest::dir_ = nullptr;
+std::string* ServerTest::db_ = nullptr;
+
+TEST_F(ServerTest, NegotiatesProtocolVersions) {
+  for (const char* v : {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}) {
+    Json r = Initialize(v);
+    EXPECT_EQ(r["result"]["protocolVersion"], v);
+    EXPECT_TRUE(r["result"]["capabilities"].contains("tools"));
+    EXPECT_TRUE(r["result"]["capabilities"].contains("prompts"));
+    EXPECT_EQ(r["result"]["serverInfo"]["name"], "gpuwhy");
+  }
+  EXPECT_EQ(Initialize("1999-01-01")["result"]["protocolVersion"], kLatestProtocolVersion);
+  EXPECT_EQ(Call("initialize", Json::object())["error"]["code"], -32602);
+  EXPECT_EQ(Call("ping", Json::object())["result"], Json::object());
+  EXPECT_EQ(Call("resources/list", Json::object())["error"]["code"], -32601);
+}
+
+TEST_F(ServerTest, OlderVersionsGetNoStructuredContent) {
+  Initialize("2024-11-05");
+  Json r = Tool("sessions", Json::object());
+  EXPECT_FALSE(r.contains("structuredContent"));
+  EXPECT_EQ(r["content"][0]["type"], "text");
+  Json tools = Call("tools/list", Json::object())["result"]["tools"];
+  EXPECT_FALSE(tools[0].contains("outputSchema"));
+}
+
+TEST_F(ServerTest, ListsEveryTool) {
+  Initialize("2025-06-18");
+  Json tools = Call("tools/list", Json::object())["result"]["tools"];
+  std::set<std::string> names;
+  for (const Json& t : tools) {
+    names.insert(t["name"].get<std::string>());
+    EXPECT_EQ(t["inputSchema"]["type"], "object") << t["name"];
+    EXPECT_TRUE(t["annotations"]["readOnlyHint"].get<bool>());
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"query_sql", "explain", "op_stats", "top_contention",
+                                          "timeline", "stacks", "sessions", "check", "diff"}));
+}
+
+TEST_F(ServerTest, ToolCallProtocolErrors) {
+  Initialize("2025-06-18");
+  EXPECT_EQ(Call("tools/call", {{"name", "rm_rf"}})["error"]["code"], -32602);
+  EXPECT_EQ(Call("tools/call", Json::object())["error"]["code"], -32602);
+  EXPECT_EQ(Call("tools/call", {{"name", "sessions"}, {"arguments", 5}})["error"]["code"], -32602);
+  // Bad argument values are tool execution errors the model can correct.
+  Json r = Tool("op_stats", {{"since_s", "two minutes"}});
+  EXPECT_TRUE(r["isError"].get<bool>());
+  EXPECT_TRUE(Tool("op_stats", {{"sinse_s", 120}})["isError"].get<bool>());
+  EXPECT_TRUE(Tool("op_stats", {{"ops", {"cudaNope"}}})["isError"].get<bool>());
+}
+
+TEST_F(ServerTest, QuerySqlIsReadOnlyAndBounded) {
+  Initialize("2025-06-18");
+  for (const char* sql :
+       {"DELETE FROM event_rows", "DROP TABLE sessions", "ATTACH DATABASE '/tmp/x.db' AS x",
+        "PRAGMA writable_schema = 1", "SELECT load_extension('/tmp/evil.so')",
+        "INSERT INTO meta VALUES ('a', 'b')", "SELECT 1; DELETE FROM meta", "CREATE TABLE t(x)"}) {
+    Json r = Tool("query_sql", {{"sql", sql}});
+    EXPECT_TRUE(r["isError"].get<bool>()) << sql;
+  }
+  Json forever = Tool("query_sql", {{"sql",
+                                     "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT "
+                                     "x + 1 FROM c) SELECT COUNT(*) FROM c"},
+                                    {"timeout_ms", 200}});
+  EXPECT_TRUE(forever["isError"].get<bool>());
+  EXPECT_NE(forever["content"][0]["text"].get<std::string>().find("time limit"), std::string::npos);
+  Json cut = Tool("query_sql", {{"sql", "SELECT * FROM events"}, {"max_rows", 5}});
+  EXPECT_FALSE(cut["isError"].get<bool>());
+  EXPECT_EQ(cut["structuredContent"]["rows"].size(), 5u);
+  EXPECT_TRUE(cut["structuredContent"]["truncated"].get<bool>());
+  EXPECT_TRUE(cut["structuredContent"].contains("note"));
+  // Still serving, and the data is intact.
+  Json count = Tool("query_sql", {{"sql", "SELECT COUNT(*) AS n FROM sessions"}});
+  EXPECT_EQ(count["structuredContent"]["rows"][0][0], 2);
+}
+
+TEST_F(ServerTest, TopContentionMatchesTheBriefsSql) {
+  Initialize("2025-06-18");
+  Table want =
+      Sql("SELECT pn.name as process, COUNT(*) as context_switches, SUM(duration_ns)/1e9 as "
+          "total_off_cpu_sec, MAX(duration_ns)/1e6 as worst_stall_ms FROM events e JOIN "
+          "process_names pn ON e.pid = pn.pid WHERE op = 'sched_switch' AND timestamp > (SELECT "
+          "MAX(timestamp) - 120000000000 FROM events) GROUP BY pn.name ORDER BY total_off_cpu_sec "
+          "DESC LIMIT 10");
+  Json got = Tool("top_contention", {{"since_s", 120}})["structuredContent"];
+  ASSERT_GE(want.rows.size(), 5u);
+  size_t matched = 0;
+  for (const auto& row : want.rows) {
+    // The reply replaces invalid UTF-8 (the fixture's hostile name has some); compare the rest.
+    if (std::get<std::string>(row[0]).find('\xff') != std::string::npos) {
+      ++matched;
+      continue;
+    }
+    for (const Json& p : got["processes"]) {
+      if (p["process"] != std::get<std::string>(row[0])) continue;
+      ++matched;
+      EXPECT_EQ(p["context_switches"], std::get<int64_t>(row[1]));
+      EXPECT_DOUBLE_EQ(p["off_cpu_s"].get<double>(), std::get<double>(row[2]));
+      EXPECT_DOUBLE_EQ(p["worst_stall_ms"].get<double>(), std::get<double>(row[3]));
+    }
+  }
+  EXPECT_EQ(matched, want.rows.size());
+  EXPECT_EQ(got["processes"][0]["process"], "python3 (train.py)");
+}
+
+TEST_F(ServerTest, TimelineMatchesTheBriefsSql) {
+  Initialize("2025-06-18");
+  Table want = Sql(
+      "SELECT (timestamp / 10000000000) * 10 as window_sec, COUNT(CASE WHEN op = 'sched_switch' "
+      "THEN 1 END) as ctx_switches, COUNT(CASE WHEN op = 'cudaStreamSync' THEN 1 END) as "
+      "sync_calls, AVG(CASE WHEN op = 'cudaStreamSync' THEN duration_ns END) / 1000 as "
+      "sync_avg_us FROM events WHERE timestamp > (SELECT MAX(timestamp) - 120000000000 FROM "
+      "events) GROUP BY window_sec ORDER BY window_sec");
+  Json got = Tool("timeline", {{"since_s", 120}, {"window_s", 10}})["structuredContent"];
+  ASSERT_EQ(got["windows"].size(), want.rows.size());
+  for (size_t i = 0; i < want.rows.size(); ++i) {
+    const Json& w = got["windows"][i];
+    EXPECT_EQ(static_cast<int64_t>(w["start_s"].get<double>()), std::get<int64_t>(want.rows[i][0]));
+    EXPECT_EQ(w["sched_switch"]["count"], std::get<int64_t>(want.rows[i][1]));
+    EXPECT_EQ(w["cudaStreamSync"]["count"], std::get<int64_t>(want.rows[i][2]));
+    EXPECT_NEAR(w["cudaStreamSync"]["avg_us"].get<double>(), std::get<double>(want.rows[i][3]),
+                1e-6);
+  }
+}
+
+TEST_F(ServerTest, OpStatsPercentiles) {
+  Initialize("2025-06-18");
+  Json got = Tool("op_stats", {{"ops", {"cudaStreamSync"}}})["structuredContent"];
+  ASSERT_EQ(got["ops"].size(), 1u);
+  const Json& s = got["ops"][0];
+  Table n = Sql("SELECT COUNT(*), MAX(duration_ns) FROM events WHERE op = 'cudaStreamSync'");
+  int64_t count = std::get<int64_t>(n.rows[0][0]);
+  EXPECT_EQ(s["count"], count);
+  EXPECT_DOUBLE_EQ(s["max_us"].get<double>(), std::get<int64_t>(n.rows[0][1]) / 1000.0);
+  Table p99 =
+      Sql("SELECT duration_ns FROM events WHERE op = 'cudaStreamSync' ORDER BY "
+          "duration_ns LIMIT 1 OFFSET " +
+          std::to_string((count * 99 + 99) / 100 - 1));
+  EXPECT_DOUBLE_EQ(s["p99_us"].get<double>(),
+                   std::round(std::get<int64_t>(p99.rows[0][0]) / 1000.0 * 1000) / 1000);
+  EXPECT_LE(s["p50_us"].get<double>(), s["p95_us"].get<double>());
+  EXPECT_LE(s["p95_us"].get<double>(), s["p99_us"].get<double>());
+}
+
+TEST_F(ServerTest, UntrustedNamesStayDataInsideTheFence) {
+  Initialize("2025-06-18");
+  Json r = Tool("top_contention", {{"since_s", 200}, {"limit", 50}});
+  std::string text = r["content"][0]["text"].get<std::string>();
+  size_t open = text.find("```json\n");
+  ASSERT_NE(open, std::string::npos);
+  std::string body = text.substr(open + 8);
+  ASSERT_GE(body.size(), 4u);
+  EXPECT_EQ(body.substr(body.size() - 4), "\n```");
+  body = body.substr(0, body.size() - 4);
+  // No recorded string can close the fence or open a tag.
+  EXPECT_EQ(body.find('`'), std::string::npos);
+  EXPECT_EQ(body.find('<'), std::string::npos);
+  EXPECT_NE(text.find("untrusted data"), std::string::npos);
+  // The name survives, escaped, in the JSON (invalid UTF-8 replaced).
+  Json data = Json::parse(body);
+  bool found = false;
+  for (const Json& p : data["processes"]) {
+    found = found || p["process"].get<std::string>().find("IGNORE PREVIOUS") != std::string::npos;
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST_F(ServerTest, SessionsStacksAndMissingAnalysis) {
+  Initialize("2025-06-18");
+  Json s = Tool("sessions", Json::object())["structuredContent"];
+  ASSERT_EQ(s["sessions"].size(), 2u);
+  EXPECT_TRUE(s["sessions"][1]["newest"].get<bool>());
+  Json none = Tool("stacks", {{"op", "cudaStreamSync"}, {"session", 1}});
+  EXPECT_FALSE(none["isError"].get<bool>());
+  EXPECT_FALSE(none["structuredContent"]["stacks_recorded"].get<bool>());
+  Json st = Tool("stacks", {{"op", "cudaStreamSync"}})["structuredContent"];
+  EXPECT_TRUE(st["stacks_recorded"].get<bool>());
+  ASSERT_EQ(st["call_sites"].size(), 2u);
+  EXPECT_EQ(st["call_sites"][0]["stack"]["location"], "train.py:142");
+  EXPECT_EQ(st["call_sites"][0]["stack"]["frames"][1]["line"], 142);
+  Table calls = Sql("SELECT COUNT(*) FROM events WHERE op = 'cudaStreamSync' AND stack_id = 101");
+  EXPECT_EQ(st["call_sites"][0]["calls"], std::get<int64_t>(calls.rows[0][0]));
+  EXPECT_TRUE(Tool("stacks", Json::object())["isError"].get<bool>());
+  Json check = Tool("check", Json::object());  // no runner in unit tests
+  EXPECT_TRUE(check["isError"].get<bool>());
+  Json ex = Tool("explain", {{"since_s", 120}});
+  if (AnalysisAvailable()) {
+    EXPECT_FALSE(ex["isError"].get<bool>()) << ex.dump();
+    EXPECT_TRUE(ex["structuredContent"].is_object());
+  } else {
+    EXPECT_TRUE(ex["isError"].get<bool>());
+    EXPECT_NE(ex["content"][0]["text"].get<std::string>().find("not available in this build"),
+              std::string::npos);
+  }
+}
+
+TEST_F(ServerTest, InvestigatePrompt) {
+  Initialize("2025-06-18");
+  Json list = Call("prompts/list", Json::object())["result"]["prompts"];
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0]["name"], "investigate");
+  Json got = Call("prompts/get", {{"name", "investigate"}, {"arguments", {{"since_s", "60"}}}});
+  std::string text = got["result"]["messages"][0]["content"]["text"];
+  EXPECT_NE(text.find("top_contention"), std::string::npos);
+  EXPECT_NE(text.find("since_s: 60"), std::string::npos);
+  EXPECT_EQ(Call("prompts/get", {{"name", "nope"}})["error"]["code"], -32602);
+  EXPECT_EQ(Call("prompts/get",
+                 {{"name", "investigate"}, {"arguments", {{"pid", "x"}}}})["error"]["code"],
+            -32602);
+}
+
+TEST_F(ServerTest, MissingDatabaseIsAToolErrorNotACrash) {
+  GpuwhyServerOptions options;
+  options.db_path = "/nonexistent/gpuwhy.db";
+  gpuwhy_ = std::make_unique<GpuwhyServer>(options);
+  Initialize("2025-06-18");
+  Json r = Tool("sessions", Json::object());
+  EXPECT_TRUE(r["isError"].get<bool>());
+  EXPECT_NE(r["content"][0]["text"].get<std::string>().find("does not exist"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gw::mcp

@@ -1,0 +1,857 @@
+#include "sources/cuda/cuda_source.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <cxxabi.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+
+#include "cuda.skel.h"
+#include "discover/elf_symbols.h"
+#include "sources/cuda/cuda_abi.h"
+
+static_assert(sizeof(gw_cuda_call_record) == 72, "gw_cuda_call_record layout changed");
+static_assert(sizeof(gw_cuda_name_record) == 24 + GW_CUDA_NAME_MAX,
+              "gw_cuda_name_record layout changed");
+static_assert(sizeof(gw_cuda_launch_key) == 16, "gw_cuda_launch_key layout changed");
+static_assert(sizeof(gw_cuda_launch_count) == 8, "gw_cuda_launch_count layout changed");
+
+namespace gw {
+
+namespace cuda_internal {
+void DestroySkeleton(cuda_bpf* skel) { cuda_bpf__destroy(skel); }
+void FreeRing(ring_buffer* ring) { ring_buffer__free(ring); }
+}  // namespace cuda_internal
+
+namespace {
+
+void DestroyLink(bpf_link* link) { bpf_link__destroy(link); }
+using ScopedLink = ScopedResource<bpf_link*, DestroyLink, nullptr>;
+
+// Multi-uprobe links (kernel ≥ 6.6): one BPF link attaches a program to many offsets of one
+// file. libbpf 1.1.2 has no API for them, so they are created with the bpf() syscall. They
+// attach and, above all, detach far faster than one perf-event uprobe per function: every
+// perf-event uprobe waits for its own RCU grace period on detach (~60 ms each here, ~6 s for
+// the ~90 probes of a runtime+driver pair), a multi link waits once.
+constexpr uint32_t kBpfLinkCreate = 28;         // enum bpf_cmd BPF_LINK_CREATE
+constexpr uint32_t kTraceUprobeMulti = 48;      // enum bpf_attach_type BPF_TRACE_UPROBE_MULTI
+constexpr uint32_t kUprobeMultiReturn = 1;      // BPF_F_UPROBE_MULTI_RETURN
+
+// The prefix of union bpf_attr that BPF_LINK_CREATE reads for BPF_TRACE_UPROBE_MULTI.
+struct UprobeMultiAttr {
+  uint32_t prog_fd;
+  uint32_t target_fd;
+  uint32_t attach_type;
+  uint32_t flags;
+  uint64_t path;             // const char*
+  uint64_t offsets;          // const unsigned long*
+  uint64_t ref_ctr_offsets;  // const unsigned long*, optional
+  uint64_t cookies;          // const __u64*, optional
+  uint32_t cnt;
+  uint32_t multi_flags;      // BPF_F_UPROBE_MULTI_RETURN
+  uint32_t pid;              // 0: every process
+  uint32_t pad;
+};
+static_assert(sizeof(UprobeMultiAttr) == 64, "bpf_attr.link_create.uprobe_multi layout");
+
+// Returns the link fd, or -errno.
+int CreateUprobeMultiLink(int prog_fd, const std::string& path,
+                          const std::vector<unsigned long>& offsets,
+                          const std::vector<uint64_t>& cookies, bool retprobe) {
+  UprobeMultiAttr attr{};
+  attr.prog_fd = static_cast<uint32_t>(prog_fd);
+  attr.attach_type = kTraceUprobeMulti;
+  attr.path = reinterpret_cast<uint64_t>(path.c_str());
+  attr.offsets = reinterpret_cast<uint64_t>(offsets.data());
+  attr.cookies = reinterpret_cast<uint64_t>(cookies.data());
+  attr.cnt = static_cast<uint32_t>(offsets.size());
+  attr.multi_flags = retprobe ? kUprobeMultiReturn : 0;
+  long fd = syscall(__NR_bpf, kBpfLinkCreate, &attr, sizeof attr);
+  return fd < 0 ? -errno : static_cast<int>(fd);
+}
+
+// How a function is probed.
+enum class ProbeClass {
+  kCall,        // uprobe + uretprobe: full row with duration
+  kLaunch,      // entry-only: counted in the kernel, sampled rows
+  kRegister,    // uprobe + uretprobe: __cudaRegisterFunction name record, no row
+  kNameLookup,  // uprobe + uretprobe: row + handle → name record
+};
+
+struct ProbeSpec {
+  gw_cuda_fn fn;
+  const char* symbol;
+  CudaLibKind library;
+  ProbeClass probe;
+  std::optional<Op> op;  // the row's op; none for probes that only feed the decoder
+};
+
+constexpr CudaLibKind kRt = CudaLibKind::kRuntime;
+constexpr CudaLibKind kDrv = CudaLibKind::kDriver;
+
+const ProbeSpec kProbes[] = {
+    {GW_FN_CUDA_LAUNCH_KERNEL, "cudaLaunchKernel", kRt, ProbeClass::kLaunch, Op::kCudaLaunchKernel},
+    {GW_FN_CUDA_LAUNCH_KERNEL_PTSZ, "cudaLaunchKernel_ptsz", kRt, ProbeClass::kLaunch,
+     Op::kCudaLaunchKernel},
+    {GW_FN_CUDA_LAUNCH_KERNEL_EXC, "cudaLaunchKernelExC", kRt, ProbeClass::kLaunch,
+     Op::kCudaLaunchKernelExC},
+    {GW_FN_CUDA_LAUNCH_KERNEL_EXC_PTSZ, "cudaLaunchKernelExC_ptsz", kRt, ProbeClass::kLaunch,
+     Op::kCudaLaunchKernelExC},
+    {GW_FN_CUDA_MALLOC, "cudaMalloc", kRt, ProbeClass::kCall, Op::kCudaMalloc},
+    {GW_FN_CUDA_MALLOC_ASYNC, "cudaMallocAsync", kRt, ProbeClass::kCall, Op::kCudaMallocAsync},
+    {GW_FN_CUDA_MALLOC_MANAGED, "cudaMallocManaged", kRt, ProbeClass::kCall,
+     Op::kCudaMallocManaged},
+    {GW_FN_CUDA_MALLOC_HOST, "cudaMallocHost", kRt, ProbeClass::kCall, Op::kCudaMallocHost},
+    {GW_FN_CUDA_HOST_ALLOC, "cudaHostAlloc", kRt, ProbeClass::kCall, Op::kCudaHostAlloc},
+    {GW_FN_CUDA_FREE, "cudaFree", kRt, ProbeClass::kCall, Op::kCudaFree},
+    {GW_FN_CUDA_FREE_ASYNC, "cudaFreeAsync", kRt, ProbeClass::kCall, Op::kCudaFreeAsync},
+    {GW_FN_CUDA_FREE_HOST, "cudaFreeHost", kRt, ProbeClass::kCall, std::nullopt},
+    {GW_FN_CUDA_HOST_REGISTER, "cudaHostRegister", kRt, ProbeClass::kCall, std::nullopt},
+    {GW_FN_CUDA_HOST_UNREGISTER, "cudaHostUnregister", kRt, ProbeClass::kCall, std::nullopt},
+    {GW_FN_CUDA_MEMCPY, "cudaMemcpy", kRt, ProbeClass::kCall, Op::kCudaMemcpy},
+    {GW_FN_CUDA_MEMCPY_ASYNC, "cudaMemcpyAsync", kRt, ProbeClass::kCall, Op::kCudaMemcpyAsync},
+    {GW_FN_CUDA_MEMCPY_2D, "cudaMemcpy2D", kRt, ProbeClass::kCall, Op::kCudaMemcpy2D},
+    {GW_FN_CUDA_MEMCPY_2D_ASYNC, "cudaMemcpy2DAsync", kRt, ProbeClass::kCall,
+     Op::kCudaMemcpy2DAsync},
+    {GW_FN_CUDA_MEMCPY_PEER, "cudaMemcpyPeer", kRt, ProbeClass::kCall, Op::kCudaMemcpyPeer},
+    {GW_FN_CUDA_MEMCPY_PEER_ASYNC, "cudaMemcpyPeerAsync", kRt, ProbeClass::kCall,
+     Op::kCudaMemcpyPeerAsync},
+    {GW_FN_CUDA_MEMSET, "cudaMemset", kRt, ProbeClass::kCall, Op::kCudaMemset},
+    {GW_FN_CUDA_MEMSET_ASYNC, "cudaMemsetAsync", kRt, ProbeClass::kCall, Op::kCudaMemsetAsync},
+    {GW_FN_CUDA_STREAM_SYNC, "cudaStreamSynchronize", kRt, ProbeClass::kCall,
+     Op::kCudaStreamSync},
+    {GW_FN_CUDA_DEVICE_SYNC, "cudaDeviceSynchronize", kRt, ProbeClass::kCall,
+     Op::kCudaDeviceSync},
+    {GW_FN_CUDA_EVENT_SYNC, "cudaEventSynchronize", kRt, ProbeClass::kCall, Op::kCudaEventSync},
+    {GW_FN_CUDA_STREAM_WAIT_EVENT, "cudaStreamWaitEvent", kRt, ProbeClass::kCall,
+     Op::kCudaStreamWaitEvent},
+    {GW_FN_CUDA_GRAPH_INSTANTIATE, "cudaGraphInstantiate", kRt, ProbeClass::kCall,
+     Op::kCudaGraphInstantiate},
+    {GW_FN_CUDA_GRAPH_INSTANTIATE_WITH_FLAGS, "cudaGraphInstantiateWithFlags", kRt,
+     ProbeClass::kCall, Op::kCudaGraphInstantiate},
+    {GW_FN_CUDA_GRAPH_LAUNCH, "cudaGraphLaunch", kRt, ProbeClass::kCall, Op::kCudaGraphLaunch},
+    {GW_FN_CUDA_REGISTER_FUNCTION, "__cudaRegisterFunction", kRt, ProbeClass::kRegister,
+     std::nullopt},
+    {GW_FN_CU_LAUNCH_KERNEL, "cuLaunchKernel", kDrv, ProbeClass::kLaunch, Op::kCuLaunchKernel},
+    {GW_FN_CU_LAUNCH_KERNEL_PTSZ, "cuLaunchKernel_ptsz", kDrv, ProbeClass::kLaunch,
+     Op::kCuLaunchKernel},
+    {GW_FN_CU_LAUNCH_KERNEL_EX, "cuLaunchKernelEx", kDrv, ProbeClass::kLaunch,
+     Op::kCuLaunchKernelEx},
+    {GW_FN_CU_LAUNCH_KERNEL_EX_PTSZ, "cuLaunchKernelEx_ptsz", kDrv, ProbeClass::kLaunch,
+     Op::kCuLaunchKernelEx},
+    {GW_FN_CU_MEM_ALLOC, "cuMemAlloc_v2", kDrv, ProbeClass::kCall, Op::kCuMemAlloc},
+    {GW_FN_CU_MEM_FREE, "cuMemFree_v2", kDrv, ProbeClass::kCall, Op::kCuMemFree},
+    {GW_FN_CU_MEMCPY, "cuMemcpy", kDrv, ProbeClass::kCall, Op::kCuMemcpy},
+    {GW_FN_CU_MEMCPY_ASYNC, "cuMemcpyAsync", kDrv, ProbeClass::kCall, Op::kCuMemcpyAsync},
+    {GW_FN_CU_MEMCPY_HTOD, "cuMemcpyHtoD_v2", kDrv, ProbeClass::kCall, Op::kCuMemcpyHtoD},
+    {GW_FN_CU_MEMCPY_DTOH, "cuMemcpyDtoH_v2", kDrv, ProbeClass::kCall, Op::kCuMemcpyDtoH},
+    {GW_FN_CU_MEMCPY_DTOD, "cuMemcpyDtoD_v2", kDrv, ProbeClass::kCall, Op::kCuMemcpyDtoD},
+    {GW_FN_CU_MEMCPY_HTOD_ASYNC, "cuMemcpyHtoDAsync_v2", kDrv, ProbeClass::kCall,
+     Op::kCuMemcpyHtoDAsync},
+    {GW_FN_CU_MEMCPY_DTOH_ASYNC, "cuMemcpyDtoHAsync_v2", kDrv, ProbeClass::kCall,
+     Op::kCuMemcpyDtoHAsync},
+    {GW_FN_CU_MEMCPY_DTOD_ASYNC, "cuMemcpyDtoDAsync_v2", kDrv, ProbeClass::kCall,
+     Op::kCuMemcpyDtoDAsync},
+    {GW_FN_CU_STREAM_SYNC, "cuStreamSynchronize", kDrv, ProbeClass::kCall, Op::kCuStreamSync},
+    {GW_FN_CU_CTX_SYNC, "cuCtxSynchronize", kDrv, ProbeClass::kCall, Op::kCuCtxSync},
+    {GW_FN_CU_EVENT_SYNC, "cuEventSynchronize", kDrv, ProbeClass::kCall, Op::kCuEventSync},
+    {GW_FN_CU_MODULE_GET_FUNCTION, "cuModuleGetFunction", kDrv, ProbeClass::kNameLookup,
+     Op::kCuModuleGetFunction},
+    {GW_FN_CU_LIBRARY_GET_KERNEL, "cuLibraryGetKernel", kDrv, ProbeClass::kNameLookup,
+     Op::kCuLibraryGetKernel},
+    {GW_FN_CU_KERNEL_GET_FUNCTION, "cuKernelGetFunction", kDrv, ProbeClass::kNameLookup,
+     Op::kCuKernelGetFunction},
+};
+
+const ProbeSpec* SpecOf(uint32_t fn) {
+  static const auto* table = [] {
+    auto* t = new std::vector<const ProbeSpec*>(GW_FN_MAX, nullptr);
+    for (const ProbeSpec& spec : kProbes) (*t)[spec.fn] = &spec;
+    return t;
+  }();
+  return fn < table->size() ? (*table)[fn] : nullptr;
+}
+
+std::string PrivilegeHint(int err) {
+  if (err == EPERM || err == EACCES) {
+    return " — hint: run as root (sudo) or grant CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN";
+  }
+  return "";
+}
+
+std::string Demangle(const char* name) {
+  int status = 0;
+  char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  if (status != 0 || out == nullptr) {
+    std::free(out);
+    return name;
+  }
+  std::string result(out);
+  std::free(out);
+  return result;
+}
+
+int64_t MonotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Whether [addr, addr+1) lies in one of the [start, start+size) ranges.
+bool InRanges(const std::map<uint64_t, uint64_t>& ranges, uint64_t addr) {
+  auto it = ranges.upper_bound(addr);
+  if (it == ranges.begin()) return false;
+  --it;
+  return addr < it->first + it->second;
+}
+
+}  // namespace
+
+struct CudaSource::AttachedLibrary {
+  CudaLibrary library;
+  std::vector<ScopedFd> multi_links;  // multi-uprobe link fds
+  std::vector<ScopedLink> links;      // perf-event uprobes (fallback)
+  size_t probes = 0;                  // function entry/return points attached
+};
+
+struct CudaSource::ProcessState {
+  std::map<uint64_t, uint64_t> runtime_allocs;  // device pointer → size (cudaMalloc*)
+  std::map<uint64_t, uint64_t> driver_allocs;   // device pointer → size (cuMemAlloc)
+  std::map<uint64_t, uint64_t> pinned;          // host pointer → size (cudaMallocHost/HostAlloc)
+  std::unordered_map<uint64_t, std::string> names;     // kernel handle → name
+  std::unordered_map<uint64_t, uint64_t> aliases;      // CUfunction → CUkernel
+  std::unordered_map<uint64_t, int64_t> name_ids;      // kernel handle → interned name id
+  std::pair<uint64_t, uint64_t> last_free{0, 0};       // pointer, size of the last free
+};
+
+CudaSource::CudaSource(CudaSourceOptions options) : options_(std::move(options)) {}
+
+CudaSource::~CudaSource() { Stop(); }
+
+StatusOr<std::unique_ptr<CudaSource>> CudaSource::Create(CudaSourceOptions options) {
+  uint32_t ring = options.ring_bytes;
+  if (ring < 4096 || (ring & (ring - 1)) != 0) {
+    return InvalidArgument("CUDA ring buffer size " + std::to_string(ring) +
+                           " is not a power of two ≥ 4096");
+  }
+  auto source = std::unique_ptr<CudaSource>(new CudaSource(std::move(options)));
+  source->skel_.Reset(cuda_bpf__open());
+  if (!source->skel_) return ErrnoStatus("open CUDA BPF object", errno);
+  return source;
+}
+
+Status CudaSource::Configure(const SourceContext& context) {
+  cuda_bpf* skel = skel_.get();
+  skel->rodata->filter_tracked = (!context.pids.empty() || !context.comms.empty()) ? 1 : 0;
+  skel->rodata->launch_sample_every = options_.launch_sample_every;
+  if (int err = bpf_map__set_max_entries(skel->maps.events, options_.ring_bytes); err != 0) {
+    return ErrnoStatus("size CUDA ring buffer", -err);
+  }
+  if (context.tracked_map_fd >= 0) {
+    bpf_map_info info{};
+    uint32_t info_len = sizeof info;
+    if (bpf_obj_get_info_by_fd(context.tracked_map_fd, &info, &info_len) != 0) {
+      return ErrnoStatus("inspect the shared tracked-process map", errno);
+    }
+    if (info.key_size != sizeof(uint32_t) || info.value_size != sizeof(uint32_t)) {
+      return Internal("shared tracked-process map has key/value sizes " +
+                      std::to_string(info.key_size) + "/" + std::to_string(info.value_size) +
+                      "; the CUDA source expects 4/4 (tgid → u32 flags)");
+    }
+    if (int err = bpf_map__reuse_fd(skel->maps.tracked, context.tracked_map_fd); err != 0) {
+      return ErrnoStatus("share the tracked-process map with the CUDA source", -err);
+    }
+  }
+  return Status::Ok();
+}
+
+Status CudaSource::Start(const SourceContext& context) {
+  if (started_) return FailedPrecondition("CUDA source started twice");
+  context_ = context;
+  if (context_.sink == nullptr) return InvalidArgument("CUDA source started without a sink");
+  RETURN_IF_ERROR(Configure(context));
+  cuda_bpf* skel = skel_.get();
+  // Programs loaded for multi-uprobe links cannot be attached as perf-event uprobes and vice
+  // versa: try multi first, and on a kernel without it reopen and load the classic way.
+  for (bpf_program* program = bpf_object__next_program(skel->obj, nullptr);
+       options_.multi_uprobe && program != nullptr;
+       program = bpf_object__next_program(skel->obj, program)) {
+    bpf_program__set_expected_attach_type(program,
+                                          static_cast<bpf_attach_type>(kTraceUprobeMulti));
+  }
+  int err = options_.multi_uprobe ? cuda_bpf__load(skel) : -EOPNOTSUPP;
+  multi_links_ = err == 0;
+  if (err != 0 && err != -EPERM && err != -EACCES) {
+    skel_.Reset(cuda_bpf__open());
+    if (!skel_) return ErrnoStatus("open CUDA BPF object", errno);
+    RETURN_IF_ERROR(Configure(context));
+    skel = skel_.get();
+    err = cuda_bpf__load(skel);
+  }
+  if (err != 0) {
+    return Status(err == -EPERM || err == -EACCES ? StatusCode::kPermissionDenied
+                                                  : StatusCode::kFailedPrecondition,
+                  std::string("load CUDA BPF programs: ") + std::strerror(-err) +
+                      PrivilegeHint(-err));
+  }
+  ring_.Reset(ring_buffer__new(bpf_map__fd(skel->maps.events), &CudaSource::OnRecord, this,
+                               nullptr));
+  if (!ring_) return ErrnoStatus("open CUDA ring buffer", errno);
+  current_sec_ = context_.clock.ToSession(static_cast<uint64_t>(MonotonicNs())) / 1000000000;
+  started_ = true;
+
+  // Attach to what exists now. The first failure that is about privileges is fatal; a
+  // library that cannot be read or probed is a note.
+  for (const CudaLibrary& library : Libraries()) {
+    Status status = AttachLibrary(library);
+    if (status.code() == StatusCode::kPermissionDenied) return status;
+    if (!status.ok()) AddNote(status.message());
+  }
+  return Status::Ok();
+}
+
+Status CudaSource::AttachLibrary(const CudaLibrary& library) {
+  struct stat st;
+  if (stat(library.path.c_str(), &st) != 0) {
+    return ErrnoStatus("stat CUDA library " + library.path, errno);
+  }
+  {
+    std::lock_guard<std::mutex> lock(attach_mu_);
+    // One attachment per file: uprobes live on the inode, so two paths to one file would
+    // fire twice.
+    if (!seen_files_.insert({st.st_dev, st.st_ino}).second) return Status::Ok();
+  }
+  ASSIGN_OR_RETURN(ElfSymbolTable symbols, ElfSymbolTable::Load(library.path));
+  auto attached = std::make_unique<AttachedLibrary>();
+  attached->library = library;
+  std::vector<std::string> missing;
+  // Entry and return points per program: one multi link each, or one perf-event uprobe per
+  // point. Return probes go first: a call entered between the two attaches then has a
+  // return without an entry, which the exit program ignores, rather than an entry without a
+  // return left on the thread's stack.
+  struct Group {
+    bpf_program* program;
+    bool retprobe;
+    std::vector<unsigned long> offsets;
+    std::vector<uint64_t> cookies;
+    std::vector<const char*> symbols;
+  };
+  cuda_bpf* skel = skel_.get();
+  // Indexes: 0-2 return programs (attached first), 3-4 entry programs.
+  std::vector<Group> groups = {
+      {skel->progs.gw_cuda_exit, true, {}, {}, {}},
+      {skel->progs.gw_cuda_name_exit, true, {}, {}, {}},
+      {skel->progs.gw_cuda_register_exit, true, {}, {}, {}},
+      {skel->progs.gw_cuda_enter, false, {}, {}, {}},
+      {skel->progs.gw_cuda_launch, false, {}, {}, {}},
+  };
+  auto add = [&](size_t group, const ProbeSpec& spec, uint64_t offset) {
+    groups[group].offsets.push_back(static_cast<unsigned long>(offset));
+    groups[group].cookies.push_back(spec.fn);
+    groups[group].symbols.push_back(spec.symbol);
+  };
+  for (const ProbeSpec& spec : kProbes) {
+    if (spec.library != library.kind) continue;
+    const ElfSymbol* symbol = symbols.Find(spec.symbol);
+    if (symbol == nullptr) {
+      missing.push_back(spec.symbol);
+      continue;
+    }
+    uint64_t offset = ElfSymbolTable::ProbeOffset(*symbol);
+    switch (spec.probe) {
+      case ProbeClass::kCall:
+        add(0, spec, offset);
+        add(3, spec, offset);
+        break;
+      case ProbeClass::kNameLookup:
+        add(1, spec, offset);
+        add(3, spec, offset);
+        break;
+      case ProbeClass::kRegister:
+        add(2, spec, offset);
+        add(3, spec, offset);
+        break;
+      case ProbeClass::kLaunch: add(4, spec, offset); break;
+    }
+  }
+  auto failure = [&](const char* symbol, bool retprobe, int err) {
+    return Status(err == EPERM || err == EACCES ? StatusCode::kPermissionDenied
+                                                : StatusCode::kFailedPrecondition,
+                  std::string("attach ") + (retprobe ? "uretprobe " : "uprobe ") + symbol +
+                      " in " + library.path + ": " + std::strerror(err) + PrivilegeHint(err));
+  };
+  for (const Group& group : groups) {
+    if (group.offsets.empty()) continue;
+    if (multi_links_) {
+      int prog_fd = bpf_program__fd(group.program);
+      int fd = CreateUprobeMultiLink(prog_fd, library.path, group.offsets, group.cookies,
+                                     group.retprobe);
+      if (fd >= 0) {
+        attached->multi_links.emplace_back(fd);
+        attached->probes += group.offsets.size();
+        continue;
+      }
+      // One bad offset fails the whole link: attach one by one to find it and keep the rest.
+      for (size_t i = 0; i < group.offsets.size(); ++i) {
+        fd = CreateUprobeMultiLink(prog_fd, library.path, {group.offsets[i]},
+                                   {group.cookies[i]}, group.retprobe);
+        if (fd < 0) {
+          Status status = failure(group.symbols[i], group.retprobe, -fd);
+          if (status.code() == StatusCode::kPermissionDenied) return status;
+          AddNote(status.message());
+          continue;
+        }
+        attached->multi_links.emplace_back(fd);
+        attached->probes += 1;
+      }
+      continue;
+    }
+    for (size_t i = 0; i < group.offsets.size(); ++i) {
+      LIBBPF_OPTS(bpf_uprobe_opts, opts);
+      opts.bpf_cookie = group.cookies[i];
+      opts.retprobe = group.retprobe;
+      bpf_link* link = bpf_program__attach_uprobe_opts(group.program, -1, library.path.c_str(),
+                                                       group.offsets[i], &opts);
+      if (link == nullptr) {
+        Status status = failure(group.symbols[i], group.retprobe, errno);
+        if (status.code() == StatusCode::kPermissionDenied) return status;
+        AddNote(status.message());
+        continue;
+      }
+      attached->links.emplace_back(link);
+      attached->probes += 1;
+    }
+  }
+  size_t probes = attached->probes;
+  std::string note = "cuda: attached " + std::to_string(probes) + " probes to " +
+                     library.path +
+                     (library.kind == CudaLibKind::kRuntime ? " (runtime)" : " (driver)");
+  if (!missing.empty()) {
+    note += "; not in this library, skipped:";
+    for (const std::string& m : missing) note += " " + m;
+  }
+  AddNote(std::move(note));
+  std::lock_guard<std::mutex> lock(attach_mu_);
+  libraries_.push_back(std::move(attached));
+  return Status::Ok();
+}
+
+std::vector<CudaLibrary> CudaSource::Libraries() const {
+  std::vector<std::string> extra = options_.libraries;
+  extra.insert(extra.end(), context_.cuda_libs.begin(), context_.cuda_libs.end());
+  if (options_.discover) return FindCudaLibraries(extra);
+  // Only the named files (tests, benchmarks): no /proc scan, no standard directories.
+  std::vector<CudaLibrary> named;
+  for (const std::string& path : extra) {
+    CudaLibrary library;
+    library.path = path;
+    if (!ClassifyCudaLibrary(path, &library.kind)) {
+      library.kind = path.find("cudart") != std::string::npos ? CudaLibKind::kRuntime
+                                                               : CudaLibKind::kDriver;
+    }
+    named.push_back(std::move(library));
+  }
+  return named;
+}
+
+void CudaSource::AttachDiscovered() {
+  for (const CudaLibrary& library : Libraries()) {
+    Status status = AttachLibrary(library);
+    if (!status.ok()) AddNote(status.message());
+  }
+}
+
+void CudaSource::Rediscover() {
+  if (!started_ || stopped_) return;
+  AttachDiscovered();
+}
+
+void CudaSource::AddNote(std::string note) {
+  std::lock_guard<std::mutex> lock(attach_mu_);
+  notes_.push_back(std::move(note));
+}
+
+std::vector<std::string> CudaSource::TakeNotes() {
+  std::lock_guard<std::mutex> lock(attach_mu_);
+  return std::exchange(notes_, {});
+}
+
+std::vector<std::string> CudaSource::AttachedLibraries() const {
+  std::lock_guard<std::mutex> lock(attach_mu_);
+  std::vector<std::string> paths;
+  for (const auto& library : libraries_) paths.push_back(library->library.path);
+  return paths;
+}
+
+size_t CudaSource::LinkCount() const {
+  std::lock_guard<std::mutex> lock(attach_mu_);
+  size_t n = 0;
+  for (const auto& library : libraries_) n += library->probes;
+  return n;
+}
+
+DropCounts CudaSource::Drops() const {
+  DropCounts drops{{"cuda_bpf_reserve", 0}};
+  if (!started_) return drops;
+  int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) return drops;
+  std::vector<uint64_t> values(static_cast<size_t>(cpus));
+  for (uint32_t slot = 0; slot < GW_CUDA_DROP_SLOTS; ++slot) {
+    if (bpf_map__lookup_elem(skel_.get()->maps.drops, &slot, sizeof slot, values.data(),
+                             values.size() * sizeof(uint64_t), 0) != 0) {
+      continue;
+    }
+    int64_t sum = 0;
+    for (uint64_t v : values) sum += static_cast<int64_t>(v);
+    if (slot == GW_CUDA_DROP_RESERVE) drops["cuda_bpf_reserve"] = sum;
+    if (slot == GW_CUDA_DROP_LAUNCH_MAP && sum > 0) drops["cuda_launch_map_full"] = sum;
+  }
+  return drops;
+}
+
+void CudaSource::Stop() {
+  std::vector<std::unique_ptr<AttachedLibrary>> detached;
+  {
+    std::lock_guard<std::mutex> lock(attach_mu_);
+    detached.swap(libraries_);
+  }
+  detached.clear();  // destroys the links: no probe fires after this
+  if (started_ && !stopped_) stop_flush_pending_ = true;
+  stopped_ = true;
+}
+
+int64_t CudaSource::Poll() {
+  if (!started_) return 0;
+  int drained = ring_buffer__consume(ring_.get());
+  FlushEvents();
+  int64_t now_sec = context_.clock.ToSession(static_cast<uint64_t>(MonotonicNs())) / 1000000000;
+  if (now_sec > current_sec_ || stop_flush_pending_) {
+    FlushLaunchCounts(current_sec_);
+    current_sec_ = now_sec;
+    stop_flush_pending_ = false;
+    if (++polls_since_gc_ >= 10) {
+      polls_since_gc_ = 0;
+      ForgetExitedProcesses();
+    }
+  }
+  return drained > 0 ? drained : 0;
+}
+
+int CudaSource::OnRecord(void* self, void* data, size_t size) {
+  auto* source = static_cast<CudaSource*>(self);
+  if (size < 1) return 0;
+  uint8_t type = *static_cast<const uint8_t*>(data);
+  if (type == GW_CUDA_RECORD_CALL && size >= sizeof(gw_cuda_call_record)) {
+    gw_cuda_call_record record;
+    std::memcpy(&record, data, sizeof record);
+    source->HandleCall(record);
+  } else if ((type == GW_CUDA_RECORD_NAME || type == GW_CUDA_RECORD_ALIAS) &&
+             size >= sizeof(gw_cuda_name_record)) {
+    source->HandleName(*static_cast<const gw_cuda_name_record*>(data));
+  }
+  return 0;
+}
+
+CudaSource::ProcessState& CudaSource::Process(uint32_t tgid) {
+  auto& state = processes_[tgid];
+  if (!state) state = std::make_unique<ProcessState>();
+  return *state;
+}
+
+void CudaSource::HandleName(const gw_cuda_name_record& record) {
+  ProcessState& process = Process(record.tgid);
+  if (record.type == GW_CUDA_RECORD_ALIAS) {
+    process.aliases[record.handle] = record.alias_of;
+  } else {
+    char name[GW_CUDA_NAME_MAX + 1];
+    std::memcpy(name, record.name, GW_CUDA_NAME_MAX);
+    name[GW_CUDA_NAME_MAX] = '\0';
+    if (name[0] == '\0') return;
+    process.names[record.handle] = Demangle(name);
+  }
+  process.name_ids.erase(record.handle);
+}
+
+int64_t CudaSource::KernelNameId(uint32_t tgid, uint64_t handle) {
+  ProcessState& process = Process(tgid);
+  if (auto it = process.name_ids.find(handle); it != process.name_ids.end()) return it->second;
+  std::string name;
+  if (auto it = process.names.find(handle); it != process.names.end()) {
+    name = it->second;
+  } else if (auto alias = process.aliases.find(handle); alias != process.aliases.end()) {
+    if (auto it = process.names.find(alias->second); it != process.names.end()) {
+      name = it->second;
+    }
+  }
+  bool known = !name.empty();
+  if (!known) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "fn@0x%" PRIx64, handle);
+    name = buf;
+  }
+  int64_t id = context_.sink->InternString(name);
+  // Unknown names are not cached: a name record may still arrive for the handle.
+  if (known) process.name_ids[handle] = id;
+  return id;
+}
+
+void CudaSource::HandleCall(const gw_cuda_call_record& r) {
+  const ProbeSpec* spec = SpecOf(r.fn);
+  if (spec == nullptr) return;
+  ProcessState& process = Process(r.tgid);
+  bool ok = r.ret == 0;
+  // Pinned host ranges (pin_memory=True page-locks with cudaHostAlloc or cudaHostRegister).
+  if (r.fn == GW_FN_CUDA_FREE_HOST || r.fn == GW_FN_CUDA_HOST_UNREGISTER) {
+    if (ok) process.pinned.erase(r.dst);
+    return;
+  }
+  if (r.fn == GW_FN_CUDA_HOST_REGISTER) {
+    if (ok) process.pinned[r.dst] = r.bytes;
+    return;
+  }
+  if (!spec->op.has_value()) return;
+  Event e;
+  e.ts_ns = context_.clock.ToSession(r.ts_ns);
+  e.pid = static_cast<int32_t>(r.tgid);
+  e.tid = static_cast<int32_t>(r.tid);
+  e.op = *spec->op;
+  e.duration_ns = static_cast<int64_t>(r.duration_ns);
+  if ((r.flags & GW_CUDA_FLAG_SAMPLED_LAUNCH) == 0) e.ret = r.ret;
+  auto u64 = [](uint64_t v) { return static_cast<int64_t>(v); };
+
+  switch (static_cast<gw_cuda_fn>(r.fn)) {
+    case GW_FN_CUDA_LAUNCH_KERNEL:
+    case GW_FN_CUDA_LAUNCH_KERNEL_PTSZ:
+    case GW_FN_CUDA_LAUNCH_KERNEL_EXC:
+    case GW_FN_CUDA_LAUNCH_KERNEL_EXC_PTSZ:
+    case GW_FN_CU_LAUNCH_KERNEL:
+    case GW_FN_CU_LAUNCH_KERNEL_PTSZ:
+    case GW_FN_CU_LAUNCH_KERNEL_EX:
+    case GW_FN_CU_LAUNCH_KERNEL_EX_PTSZ:
+      e.addr = u64(r.stream);
+      e.name_id = KernelNameId(r.tgid, r.dst);
+      break;
+    case GW_FN_CUDA_MALLOC:
+    case GW_FN_CUDA_MALLOC_ASYNC:
+    case GW_FN_CUDA_MALLOC_MANAGED:
+    case GW_FN_CU_MEM_ALLOC:
+      e.bytes = u64(r.bytes);
+      if (ok) {
+        e.addr = u64(r.dst);
+        auto& allocs =
+            r.fn == GW_FN_CU_MEM_ALLOC ? process.driver_allocs : process.runtime_allocs;
+        allocs[r.dst] = r.bytes;
+      }
+      break;
+    case GW_FN_CUDA_MALLOC_HOST:
+    case GW_FN_CUDA_HOST_ALLOC:
+      e.bytes = u64(r.bytes);
+      if (ok) {
+        e.addr = u64(r.dst);
+        process.pinned[r.dst] = r.bytes;
+      }
+      break;
+    case GW_FN_CUDA_FREE:
+    case GW_FN_CUDA_FREE_ASYNC:
+    case GW_FN_CU_MEM_FREE: {
+      e.addr = u64(r.dst);
+      auto& allocs = r.fn == GW_FN_CU_MEM_FREE ? process.driver_allocs : process.runtime_allocs;
+      if (auto it = allocs.find(r.dst); it != allocs.end()) {
+        e.bytes = u64(it->second);
+        if (ok) {
+          process.last_free = {r.dst, it->second};
+          allocs.erase(it);
+        }
+      } else if (process.last_free.first == r.dst && r.dst != 0) {
+        // An outer free whose nested free (same pointer) was decoded first.
+        e.bytes = u64(process.last_free.second);
+      }
+      break;
+    }
+    case GW_FN_CUDA_MEMCPY:
+    case GW_FN_CUDA_MEMCPY_ASYNC:
+    case GW_FN_CUDA_MEMCPY_2D:
+    case GW_FN_CUDA_MEMCPY_2D_ASYNC:
+    case GW_FN_CUDA_MEMCPY_PEER:
+    case GW_FN_CUDA_MEMCPY_PEER_ASYNC:
+    case GW_FN_CU_MEMCPY:
+    case GW_FN_CU_MEMCPY_ASYNC:
+    case GW_FN_CU_MEMCPY_HTOD:
+    case GW_FN_CU_MEMCPY_DTOH:
+    case GW_FN_CU_MEMCPY_DTOD:
+    case GW_FN_CU_MEMCPY_HTOD_ASYNC:
+    case GW_FN_CU_MEMCPY_DTOH_ASYNC:
+    case GW_FN_CU_MEMCPY_DTOD_ASYNC: {
+      int64_t kind = static_cast<int64_t>(CopyKind::kDefault);
+      switch (r.fn) {
+        case GW_FN_CUDA_MEMCPY:
+        case GW_FN_CUDA_MEMCPY_ASYNC:
+        case GW_FN_CUDA_MEMCPY_2D:
+        case GW_FN_CUDA_MEMCPY_2D_ASYNC:
+          kind = (r.kind >= 0 && r.kind <= 4) ? r.kind : static_cast<int64_t>(CopyKind::kDefault);
+          break;
+        case GW_FN_CUDA_MEMCPY_PEER:
+        case GW_FN_CUDA_MEMCPY_PEER_ASYNC:
+        case GW_FN_CU_MEMCPY_DTOD:
+        case GW_FN_CU_MEMCPY_DTOD_ASYNC:
+          kind = static_cast<int64_t>(CopyKind::kDeviceToDevice);
+          break;
+        case GW_FN_CU_MEMCPY_HTOD:
+        case GW_FN_CU_MEMCPY_HTOD_ASYNC:
+          kind = static_cast<int64_t>(CopyKind::kHostToDevice);
+          break;
+        case GW_FN_CU_MEMCPY_DTOH:
+        case GW_FN_CU_MEMCPY_DTOH_ASYNC:
+          kind = static_cast<int64_t>(CopyKind::kDeviceToHost);
+          break;
+        default: break;
+      }
+      if (kind == static_cast<int64_t>(CopyKind::kDefault)) {
+        // Unified addressing: infer the direction from the allocations seen.
+        auto on_device = [&](uint64_t p) {
+          return InRanges(process.runtime_allocs, p) || InRanges(process.driver_allocs, p);
+        };
+        bool dst_dev = on_device(r.dst);
+        bool src_dev = on_device(r.src);
+        if (dst_dev || src_dev) {
+          kind = static_cast<int64_t>(dst_dev && src_dev ? CopyKind::kDeviceToDevice
+                                      : dst_dev          ? CopyKind::kHostToDevice
+                                                         : CopyKind::kDeviceToHost);
+        }
+      }
+      uint64_t device_side = r.dst;
+      bool pinned = false;
+      switch (static_cast<CopyKind>(kind)) {
+        case CopyKind::kHostToDevice: pinned = InRanges(process.pinned, r.src); break;
+        case CopyKind::kDeviceToHost:
+          pinned = InRanges(process.pinned, r.dst);
+          device_side = r.src;
+          break;
+        case CopyKind::kHostToHost:
+        case CopyKind::kDefault:
+          pinned = InRanges(process.pinned, r.src) || InRanges(process.pinned, r.dst);
+          break;
+        case CopyKind::kDeviceToDevice: break;
+      }
+      e.bytes = u64(r.bytes);
+      e.kind = kind | (pinned ? kCopyPinnedHost : 0);
+      e.addr = u64(device_side);
+      break;
+    }
+    case GW_FN_CUDA_MEMSET:
+    case GW_FN_CUDA_MEMSET_ASYNC:
+      e.addr = u64(r.dst);
+      e.bytes = u64(r.bytes);
+      break;
+    case GW_FN_CUDA_STREAM_SYNC:
+    case GW_FN_CUDA_EVENT_SYNC:
+    case GW_FN_CUDA_STREAM_WAIT_EVENT:
+    case GW_FN_CU_STREAM_SYNC:
+    case GW_FN_CU_EVENT_SYNC:
+    case GW_FN_CUDA_GRAPH_LAUNCH:
+      e.addr = u64(r.stream);
+      break;
+    case GW_FN_CUDA_GRAPH_INSTANTIATE:
+    case GW_FN_CUDA_GRAPH_INSTANTIATE_WITH_FLAGS:
+      if (ok) e.addr = u64(r.dst);
+      break;
+    case GW_FN_CU_MODULE_GET_FUNCTION:
+    case GW_FN_CU_LIBRARY_GET_KERNEL:
+    case GW_FN_CU_KERNEL_GET_FUNCTION:
+      // The name record follows this one in the ring; it is resolved when the handle is
+      // launched. Here the row carries the handle.
+      if (ok) e.addr = u64(r.dst);
+      break;
+    case GW_FN_CUDA_DEVICE_SYNC:
+    case GW_FN_CU_CTX_SYNC:
+    case GW_FN_CUDA_FREE_HOST:
+    case GW_FN_CUDA_HOST_REGISTER:
+    case GW_FN_CUDA_HOST_UNREGISTER:
+    case GW_FN_CUDA_REGISTER_FUNCTION:
+    case GW_FN_NONE:
+    case GW_FN_MAX:
+      break;
+  }
+  batch_.push_back(e);
+  if (batch_.size() >= 4096) FlushEvents();
+}
+
+void CudaSource::FlushEvents() {
+  if (batch_.empty()) return;
+  context_.sink->OnEvents(batch_.data(), batch_.size());
+  batch_.clear();
+}
+
+void CudaSource::FlushLaunchCounts(int64_t sec) {
+  bpf_map* map = skel_.get()->maps.launch_counts;
+  int fd = bpf_map__fd(map);
+  std::map<std::tuple<int32_t, Op, int64_t>, int64_t> deltas;
+  gw_cuda_launch_key key{};
+  gw_cuda_launch_key next{};
+  gw_cuda_launch_key* prev = nullptr;
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    key = next;
+    prev = &key;
+    gw_cuda_launch_count value{};
+    if (bpf_map_lookup_elem(fd, &key, &value) != 0) continue;
+    auto id = std::make_tuple(key.tgid, key.fn, key.handle);
+    uint64_t& last = last_launch_counts_[id];
+    if (value.count <= last) continue;
+    int64_t delta = static_cast<int64_t>(value.count - last);
+    last = value.count;
+    const ProbeSpec* spec = SpecOf(key.fn);
+    if (spec == nullptr || !spec->op.has_value()) continue;
+    int64_t name_id = KernelNameId(key.tgid, key.handle);
+    deltas[{static_cast<int32_t>(key.tgid), *spec->op, name_id}] += delta;
+  }
+  if (deltas.empty()) return;
+  std::vector<OpCount> counts;
+  counts.reserve(deltas.size());
+  for (const auto& [k, n] : deltas) {
+    OpCount c;
+    c.sec = sec;
+    c.pid = std::get<0>(k);
+    c.op = std::get<1>(k);
+    c.name_id = std::get<2>(k);
+    c.count = n;
+    counts.push_back(c);
+  }
+  context_.sink->OnOpCounts(counts);
+}
+
+void CudaSource::ForgetExitedProcesses() {
+  auto gone = [](uint32_t tgid) {
+    return kill(static_cast<pid_t>(tgid), 0) != 0 && errno == ESRCH;
+  };
+  for (auto it = processes_.begin(); it != processes_.end();) {
+    it = gone(it->first) ? processes_.erase(it) : std::next(it);
+  }
+  // Launch counters of exited processes were flushed just before: delete them in the kernel.
+  int fd = bpf_map__fd(skel_.get()->maps.launch_counts);
+  for (auto it = last_launch_counts_.begin(); it != last_launch_counts_.end();) {
+    uint32_t tgid = std::get<0>(it->first);
+    if (!gone(tgid)) {
+      ++it;
+      continue;
+    }
+    gw_cuda_launch_key key{};
+    key.tgid = tgid;
+    key.fn = std::get<1>(it->first);
+    key.handle = std::get<2>(it->first);
+    bpf_map_delete_elem(fd, &key);
+    it = last_launch_counts_.erase(it);
+  }
+}
+
+}  // namespace gw

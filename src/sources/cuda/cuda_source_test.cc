@@ -1,0 +1,547 @@
+// BPF tests of the CUDA source: load the real programs, attach them to the fake CUDA libraries
+// (testdata/), run a workload that calls every probed API, and check what comes out.
+// Trigger → capture → assert. Needs root; in CI it runs as root and must not skip.
+#include "sources/cuda/cuda_source.h"
+
+#include <bpf/bpf.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/scoped.h"
+#include "sources/cuda/testdata/fake_cuda.h"
+
+namespace gw {
+namespace {
+
+// Kernel launches (cudaGraphLaunch is a full call row, not a counted launch).
+bool IsKernelLaunch(Op op) { return IsLaunch(op) && op != Op::kCudaGraphLaunch; }
+
+class TestSink : public EventSink {
+ public:
+  void OnEvents(const Event* events, size_t count) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.insert(events_.end(), events, events + count);
+  }
+  void OnProcess(const ProcessInfo&) override {}
+  void OnOpCounts(const std::vector<OpCount>& counts) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    counts_.insert(counts_.end(), counts.begin(), counts.end());
+  }
+  int64_t InternString(std::string_view text) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [it, inserted] = ids_.try_emplace(std::string(text), static_cast<int64_t>(ids_.size()) + 1);
+    if (inserted) strings_[it->second] = it->first;
+    return it->second;
+  }
+  std::vector<Event> EventsOf(int32_t pid, Op op) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<Event> out;
+    for (const Event& e : events_) {
+      if (e.pid == pid && e.op == op) out.push_back(e);
+    }
+    return out;
+  }
+  // Launches of `pid` per (op, kernel name): sampled rows plus counted ones.
+  std::map<std::pair<Op, std::string>, int64_t> Launches(int32_t pid) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::map<std::pair<Op, std::string>, int64_t> out;
+    for (const Event& e : events_) {
+      if (e.pid == pid && IsKernelLaunch(e.op)) out[{e.op, strings_[e.name_id]}] += 1;
+    }
+    for (const OpCount& c : counts_) {
+      if (c.pid == pid) out[{c.op, strings_[c.name_id]}] += c.count;
+    }
+    return out;
+  }
+  size_t SampledRows(int32_t pid) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::count_if(events_.begin(), events_.end(),
+                         [&](const Event& e) { return e.pid == pid && IsKernelLaunch(e.op); });
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<Event> events_;
+  std::vector<OpCount> counts_;
+  std::map<std::string, int64_t> ids_;
+  std::map<int64_t, std::string> strings_;
+};
+
+int64_t MonotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+SourceContext MakeContext(EventSink* sink, int tracked_fd) {
+  SourceContext context;
+  context.clock.mono_start_ns = MonotonicNs();
+  context.sink = sink;
+  context.tracked_map_fd = tracked_fd;
+  return context;
+}
+
+const std::string kFakeDir = GW_FAKE_CUDA_DIR;
+const std::string kWorkload = GW_CUDA_WORKLOAD;
+
+// Runs the workload to completion; returns its pid.
+pid_t RunWorkload(const std::vector<std::string>& args) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv{const_cast<char*>(kWorkload.c_str())};
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(kWorkload.c_str(), argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "workload status " << status;
+  return pid;
+}
+
+class CudaSourceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "BPF tests need root (they run as root in CI)";
+  }
+};
+
+const Event* Find(const std::vector<Event>& events, int64_t bytes) {
+  for (const Event& e : events) {
+    if (e.bytes == bytes) return &e;
+  }
+  return nullptr;
+}
+
+constexpr int64_t kUs = 1000;
+constexpr int64_t kSlack = 200 * 1000 * kUs;  // generous upper bound on a loaded CI machine
+
+// Runs with multi-uprobe links (the default) and with one perf-event uprobe per function.
+class CudaSourceAttachTest : public CudaSourceTest, public ::testing::WithParamInterface<bool> {};
+
+INSTANTIATE_TEST_SUITE_P(AttachModes, CudaSourceAttachTest, ::testing::Values(true, false),
+                         [](const auto& info) {
+                           return std::string(info.param ? "MultiUprobe" : "PerfEvent");
+                         });
+
+TEST_P(CudaSourceAttachTest, EveryProbedApiYieldsItsRow) {
+  // A tracked map of our own, shared like the host source shares its map.
+  ScopedFd tracked(bpf_map_create(BPF_MAP_TYPE_HASH, "gw_tracked_t", 4, 4, 1024, nullptr));
+  ASSERT_TRUE(tracked) << "bpf_map_create: " << std::strerror(errno);
+
+  CudaSourceOptions options;
+  options.discover = false;
+  options.libraries = {kFakeDir + "/libcudart.so.13", kFakeDir + "/libcuda.so.1"};
+  options.launch_sample_every = 4;
+  options.ring_bytes = 1 << 20;
+  options.multi_uprobe = GetParam();
+  auto source = CudaSource::Create(options);
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  TestSink sink;
+  Status started = (*source)->Start(MakeContext(&sink, tracked.get()));
+  ASSERT_TRUE(started.ok()) << started.message();
+  EXPECT_EQ((*source)->UsesMultiUprobeLinks(), GetParam());  // kernel 6.18 has them
+  // 22 runtime functions timed (×2), 4 launches, 1 registration (×2); 16 driver calls timed
+  // (×2), 3 name lookups (×2), 2 launches. The _ptsz forms the fake lacks are skipped.
+  EXPECT_EQ((*source)->LinkCount(), 22u * 2 + 4 + 2 + 16 * 2 + 3 * 2 + 2 - 1);
+  EXPECT_EQ((*source)->AttachedLibraries().size(), 2u);
+  std::vector<std::string> notes = (*source)->TakeNotes();
+  ASSERT_EQ(notes.size(), 2u);
+
+  pid_t pid = RunWorkload({"all"});
+  (*source)->Poll();
+  (*source)->Stop();
+  (*source)->Poll();
+
+  // The workload joined the tracked set, flagged as a CUDA caller (host_abi.h's
+  // GW_TRACKED_CUDA_CALL).
+  uint32_t key = static_cast<uint32_t>(pid), value = 0;
+  EXPECT_EQ(bpf_map_lookup_elem(tracked.get(), &key, &value), 0);
+  EXPECT_EQ(value, 0x8u);
+
+  const int64_t runtime_min = (kFakeRuntimeUs + kFakeDriverUs) * kUs;
+  const int64_t driver_min = kFakeDriverUs * kUs;
+
+  // Memcpy: bytes, direction, pinned bit, and the nested driver row inside the runtime row.
+  auto memcpys = sink.EventsOf(pid, Op::kCudaMemcpy);
+  ASSERT_EQ(memcpys.size(), 6u);
+  const Event* registered = Find(memcpys, 4097);
+  ASSERT_NE(registered, nullptr);
+  EXPECT_EQ(registered->kind, static_cast<int64_t>(CopyKind::kHostToDevice) | kCopyPinnedHost);
+  const Event* unregistered = Find(memcpys, 4098);
+  ASSERT_NE(unregistered, nullptr);
+  EXPECT_EQ(unregistered->kind, static_cast<int64_t>(CopyKind::kHostToDevice));
+  const Event* pageable = Find(memcpys, 4096);
+  ASSERT_NE(pageable, nullptr);
+  EXPECT_EQ(pageable->kind, static_cast<int64_t>(CopyKind::kHostToDevice));
+  EXPECT_EQ(pageable->ret, 0);
+  EXPECT_GE(pageable->duration_ns, runtime_min);
+  EXPECT_LT(pageable->duration_ns, runtime_min + kSlack);
+  EXPECT_NE(pageable->tid, 0);
+  const Event* pinned = Find(memcpys, 8192);
+  ASSERT_NE(pinned, nullptr);
+  EXPECT_EQ(pinned->kind, static_cast<int64_t>(CopyKind::kHostToDevice) | kCopyPinnedHost);
+  const Event* pinned_d2h = Find(memcpys, 8193);
+  ASSERT_NE(pinned_d2h, nullptr);
+  EXPECT_EQ(pinned_d2h->kind, static_cast<int64_t>(CopyKind::kDeviceToHost) | kCopyPinnedHost);
+  const Event* inferred = Find(memcpys, 100);
+  ASSERT_NE(inferred, nullptr);
+  EXPECT_EQ(inferred->kind, static_cast<int64_t>(CopyKind::kHostToDevice));
+
+  auto htod = sink.EventsOf(pid, Op::kCuMemcpyHtoD);
+  const Event* inner = Find(htod, 4096);
+  ASSERT_NE(inner, nullptr);
+  EXPECT_EQ(inner->kind, static_cast<int64_t>(CopyKind::kHostToDevice));
+  EXPECT_EQ(inner->tid, pageable->tid);
+  EXPECT_GE(inner->duration_ns, driver_min);
+  EXPECT_GE(pageable->duration_ns, inner->duration_ns + kFakeRuntimeUs * kUs);
+  EXPECT_GE(inner->ts_ns, pageable->ts_ns);
+  EXPECT_LE(inner->ts_ns + inner->duration_ns, pageable->ts_ns + pageable->duration_ns);
+
+  auto async = sink.EventsOf(pid, Op::kCudaMemcpyAsync);
+  ASSERT_EQ(async.size(), 1u);
+  EXPECT_EQ(async[0].bytes, 12288);
+  EXPECT_EQ(async[0].kind, 1 | kCopyPinnedHost);
+  auto m2d = sink.EventsOf(pid, Op::kCudaMemcpy2D);
+  ASSERT_EQ(m2d.size(), 1u);
+  EXPECT_EQ(m2d[0].bytes, 64 * 32);
+  EXPECT_EQ(m2d[0].kind, 1);
+  auto m2da = sink.EventsOf(pid, Op::kCudaMemcpy2DAsync);
+  ASSERT_EQ(m2da.size(), 1u);
+  EXPECT_EQ(m2da[0].bytes, 64 * 16);
+  EXPECT_EQ(m2da[0].kind, 1 | kCopyPinnedHost);
+  auto peer = sink.EventsOf(pid, Op::kCudaMemcpyPeer);
+  ASSERT_EQ(peer.size(), 1u);
+  EXPECT_EQ(peer[0].bytes, 512);
+  EXPECT_EQ(peer[0].kind, 3);
+  auto peer_async = sink.EventsOf(pid, Op::kCudaMemcpyPeerAsync);
+  ASSERT_EQ(peer_async.size(), 1u);
+  EXPECT_EQ(peer_async[0].bytes, 256);
+
+  // Driver copies called directly: direction from the function.
+  struct DriverCopy {
+    Op op;
+    int64_t bytes;
+    int64_t kind;
+  };
+  for (const DriverCopy& c : {DriverCopy{Op::kCuMemcpyHtoD, 301, 1}, {Op::kCuMemcpyDtoH, 302, 2},
+                              {Op::kCuMemcpyDtoD, 303, 3}, {Op::kCuMemcpyHtoDAsync, 304, 1 | 16},
+                              {Op::kCuMemcpyDtoHAsync, 305, 2 | 16},
+                              {Op::kCuMemcpyDtoDAsync, 306, 3}, {Op::kCuMemcpy, 307, 1},
+                              {Op::kCuMemcpyAsync, 308, 1}}) {
+    std::vector<Event> rows = sink.EventsOf(pid, c.op);
+    const Event* e = Find(rows, c.bytes);
+    ASSERT_NE(e, nullptr) << OpName(c.op);
+    EXPECT_EQ(e->kind, c.kind) << OpName(c.op);
+    EXPECT_GE(e->duration_ns, driver_min) << OpName(c.op);
+  }
+
+  // Allocation: size and pointer; free: the size from our own tracking.
+  auto mallocs = sink.EventsOf(pid, Op::kCudaMalloc);
+  ASSERT_EQ(mallocs.size(), 1u);
+  EXPECT_EQ(mallocs[0].bytes, 1 << 20);
+  EXPECT_NE(mallocs[0].addr, 0);
+  EXPECT_NE(mallocs[0].addr, kNull);
+  EXPECT_GE(mallocs[0].duration_ns, runtime_min);
+  auto frees = sink.EventsOf(pid, Op::kCudaFree);
+  // cudaFree(d3), cudaFree(d) and the cudaFree the fake cudaFreeAsync calls (same-layer
+  // nesting through the PLT).
+  ASSERT_EQ(frees.size(), 3u);
+  EXPECT_NE(Find(frees, 5000), nullptr);
+  EXPECT_NE(Find(frees, 3000), nullptr);
+  const Event* big_free = Find(frees, 1 << 20);
+  ASSERT_NE(big_free, nullptr);
+  EXPECT_EQ(big_free->addr, mallocs[0].addr);
+  auto cu_allocs = sink.EventsOf(pid, Op::kCuMemAlloc);
+  EXPECT_NE(Find(cu_allocs, 9000), nullptr);
+  EXPECT_NE(Find(cu_allocs, 1 << 20), nullptr);  // nested in cudaMalloc
+  EXPECT_NE(Find(sink.EventsOf(pid, Op::kCuMemFree), 9000), nullptr);
+  ASSERT_EQ(sink.EventsOf(pid, Op::kCudaMallocAsync).size(), 1u);
+  EXPECT_EQ(sink.EventsOf(pid, Op::kCudaMallocAsync)[0].bytes, 3000);
+  ASSERT_EQ(sink.EventsOf(pid, Op::kCudaFreeAsync).size(), 1u);
+  EXPECT_EQ(sink.EventsOf(pid, Op::kCudaFreeAsync)[0].bytes, 3000);
+  EXPECT_EQ(sink.EventsOf(pid, Op::kCudaMallocManaged).size(), 1u);
+  ASSERT_EQ(sink.EventsOf(pid, Op::kCudaMallocHost).size(), 1u);
+  EXPECT_EQ(sink.EventsOf(pid, Op::kCudaMallocHost)[0].bytes, 1 << 16);
+  ASSERT_EQ(sink.EventsOf(pid, Op::kCudaHostAlloc).size(), 1u);
+  EXPECT_EQ(sink.EventsOf(pid, Op::kCudaHostAlloc)[0].bytes, 6000);
+
+  // Memset, syncs, graphs.
+  EXPECT_NE(Find(sink.EventsOf(pid, Op::kCudaMemset), 777), nullptr);
+  EXPECT_NE(Find(sink.EventsOf(pid, Op::kCudaMemsetAsync), 778), nullptr);
+  for (Op op : {Op::kCudaStreamSync, Op::kCudaEventSync, Op::kCudaDeviceSync}) {
+    auto rows = sink.EventsOf(pid, op);
+    ASSERT_EQ(rows.size(), 1u) << OpName(op);
+    EXPECT_GE(rows[0].duration_ns, runtime_min) << OpName(op);
+    EXPECT_LT(rows[0].duration_ns, runtime_min + kSlack) << OpName(op);
+  }
+  EXPECT_EQ(sink.EventsOf(pid, Op::kCudaStreamSync)[0].addr, 0x1234);
+  EXPECT_EQ(sink.EventsOf(pid, Op::kCudaEventSync)[0].addr, 0x5678);
+  for (Op op : {Op::kCuStreamSync, Op::kCuCtxSync, Op::kCuEventSync}) {
+    auto rows = sink.EventsOf(pid, op);
+    ASSERT_EQ(rows.size(), 2u) << OpName(op);  // nested + direct
+    for (const Event& e : rows) EXPECT_GE(e.duration_ns, driver_min) << OpName(op);
+  }
+  ASSERT_EQ(sink.EventsOf(pid, Op::kCudaStreamWaitEvent).size(), 1u);
+  EXPECT_EQ(sink.EventsOf(pid, Op::kCudaStreamWaitEvent)[0].addr, 0x1234);
+  EXPECT_EQ(sink.EventsOf(pid, Op::kCudaGraphInstantiate).size(), 2u);
+  ASSERT_EQ(sink.EventsOf(pid, Op::kCudaGraphLaunch).size(), 1u);
+  EXPECT_EQ(sink.EventsOf(pid, Op::kCudaGraphLaunch)[0].addr, 0x1234);
+  EXPECT_EQ(sink.EventsOf(pid, Op::kCuModuleGetFunction).size(), 1u);
+  EXPECT_EQ(sink.EventsOf(pid, Op::kCuLibraryGetKernel).size(), 2u);
+  EXPECT_EQ(sink.EventsOf(pid, Op::kCuKernelGetFunction).size(), 2u);
+
+  // Every launch counted with its kernel name (runtime launches nest into driver launches).
+  auto launches = sink.Launches(pid);
+  std::map<std::pair<Op, std::string>, int64_t> expected{
+      {{Op::kCudaLaunchKernel, "kernel_a(float*)"}, 13},
+      {{Op::kCudaLaunchKernelExC, "kernel_b(int)"}, 5},
+      {{Op::kCuLaunchKernel, "kernel_a(float*)"}, 13},
+      {{Op::kCuLaunchKernel, "driver_kernel"}, 7},
+      {{Op::kCuLaunchKernelEx, "kernel_b(int)"}, 5},
+      {{Op::kCuLaunchKernelEx, "driver_kernel"}, 4},
+  };
+  EXPECT_EQ(launches, expected);
+  // Every 4th launch of a thread, per layer, is a row: 18 runtime → 4, 29 driver → 7.
+  EXPECT_EQ(sink.SampledRows(pid), 18u / 4 + 29u / 4);
+  for (const Event& e : sink.EventsOf(pid, Op::kCudaLaunchKernel)) EXPECT_EQ(e.addr, 0x1234);
+  for (const Event& e : sink.EventsOf(pid, Op::kCuLaunchKernel)) EXPECT_EQ(e.addr, 0x1234);
+
+  DropCounts drops = (*source)->Drops();
+  EXPECT_EQ(drops["cuda_bpf_reserve"], 0);
+}
+
+TEST_F(CudaSourceTest, LibraryLoadedAfterStartIsAttachedByRediscover) {
+  // A copy of the runtime at a new path is a new file (inode) nobody has attached to.
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("gw-cuda-rediscover-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::path copy = dir / "libcudart.so.13";
+  std::filesystem::copy_file(kFakeDir + "/libcudart.so.13", copy,
+                             std::filesystem::copy_options::overwrite_existing);
+
+  CudaSourceOptions options;
+  options.ring_bytes = 1 << 20;
+  auto source = CudaSource::Create(options);
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  TestSink sink;
+  ASSERT_TRUE((*source)->Start(MakeContext(&sink, -1)).ok());
+  auto attached = (*source)->AttachedLibraries();
+  EXPECT_EQ(std::count(attached.begin(), attached.end(), copy.string()), 0);
+
+  int to_child[2], from_child[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(from_child), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(to_child[0], 0);
+    dup2(from_child[1], 1);
+    execl(kWorkload.c_str(), kWorkload.c_str(), "dlopen", copy.c_str(), nullptr);
+    _exit(127);
+  }
+  close(to_child[0]);
+  close(from_child[1]);
+  char ready = 0;
+  ASSERT_EQ(read(from_child[0], &ready, 1), 1);  // the copy is mapped now
+  (*source)->Rediscover();
+  attached = (*source)->AttachedLibraries();
+  EXPECT_EQ(std::count(attached.begin(), attached.end(), copy.string()), 1);
+  ASSERT_EQ(write(to_child[1], "g", 1), 1);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  close(to_child[1]);
+  close(from_child[0]);
+  (*source)->Poll();
+  (*source)->Stop();
+  (*source)->Poll();
+
+  auto mallocs = sink.EventsOf(pid, Op::kCudaMalloc);
+  ASSERT_EQ(mallocs.size(), 1u);
+  EXPECT_EQ(mallocs[0].bytes, 4242);
+  EXPECT_EQ(sink.EventsOf(pid, Op::kCudaDeviceSync).size(), 1u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(CudaSourceTest, FiltersRecordOnlyTrackedProcesses) {
+  ScopedFd tracked(bpf_map_create(BPF_MAP_TYPE_HASH, "gw_tracked_t", 4, 4, 1024, nullptr));
+  ASSERT_TRUE(tracked);
+  CudaSourceOptions options;
+  options.discover = false;
+  options.libraries = {kFakeDir + "/libcudart.so.13", kFakeDir + "/libcuda.so.1"};
+  options.ring_bytes = 1 << 20;
+  auto source = CudaSource::Create(options);
+  ASSERT_TRUE(source.ok());
+  TestSink sink;
+  SourceContext context = MakeContext(&sink, tracked.get());
+  context.pids = {1};  // any filter: the tracked map decides
+  ASSERT_TRUE((*source)->Start(context).ok());
+  pid_t untracked = RunWorkload({"all"});
+  (*source)->Poll();
+  (*source)->Stop();
+  (*source)->Poll();
+  EXPECT_TRUE(sink.EventsOf(untracked, Op::kCudaMemcpy).empty());
+  EXPECT_TRUE(sink.Launches(untracked).empty());
+  uint32_t key = static_cast<uint32_t>(untracked), value = 0;
+  EXPECT_NE(bpf_map_lookup_elem(tracked.get(), &key, &value), 0);  // not added either
+}
+
+TEST_F(CudaSourceTest, FiltersRecordProcessesTheHostSourceTracks) {
+  ScopedFd tracked(bpf_map_create(BPF_MAP_TYPE_HASH, "gw_tracked_t", 4, 4, 1024, nullptr));
+  ASSERT_TRUE(tracked);
+  CudaSourceOptions options;
+  options.discover = false;
+  options.libraries = {kFakeDir + "/libcudart.so.13", kFakeDir + "/libcuda.so.1"};
+  options.ring_bytes = 1 << 20;
+  auto source = CudaSource::Create(options);
+  ASSERT_TRUE(source.ok());
+  TestSink sink;
+  SourceContext context = MakeContext(&sink, tracked.get());
+  context.comms = {"anything"};
+  ASSERT_TRUE((*source)->Start(context).ok());
+
+  // The child maps the runtime and waits; we track it (as the host source would on a --pid
+  // match or a fork) and let it call.
+  int to_child[2], from_child[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(from_child), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(to_child[0], 0);
+    dup2(from_child[1], 1);
+    std::string lib = kFakeDir + "/libcudart.so.13";
+    execl(kWorkload.c_str(), kWorkload.c_str(), "dlopen", lib.c_str(), nullptr);
+    _exit(127);
+  }
+  close(to_child[0]);
+  close(from_child[1]);
+  char ready = 0;
+  ASSERT_EQ(read(from_child[0], &ready, 1), 1);
+  uint32_t key = static_cast<uint32_t>(pid), value = 0x2;  // GW_TRACKED_FILTER
+  ASSERT_EQ(bpf_map_update_elem(tracked.get(), &key, &value, BPF_ANY), 0);
+  ASSERT_EQ(write(to_child[1], "g", 1), 1);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(to_child[1]);
+  close(from_child[0]);
+  (*source)->Poll();
+  (*source)->Stop();
+  (*source)->Poll();
+  ASSERT_EQ(sink.EventsOf(pid, Op::kCudaMalloc).size(), 1u);
+  EXPECT_EQ(sink.EventsOf(pid, Op::kCuMemAlloc).size(), 1u);
+  ASSERT_EQ(bpf_map_lookup_elem(tracked.get(), &key, &value), 0);
+  EXPECT_EQ(value, 0x2u | 0x8u);  // the CUDA-caller bit joined the host source's flag
+}
+
+}  // namespace
+}  // namespace gw
+
+#ifdef GW_SIM_DIR
+namespace gw {
+namespace {
+
+// The simulated CUDA runtime (sim/): a training loop whose runtime calls nest into the sim
+// driver through the PLT, kernels registered through __cudaRegisterFunction and resolved with
+// cuLibraryGetKernel + cuKernelGetFunction, batches pinned with cudaHostRegister.
+TEST_F(CudaSourceTest, SimulatedTrainingLoop) {
+  const std::string sim = GW_SIM_DIR;
+  CudaSourceOptions options;
+  options.discover = false;
+  options.libraries = {sim + "/lib/libcudart.so.13", sim + "/lib/libcuda.so.1"};
+  options.ring_bytes = 4 << 20;
+  options.launch_sample_every = 8;
+  auto source = CudaSource::Create(options);
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  TestSink sink;
+  ASSERT_TRUE((*source)->Start(MakeContext(&sink, -1)).ok());
+  for (const std::string& note : (*source)->TakeNotes()) std::fprintf(stderr, "%s\n", note.c_str());
+
+  const int steps = 20, kernels = 4;
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::string bin = sim + "/bin/gw_train_loop";
+    execl(bin.c_str(), bin.c_str(), "--steps", "20", "--duration", "0", "--workers", "1",
+          "--kernels-per-step", "4", "--kernel-us", "200", "--batch-cpu-ms", "1",
+          "--batch-bytes", "64K", "--malloc-per-step", "--dtoh-every", "5", nullptr);
+    _exit(127);
+  }
+  // Drain while it runs, like the tracer's drain thread.
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    (*source)->Poll();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  (*source)->Poll();
+  (*source)->Stop();
+  (*source)->Poll();
+
+  // Launches: every one counted with a kernel name; the runtime's nest into the driver's.
+  int64_t runtime_launches = 0, driver_launches = 0;
+  for (const auto& [key, n] : sink.Launches(pid)) {
+    EXPECT_EQ(key.second.rfind("fn@", 0), std::string::npos)
+        << "unnamed kernel " << key.second << " launched by " << OpName(key.first) << " ×" << n;
+    (OpLayer(key.first) == Layer::kCudaRuntime ? runtime_launches : driver_launches) += n;
+  }
+  EXPECT_GE(runtime_launches, steps * kernels);
+  EXPECT_EQ(driver_launches, runtime_launches);
+  // Both layers are sampled (1 in 8 per layer and thread), with names.
+  EXPECT_GE(sink.EventsOf(pid, Op::kCudaLaunchKernel).size(), 80u / 8);
+  EXPECT_GE(sink.EventsOf(pid, Op::kCuLaunchKernel).size(), 80u / 8);
+
+  // H2D copies of pinned (cudaHostRegister'ed) batches, with their nested driver copies.
+  auto copies = sink.EventsOf(pid, Op::kCudaMemcpyAsync);
+  ASSERT_GE(copies.size(), static_cast<size_t>(steps));
+  int pinned_h2d = 0;
+  for (const Event& e : copies) {
+    if (e.kind == (static_cast<int64_t>(CopyKind::kHostToDevice) | kCopyPinnedHost)) ++pinned_h2d;
+  }
+  EXPECT_GE(pinned_h2d, steps);
+  EXPECT_GE(sink.EventsOf(pid, Op::kCuMemcpyHtoDAsync).size(), static_cast<size_t>(steps));
+
+  // Syncs pair with their nested driver syncs: outer ⊇ inner on the same thread.
+  auto syncs = sink.EventsOf(pid, Op::kCudaStreamSync);
+  auto inner = sink.EventsOf(pid, Op::kCuStreamSync);
+  ASSERT_GE(syncs.size(), static_cast<size_t>(steps));
+  ASSERT_EQ(inner.size(), syncs.size());
+  for (size_t i = 0; i < syncs.size(); ++i) {
+    EXPECT_EQ(syncs[i].ret, 0);
+    EXPECT_EQ(inner[i].tid, syncs[i].tid);
+    EXPECT_LE(syncs[i].ts_ns, inner[i].ts_ns);
+    EXPECT_GE(syncs[i].ts_ns + syncs[i].duration_ns, inner[i].ts_ns + inner[i].duration_ns);
+  }
+
+  // cudaMalloc/cudaFree every step: sizes and pointers match.
+  auto mallocs = sink.EventsOf(pid, Op::kCudaMalloc);
+  auto frees = sink.EventsOf(pid, Op::kCudaFree);
+  ASSERT_GE(mallocs.size(), static_cast<size_t>(steps));
+  int matched = 0;
+  for (const Event& f : frees) {
+    for (const Event& m : mallocs) {
+      if (m.addr == f.addr && m.bytes == f.bytes && m.ts_ns < f.ts_ns) {
+        ++matched;
+        break;
+      }
+    }
+  }
+  EXPECT_GE(matched, steps);
+  EXPECT_EQ((*source)->Drops()["cuda_bpf_reserve"], 0);
+}
+
+}  // namespace
+}  // namespace gw
+#endif  // GW_SIM_DIR

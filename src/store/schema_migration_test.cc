@@ -1,0 +1,100 @@
+// Schema migrations: a file written by an older gpuwhy, opened by the writer, is upgraded in
+// place with its data intact.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "store/schema.h"
+#include "store/sqlite_util.h"
+#include "store/writer.h"
+
+namespace gw {
+namespace {
+
+class SchemaMigrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gw_migration_test_XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    path_ = dir_ + "/v1.db";
+  }
+  void TearDown() override { (void)system(("rm -rf " + dir_).c_str()); }
+
+  ScopedDb OpenRaw() {
+    sqlite3* raw = nullptr;
+    EXPECT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
+    return ScopedDb(raw);
+  }
+
+  std::string dir_;
+  std::string path_;
+};
+
+// Version 2 only added `stacks` and `stack_frames` to version 1, so a v1 file is a v2 file
+// without them and with schema_version 1.
+void DowngradeToV1(sqlite3* db) {
+  ASSERT_TRUE(Exec(db,
+                   "DROP VIEW stack_frames; DROP TABLE stacks; "
+                   "UPDATE meta SET value='1' WHERE key='schema_version'")
+                  .ok());
+}
+
+TEST_F(SchemaMigrationTest, V1FileBecomesV2WithDataIntact) {
+  {
+    auto w = StoreWriter::Create(path_, {});
+    ASSERT_TRUE(w.ok()) << w.status().message();
+    ASSERT_TRUE((*w)->BeginSession(SessionInfo{}).ok());
+    Event e;
+    e.ts_ns = 42;
+    e.pid = 7;
+    e.tid = 8;
+    e.op = Op::kSchedSwitch;
+    e.duration_ns = 1000;
+    (*w)->AppendEvent(e);
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  {
+    ScopedDb db = OpenRaw();
+    DowngradeToV1(db.get());
+    EXPECT_EQ(*QueryText(db.get(), "SELECT value FROM meta WHERE key='schema_version'", ""), "1");
+    EXPECT_EQ(*QueryInt(db.get(), "SELECT COUNT(*) FROM sqlite_master WHERE name='stacks'", -1), 0);
+  }
+  {
+    auto w = StoreWriter::Create(path_, {});
+    ASSERT_TRUE(w.ok()) << w.status().message();
+    ASSERT_TRUE((*w)->BeginSession(SessionInfo{}).ok());
+    (*w)->AppendStack(-5, 7, "/x/train.py:12",
+                      R"([{"kind":"native","function":"cudaMalloc","file":"","line":0,)"
+                      R"("module":"/lib/libcudart.so","offset":4096},)"
+                      R"({"kind":"py","function":"step","file":"/x/train.py","line":12}])");
+    Event e;
+    e.ts_ns = 43;
+    e.pid = 7;
+    e.tid = 8;
+    e.op = Op::kSchedSwitch;
+    e.stack_id = -5;
+    (*w)->AppendEvent(e);
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  ScopedDb db = OpenRaw();
+  EXPECT_EQ(*QueryText(db.get(), "SELECT value FROM meta WHERE key='schema_version'", ""),
+            std::to_string(kSchemaVersion));
+  EXPECT_EQ(*QueryInt(db.get(), "SELECT COUNT(*) FROM event_rows", -1), 2);
+  EXPECT_EQ(*QueryInt(db.get(), "SELECT duration_ns FROM event_rows WHERE ts=42", -1), 1000);
+  EXPECT_EQ(*QueryText(db.get(), "SELECT location FROM stacks WHERE id=-5", ""), "/x/train.py:12");
+  EXPECT_EQ(*QueryText(db.get(),
+                       "SELECT f.file || ':' || f.line FROM events_all e JOIN stack_frames f "
+                       "ON f.stack_id = e.stack_id AND f.session = e.session "
+                       "WHERE f.kind='py' AND f.depth=1",
+                       ""),
+            "/x/train.py:12");
+  EXPECT_EQ(*QueryInt(db.get(), "SELECT offset FROM stack_frames WHERE depth=0", -1), 4096);
+  // Opening again is a no-op (already current).
+  auto w = StoreWriter::Create(path_, {});
+  ASSERT_TRUE(w.ok()) << w.status().message();
+}
+
+}  // namespace
+}  // namespace gw

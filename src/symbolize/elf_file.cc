@@ -1,0 +1,148 @@
+#include "symbolize/elf_file.h"
+
+#include <elfutils/libdw.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "base/scoped.h"
+
+namespace gw {
+
+namespace {
+void EndElfHandle(Elf* elf) { elf_end(elf); }
+using ScopedElf = ScopedResource<Elf*, EndElfHandle, nullptr>;
+}  // namespace
+
+StatusOr<std::unique_ptr<ElfFile>> ElfFile::Open(const std::string& path) {
+  if (elf_version(EV_CURRENT) == EV_NONE) return Internal("libelf: version mismatch");
+  ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return ErrnoStatus("open ELF file " + path, errno);
+  ScopedElf elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
+  if (!elf || elf_kind(elf.get()) != ELF_K_ELF) {
+    return DataLoss("read ELF file " + path + ": not an ELF object (" + elf_errmsg(-1) + ")");
+  }
+  std::unique_ptr<ElfFile> file(new ElfFile());
+  file->path_ = path;
+
+  size_t phnum = 0;
+  if (elf_getphdrnum(elf.get(), &phnum) != 0) {
+    return DataLoss("read program headers of " + path + ": " + elf_errmsg(-1));
+  }
+  for (size_t i = 0; i < phnum; ++i) {
+    GElf_Phdr phdr;
+    if (gelf_getphdr(elf.get(), static_cast<int>(i), &phdr) == nullptr) continue;
+    if (phdr.p_type != PT_LOAD) continue;
+    file->segments_.push_back({phdr.p_vaddr, phdr.p_memsz, phdr.p_offset, phdr.p_filesz});
+  }
+
+  Elf_Scn* scn = nullptr;
+  while ((scn = elf_nextscn(elf.get(), scn)) != nullptr) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr) continue;
+    if (shdr.sh_type != SHT_SYMTAB && shdr.sh_type != SHT_DYNSYM) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (data == nullptr || shdr.sh_entsize == 0) continue;
+    size_t count = shdr.sh_size / shdr.sh_entsize;
+    for (size_t i = 0; i < count; ++i) {
+      GElf_Sym sym;
+      if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) continue;
+      if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
+      const char* name = elf_strptr(elf.get(), shdr.sh_link, sym.st_name);
+      if (name == nullptr || *name == '\0') continue;
+      int type = GELF_ST_TYPE(sym.st_info);
+      if (type == STT_FUNC || type == STT_GNU_IFUNC) {
+        file->functions_.push_back({name, sym.st_value, sym.st_size});
+      }
+      if (type == STT_FUNC || type == STT_OBJECT || type == STT_GNU_IFUNC) {
+        file->symbols_.emplace_back(name, sym.st_value);
+      }
+    }
+  }
+  auto by_address = [](const ElfFunction& a, const ElfFunction& b) {
+    if (a.address != b.address) return a.address < b.address;
+    if ((a.size == 0) != (b.size == 0)) return a.size != 0;  // sized symbols first
+    return a.name < b.name;
+  };
+  std::sort(file->functions_.begin(), file->functions_.end(), by_address);
+  // .symtab and .dynsym repeat most symbols: keep one per address.
+  file->functions_.erase(std::unique(file->functions_.begin(), file->functions_.end(),
+                                     [](const ElfFunction& a, const ElfFunction& b) {
+                                       return a.address == b.address;
+                                     }),
+                         file->functions_.end());
+  std::sort(file->symbols_.begin(), file->symbols_.end());
+
+  Dwarf* dwarf = dwarf_begin_elf(elf.get(), DWARF_C_READ, nullptr);  // nullptr: no DWARF
+  file->fd_ = std::move(fd);
+  file->elf_.Reset(elf.Release());
+  file->dwarf_.Reset(dwarf);
+  return file;
+}
+
+std::optional<uint64_t> ElfFile::FileOffsetToAddress(uint64_t file_offset) const {
+  for (const Segment& s : segments_) {
+    if (file_offset >= s.offset && file_offset < s.offset + s.filesz) {
+      return s.vaddr + (file_offset - s.offset);
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<uint64_t> ElfFile::AddressToFileOffset(uint64_t address) const {
+  for (const Segment& s : segments_) {
+    if (address >= s.vaddr && address < s.vaddr + s.memsz) return s.offset + (address - s.vaddr);
+  }
+  return std::nullopt;
+}
+
+const ElfFunction* ElfFile::FindFunction(uint64_t address) const {
+  auto it = std::upper_bound(functions_.begin(), functions_.end(), address,
+                             [](uint64_t a, const ElfFunction& f) { return a < f.address; });
+  if (it == functions_.begin()) return nullptr;
+  --it;
+  if (it->size != 0 && address >= it->address + it->size) return nullptr;
+  return &*it;
+}
+
+std::optional<uint64_t> ElfFile::SymbolAddress(std::string_view name) const {
+  auto it = std::lower_bound(
+      symbols_.begin(), symbols_.end(), name,
+      [](const std::pair<std::string, uint64_t>& s, std::string_view n) { return s.first < n; });
+  if (it == symbols_.end() || it->first != name) return std::nullopt;
+  return it->second;
+}
+
+std::optional<uint64_t> ElfFile::FunctionFileOffset(std::string_view name) const {
+  std::optional<uint64_t> address = SymbolAddress(name);
+  if (!address) return std::nullopt;
+  return AddressToFileOffset(*address);
+}
+
+std::optional<SourceLine> ElfFile::FindLine(uint64_t address) {
+  if (!dwarf_) return std::nullopt;
+  Dwarf_Die cu;
+  if (dwarf_addrdie(dwarf_.get(), address, &cu) == nullptr) return std::nullopt;
+  Dwarf_Line* line = dwarf_getsrc_die(&cu, address);
+  if (line == nullptr) return std::nullopt;
+  int lineno = 0;
+  if (dwarf_lineno(line, &lineno) != 0 || lineno <= 0) return std::nullopt;
+  const char* src = dwarf_linesrc(line, nullptr, nullptr);
+  if (src == nullptr) return std::nullopt;
+  return SourceLine{src, lineno};
+}
+
+std::optional<std::string> ElfFile::ReadAddress(uint64_t address, size_t size) const {
+  std::optional<uint64_t> off = AddressToFileOffset(address);
+  if (!off) return std::nullopt;
+  size_t file_size = 0;
+  const char* image = elf_rawfile(elf_.get(), &file_size);
+  if (image == nullptr || *off + size > file_size) return std::nullopt;
+  return std::string(image + *off, size);
+}
+
+}  // namespace gw

@@ -1,0 +1,75 @@
+// One ELF file opened for symbolization: function symbols by address (.symtab and .dynsym),
+// data symbols by name (e.g. _PyRuntime), PT_LOAD mapping between file offsets and virtual
+// addresses, and DWARF line info (elfutils libdw) when the file carries .debug_line.
+//
+// Not thread-safe: libdw handles are used from one thread (the symbolizer's).
+#pragma once
+
+#include <elfutils/libdw.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/scoped.h"
+#include "base/status.h"
+
+namespace gw {
+
+struct ElfFunction {
+  std::string name;
+  uint64_t address = 0;  // ELF virtual address (st_value)
+  uint64_t size = 0;
+};
+
+struct SourceLine {
+  std::string file;
+  int line = 0;
+};
+
+class ElfFile {
+ public:
+  static StatusOr<std::unique_ptr<ElfFile>> Open(const std::string& path);
+  ~ElfFile() = default;
+  ElfFile(const ElfFile&) = delete;
+  ElfFile& operator=(const ElfFile&) = delete;
+
+  // File offset → ELF virtual address through the PT_LOAD segment that contains it.
+  std::optional<uint64_t> FileOffsetToAddress(uint64_t file_offset) const;
+  // ELF virtual address → file offset (inverse of the above).
+  std::optional<uint64_t> AddressToFileOffset(uint64_t address) const;
+  // The function symbol covering `address` (or the nearest one below it when sizes are 0).
+  const ElfFunction* FindFunction(uint64_t address) const;
+  // First symbol (any type) named `name`: its ELF virtual address.
+  std::optional<uint64_t> SymbolAddress(std::string_view name) const;
+  // The file offset at which a uprobe on function `name` goes.
+  std::optional<uint64_t> FunctionFileOffset(std::string_view name) const;
+  // Source file and line of `address` from DWARF, when present.
+  std::optional<SourceLine> FindLine(uint64_t address);
+  // Reads `size` bytes of initialized data at ELF virtual address `address`.
+  std::optional<std::string> ReadAddress(uint64_t address, size_t size) const;
+  bool has_dwarf() const { return static_cast<bool>(dwarf_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Segment {
+    uint64_t vaddr, memsz, offset, filesz;
+  };
+  static void EndElf(Elf* elf) { elf_end(elf); }
+  static void EndDwarf(Dwarf* dwarf) { dwarf_end(dwarf); }
+  ElfFile() = default;
+
+  std::string path_;
+  // Declaration order is destruction order reversed: DWARF, then ELF, then the fd go away.
+  ScopedFd fd_;
+  ScopedResource<Elf*, EndElf, nullptr> elf_;
+  ScopedResource<Dwarf*, EndDwarf, nullptr> dwarf_;
+  std::vector<Segment> segments_;
+  std::vector<ElfFunction> functions_;                     // sorted by address
+  std::vector<std::pair<std::string, uint64_t>> symbols_;  // sorted by name: every defined symbol
+};
+
+}  // namespace gw

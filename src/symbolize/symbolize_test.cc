@@ -1,0 +1,158 @@
+// Unit tests for the symbolizer's building blocks: maps parsing, CPython line tables (against
+// fixtures recorded from the real interpreters' co_lines()), and splicing.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "symbolize/process_maps.h"
+#include "symbolize/python_code.h"
+#include "symbolize/symbolizer.h"
+
+namespace gw {
+namespace {
+
+TEST(ProcessMapsTest, ParsesAndFinds) {
+  ProcessMaps maps = ProcessMaps::Parse(
+      "55d0c0a00000-55d0c0a01000 r--p 00000000 fe:01 1234 /usr/bin/python3.12\n"
+      "55d0c0a01000-55d0c0a02000 r-xp 00001000 fe:01 1234 /usr/bin/python3.12\n"
+      "7f0000000000-7f0000001000 rw-p 00000000 00:00 0 \n"
+      "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0                          [stack]\n"
+      "7f1000000000-7f1000001000 r-xp 00002000 fe:01 99 /tmp/lib gone.so (deleted)\n");
+  ASSERT_EQ(maps.regions().size(), 5u);
+  const MappedRegion* r = maps.Find(0x55d0c0a01010);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->path, "/usr/bin/python3.12");
+  EXPECT_TRUE(r->executable);
+  EXPECT_EQ(r->file_offset, 0x1000u);
+  EXPECT_EQ(maps.Find(0x7f1000000010)->path, "/tmp/lib gone.so");
+  EXPECT_EQ(maps.Find(0x7ffd00000100)->path, "[stack]");
+  EXPECT_EQ(maps.Find(0x1000), nullptr);
+  EXPECT_EQ(maps.AddressOfFileOffset("/usr/bin/python3.12", 0x1800), 0x55d0c0a01800u);
+}
+
+std::string FromHex(const std::string& hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
+  return out;
+}
+
+// Every instruction offset of a sample function, for 3.10–3.13: our decoder agrees with the
+// interpreter's own co_lines() (testdata/make_linetables.py recorded them).
+TEST(PythonLineTableTest, MatchesInterpreterCoLines) {
+  std::ifstream in(std::string(GW_SYMBOLIZE_TESTDATA) + "/linetables.txt");
+  ASSERT_TRUE(in) << "missing testdata/linetables.txt";
+  std::string row;
+  int versions = 0;
+  while (std::getline(in, row)) {
+    std::istringstream fields(row);
+    std::string version, hex, pairs;
+    int first_line = 0;
+    fields >> version >> first_line >> hex >> pairs;
+    int minor = std::stoi(version.substr(2));
+    std::string table = FromHex(hex);
+    std::istringstream items(pairs);
+    std::string item;
+    int checked = 0;
+    while (std::getline(items, item, ',')) {
+      size_t colon = item.find(':');
+      int64_t offset = std::stoll(item.substr(0, colon));
+      int line = std::stoi(item.substr(colon + 1));
+      EXPECT_EQ(PythonLineForOffset(minor, table, first_line, offset), line)
+          << version << " offset " << offset;
+      ++checked;
+    }
+    EXPECT_GT(checked, 40) << version;
+    ++versions;
+  }
+  EXPECT_EQ(versions, 4);
+}
+
+TEST(PythonLineTableTest, NotStartedFrameIsFirstLine) {
+  EXPECT_EQ(PythonLineForOffset(12, "", 7, -2), 7);
+}
+
+TEST(PythonInstructionOffsetTest, PerVersion) {
+  PythonCodeLayout v310;
+  v310.instr_is_index = true;
+  EXPECT_EQ(PythonInstructionOffset(v310, 0x1000, 21), 42);
+  EXPECT_EQ(PythonInstructionOffset(v310, 0x1000, 0xffffffffu), -2);  // f_lasti = -1
+  PythonCodeLayout v312;
+  v312.code_adaptive = 192;
+  EXPECT_EQ(PythonInstructionOffset(v312, 0x1000, 0x1000 + 192 + 40), 40);
+}
+
+Frame Native(const std::string& function, const std::string& module = "/lib/libpython3.12.so") {
+  Frame f;
+  f.function = function;
+  f.module = module;
+  return f;
+}
+Frame Py(const std::string& function) {
+  Frame f;
+  f.kind = FrameKind::kPython;
+  f.function = function;
+  return f;
+}
+std::vector<std::string> Names(const std::vector<Frame>& frames) {
+  std::vector<std::string> out;
+  for (const Frame& f : frames) out.push_back(f.function);
+  return out;
+}
+
+TEST(SpliceFramesTest, ReplacesEvalFramesByTheirPythonFrames) {
+  // cudaStreamSynchronize ← (C) ← eval[f, g] ← (C call-in) ← eval[<module>]
+  std::vector<Frame> native = {Native("cudaStreamSynchronize", "/lib/libcudart.so"),
+                               Native("_PyObject_Call"),
+                               Native("_PyEval_EvalFrameDefault"),
+                               Native("PyObject_Vectorcall"),
+                               Native("_PyEval_EvalFrameDefault"),
+                               Native("Py_RunMain"),
+                               Native("main", "/usr/bin/python3")};
+  std::vector<Frame> python = {Py("f"), Py("g"), Py("<module>")};
+  std::vector<Frame> out =
+      SpliceFrames(native, python, {false, true, true}, "/lib/libpython3.12.so");
+  EXPECT_EQ(Names(out),
+            (std::vector<std::string>{"cudaStreamSynchronize", "_PyObject_Call", "f", "g",
+                                      "PyObject_Vectorcall", "<module>", "Py_RunMain", "main"}));
+}
+
+TEST(SpliceFramesTest, WithoutEvalFramesPythonGoesWhereTheWalkBroke) {
+  std::vector<Frame> native = {Native("gw_stack_target", "/t/lib.so"), Native("", "/lib/libffi.so"),
+                               Native("", "[stack]")};
+  std::vector<Frame> python = {Py("step"), Py("main")};
+  std::vector<Frame> out = SpliceFrames(native, python, {false, true}, "/lib/libpython3.11.so");
+  EXPECT_EQ(Names(out), (std::vector<std::string>{"gw_stack_target", "", "step", "main", ""}));
+  EXPECT_EQ(out[4].module, "[stack]");
+}
+
+TEST(SymbolizerTest, LocationPrefersPython) {
+  Frame native = Native("cudaMalloc", "/lib/libcudart.so");
+  Frame py = Py("step");
+  py.file = "/x/train.py";
+  py.line = 12;
+  EXPECT_EQ(Symbolizer::Location({native, py}), "/x/train.py:12");
+  EXPECT_EQ(Symbolizer::Location({native}), "cudaMalloc");
+  std::string json = Symbolizer::ToJson({native, py});
+  EXPECT_NE(json.find("\"kind\":\"py\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"module\":\"/lib/libcudart.so\""), std::string::npos) << json;
+}
+
+TEST(FrameTest, DisplayUnresolvedKeepsModuleOffset) {
+  Frame f;
+  f.module = "/usr/lib/libfoo.so.1";
+  f.offset = 0x1234;
+  EXPECT_EQ(f.Display(), "libfoo.so.1+0x1234");
+  f.function = "foo";
+  f.function_offset = 0x10;
+  f.file = "foo.c";
+  f.line = 3;
+  EXPECT_EQ(f.Display(), "foo+0x10 (foo.c:3)");
+}
+
+}  // namespace
+}  // namespace gw
