@@ -36,6 +36,10 @@ test-sanitize: setup $(ASAN_BUILD)/CMakeCache.txt
 	$(SUDO) env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure
 
+bench: build
+	$(BUILD)/bench/gw_store_bench --events 2000000 --rounds 3
+	$(SUDO) $(BUILD)/bench/gw_uprobe_cost
+
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h' '*.bpf.c')
 

@@ -78,13 +78,14 @@ def main():
     p.add_argument("--phase", type=float, default=12)
     p.add_argument("--settle", type=float, default=3)
     p.add_argument("--rounds", type=int, default=8)
-    p.add_argument("--modes", default="untraced,gpuwhy,gpuwhy_stack,bare")
+    p.add_argument("--modes", default="untraced,gpuwhy,bare")
     p.add_argument("--workers", type=int, default=4)
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     modes = args.modes.split(",")
     steps_log = os.path.join(args.out, "steps.txt")
-    total = args.rounds * len(modes) * args.phase + 60
+    # Each phase also waits for detach (1 s) and the tracer's exit; warm-up takes up to a minute.
+    total = args.rounds * len(modes) * (args.phase + 3) + 120
     train = subprocess.Popen([sys.executable, os.path.join(HERE, "torch_train.py"), "--duration",
                               str(total), "--log", steps_log, "--workers", str(args.workers)])
     # Warm up: wait for steady steps (CUDA context, cuBLAS handles, workers).
@@ -124,8 +125,8 @@ def main():
             continue
         before = next((q for q in reversed(phases[:i]) if q["mode"] == "untraced"), None)
         after = next((q for q in phases[i + 1:] if q["mode"] == "untraced"), None)
-        refs = [q["steps_per_s"] for q in (before, after) if q]
-        if refs:
+        refs = [q["steps_per_s"] for q in (before, after) if q and q["steps_per_s"] > 0]
+        if refs and ph["steps_per_s"] > 0:
             ratios[ph["mode"]].append(ph["steps_per_s"] / statistics.mean(refs))
     summary = {}
     for m, rs in ratios.items():
@@ -133,7 +134,7 @@ def main():
             summary[m] = {"phases": len(rs), "median_ratio": statistics.median(rs),
                           "min": min(rs), "max": max(rs),
                           "median_loss_pct": 100 * (1 - statistics.median(rs))}
-    untraced = [q["steps_per_s"] for q in phases if q["mode"] == "untraced"]
+    untraced = [q["steps_per_s"] for q in phases if q["mode"] == "untraced" and q["steps_per_s"] > 0]
     summary["untraced_steps_per_s"] = {"median": statistics.median(untraced), "min": min(untraced),
                                        "max": max(untraced)}
     with open(os.path.join(args.out, "overhead.json"), "w") as f:

@@ -49,7 +49,6 @@ struct SourceContext {
   // tracked when non-empty.
   std::vector<int32_t> pids;
   std::vector<std::string> comms;
-  bool stacks = false;  // trace --stack
   // With --stack: owns the shared stack maps. A source whose BPF program includes
   // sources/stacks/stacks.bpf.h calls stack_registry->ShareMaps(skel->obj) between open and
   // load, so every program dedups into one gw_stacks map the tracer drains.

@@ -108,7 +108,6 @@ Status Tracer::Start() {
   context.sink = this;
   context.pids = options_.pids;
   context.comms = options_.comms;
-  context.stacks = options_.stacks;
   context.cuda_libs = options_.cuda_libs;
   host_ = host.get();
   RETURN_IF_ERROR(host->Start(context));

@@ -36,7 +36,6 @@ struct TracerOptions {
   bool record = true;          // false: no database, live view / JSON only
   int64_t max_db_bytes = 0;
   std::vector<std::string> cuda_libs;
-  bool stacks = false;
   bool cuda = true;            // start the CUDA source (when built in)
   bool json = false;           // stream every event as a JSON line on `json_out`
   FILE* json_out = nullptr;

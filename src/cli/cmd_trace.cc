@@ -134,8 +134,6 @@ int RunTrace(const Args& args) {
   flags.Add({"json", FlagKind::kBool, "", "stream events as JSON lines instead of the live view",
              ""});
   flags.Add({"quiet", FlagKind::kBool, "", "print only the final summary", ""});
-  flags.Add({"stack", FlagKind::kBool, "", "capture user stacks of CUDA calls (when supported)",
-             ""});
   int exit_code = 0;
   if (!ParseOrExit(flags, args, &exit_code)) return exit_code;
 
@@ -159,7 +157,6 @@ int RunTrace(const Args& args) {
   options.record = flags.GetBool("record", true);
   options.max_db_bytes = flags.GetSizeBytes("max-db", 0);
   options.json = flags.GetBool("json", false);
-  options.stacks = flags.GetBool("stack", false);
   bool quiet = flags.GetBool("quiet", false);
   options.db_path = DatabasePath(flags);
   options.version = VersionString();
