@@ -23,7 +23,7 @@ build: setup $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS)
 
 demo: build
-	$(SUDO) $(BUILD)/gpuwhy check
+	$(SUDO) $(BUILD)/gpuwhy demo --live
 
 test: build
 	$(SUDO) ctest --test-dir $(BUILD) --output-on-failure

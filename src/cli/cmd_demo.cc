@@ -106,13 +106,13 @@ const std::vector<LiveScenario>& LiveScenarios() {
        0,
        false},
       {"memcpy-bottleneck", "64 MB batches in pageable host memory (staged, synchronous copies)",
-       {"--workers", "1", "--batch-cpu-ms", "0", "--pageable", "--batch-bytes", "32M"},
+       {"--workers", "1", "--batch-cpu-ms", "0", "--pageable", "--batch-bytes", "64M", "--kernels-per-step", "2"},
        0,
        false,
        false},
       {"io-bottleneck",
-       "workers read each batch from a cold file with O_DIRECT (no page cache)",
-       {"--workers", "2", "--batch-cpu-ms", "1", "--batch-bytes", "8M", "--odirect"},
+       "the worker reads 32 MB batches from a cold file with O_DIRECT (no page cache)",
+       {"--workers", "1", "--batch-cpu-ms", "0", "--batch-bytes", "32M", "--odirect"},
        0,
        true,
        false},
@@ -488,20 +488,25 @@ int RunDemo(const Args& args) {
   FlagSet flags("demo", "gpuwhy demo [scenario] [flags]",
                 "Records a synthetic trace of a GPU training job with one injected problem\n"
                 "(no root, no GPU) and explains it. With no scenario, lists them.\n\n"
-                "With --live (root): runs gw_train_loop from the simulated CUDA runtime built\n"
-                "next to this gpuwhy (sim/bin, sim/lib) pinned to one CPU, injects the fault for\n"
-                "real (cpu-contention: noisy_neighbor CPU burners on that CPU from a third of the\n"
-                "way in; memcpy-bottleneck: pageable copies; io-bottleneck: O_DIRECT reads of a\n"
-                "cold file), traces it with eBPF (the same capture path as `gpuwhy trace`) and\n"
-                "explains it. Scenarios: cpu-contention (default), healthy, memcpy-bottleneck,\n"
-                "io-bottleneck. Progress goes to stderr; every child process is stopped on exit\n"
-                "or Ctrl-C.");
+                "With --live (needs root; no GPU): runs gw_train_loop on the simulated CUDA\n"
+                "runtime built next to this gpuwhy (<dir of gpuwhy>/sim/bin and sim/lib) with\n"
+                "the fault really injected, traces it with eBPF through the same capture path\n"
+                "as `gpuwhy trace` (into a temporary database, or --keep FILE) and explains it.\n"
+                "Live scenarios (default cpu-contention):\n"
+                "  cpu-contention     loop pinned to one CPU; from a third of the way in, 3\n"
+                "                     gw_competitor burners named noisy_neighbor on that CPU\n"
+                "  healthy            the same pinned loop, nothing injected\n"
+                "  memcpy-bottleneck  64 MB batches copied from pageable host memory\n"
+                "  io-bottleneck      the worker reads 32 MB batches with O_DIRECT from a cold\n"
+                "                     256 MB file in /var/tmp (removed afterwards)\n"
+                "Progress goes to stderr. Every process it starts is stopped when it ends,\n"
+                "including on Ctrl-C (exit 130). --seed applies to synthetic scenarios only.");
   flags.Add({"keep", FlagKind::kString, "FILE", "write the recording to FILE and keep it", ""})
       .Add({"seed", FlagKind::kInt, "N", "random seed (same seed, same recording)", "1"})
       .Add({"live", FlagKind::kBool, "",
             "run and trace a real workload on the simulated GPU instead (root)", ""})
       .Add({"duration", FlagKind::kDuration, "DUR", "length of the recording",
-            "120s; 20s with --live"});
+            "120s; 20s with --live, at least 5s"});
   AddExplainWindowFlags(flags);
   int code = 0;
   if (!ParseOrExit(flags, args, &code)) return code;
