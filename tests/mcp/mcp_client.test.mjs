@@ -186,7 +186,7 @@ describe('gpuwhy mcp with the MCP TypeScript SDK client', () => {
                                          arguments: { op: 'cudaStreamSync', session: 1 } });
     assert.equal(none.isError, false);
     assert.equal(none.structuredContent.stacks_recorded, false);
-    assert.match(textOf(none), /trace --stack/);
+    assert.match(textOf(none), /no stacks recorded/i);
   });
 
   test('check runs the checks of `gpuwhy check --json`', async () => {
