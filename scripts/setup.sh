@@ -7,8 +7,13 @@ packages=(
   build-essential cmake pkg-config clang llvm
   libbpf-dev bpftool libelf-dev zlib1g-dev libsqlite3-dev libdw-dev libbz2-dev liblzma-dev
   libgtest-dev nlohmann-json3-dev
-  python3 nodejs npm
 )
+# Node.js and npm (for the MCP SDK client test) and python3 may come from the machine image
+# rather than Debian (NodeSource's nodejs bundles npm and conflicts with Debian's npm): only
+# ask apt for them when the commands are missing.
+command -v python3 >/dev/null 2>&1 || packages+=(python3)
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
