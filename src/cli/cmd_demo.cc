@@ -305,6 +305,23 @@ StatusOr<std::string> MakeColdFile(int64_t bytes) {
   close(fd);
   return tmpl;
 }
+// The database a demo records into: --keep FILE (a note when it already exists: the demo
+// adds a session), else a temporary file removed when `temp` goes away.
+StatusOr<std::string> DemoDatabasePath(const FlagSet& flags, std::optional<TempDb>* temp) {
+  std::string path = flags.GetString("keep");
+  if (path.empty()) {
+    StatusOr<TempDb> t = TempDb::Create();
+    if (!t.ok()) return t.status();
+    temp->emplace(std::move(*t));
+    return (*temp)->path();
+  }
+  if (access(path.c_str(), F_OK) == 0) {
+    std::fprintf(stderr, "gpuwhy demo: %s exists — the demo adds a new session to it\n",
+                 path.c_str());
+  }
+  return path;
+}
+
 
 int RunLiveDemo(const FlagSet& flags, const std::string& scenario_name,
                 const ExplainOptions& options) {
@@ -330,16 +347,9 @@ int RunLiveDemo(const FlagSet& flags, const std::string& scenario_name,
   bool json = flags.GetBool("json");
 
   std::optional<TempDb> temp;
-  std::string path = flags.GetString("keep");
-  if (path.empty()) {
-    StatusOr<TempDb> t = TempDb::Create();
-    if (!t.ok()) return ReportError(t.status());
-    temp.emplace(std::move(*t));
-    path = temp->path();
-  } else if (access(path.c_str(), F_OK) == 0) {
-    std::fprintf(stderr, "gpuwhy demo: %s exists — the demo adds a new session to it\n",
-                 path.c_str());
-  }
+  StatusOr<std::string> path_or = DemoDatabasePath(flags, &temp);
+  if (!path_or.ok()) return ReportError(path_or.status());
+  std::string path = *path_or;
   std::string io_file;
   if (scenario->io_file) {
     std::fprintf(stderr, "gpuwhy demo --live: writing a 256 MB cold file for O_DIRECT reads…\n");
@@ -539,16 +549,9 @@ int RunDemo(const Args& args) {
   demo.duration_s = flags.GetDurationNs("duration", 120'000'000'000) / 1'000'000'000;
 
   std::optional<TempDb> temp;
-  std::string path = flags.GetString("keep");
-  if (path.empty()) {
-    StatusOr<TempDb> t = TempDb::Create();
-    if (!t.ok()) return ReportError(t.status());
-    temp.emplace(std::move(*t));
-    path = temp->path();
-  } else if (access(path.c_str(), F_OK) == 0) {
-    std::fprintf(stderr, "gpuwhy demo: %s exists — the demo adds a new session to it\n",
-                 path.c_str());
-  }
+  StatusOr<std::string> path_or = DemoDatabasePath(flags, &temp);
+  if (!path_or.ok()) return ReportError(path_or.status());
+  std::string path = *path_or;
   StatusOr<DemoStats> stats = WriteDemoDatabase(scenario, path, demo);
   if (!stats.ok()) return ReportError(stats.status());
   auto reader = StoreReader::Open(path);
