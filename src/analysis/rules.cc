@@ -19,11 +19,16 @@ double Sec(double ns) { return ns / 1e9; }
 double Sec(int64_t ns) { return static_cast<double>(ns) / 1e9; }
 double Share(double part, double whole) { return whole > 0 ? part / whole : 0.0; }
 
-std::optional<Severity> Ladder(double lost_share) {
-  if (lost_share >= th::kHighLostShare) return Severity::kHigh;
-  if (lost_share >= th::kMediumLostShare) return Severity::kMedium;
-  if (lost_share >= th::kLowLostShare) return Severity::kLow;
+// The severity a value earns against three rising thresholds; nullopt below the lowest.
+std::optional<Severity> Ladder(double value, double high, double medium, double low) {
+  if (value >= high) return Severity::kHigh;
+  if (value >= medium) return Severity::kMedium;
+  if (value >= low) return Severity::kLow;
   return std::nullopt;
+}
+
+std::optional<Severity> Ladder(double lost_share) {
+  return Ladder(lost_share, th::kHighLostShare, th::kMediumLostShare, th::kLowLostShare);
 }
 
 Severity Min(Severity a, Severity b) { return static_cast<int>(a) < static_cast<int>(b) ? a : b; }
@@ -564,16 +569,10 @@ void MemcpyBottleneck(const Facts& f, std::vector<Finding>* out) {
   }
   int64_t main_memcpy = At(f.main_totals, FeedCause::kMemcpy);
   double share = Share(static_cast<double>(main_memcpy), static_cast<double>(f.window_ns));
-  Severity sev;
-  if (share >= th::kMemcpyHighShare) {
-    sev = Severity::kHigh;
-  } else if (share >= th::kMemcpyMediumShare) {
-    sev = Severity::kMedium;
-  } else if (share >= th::kMemcpyLowShare) {
-    sev = Severity::kLow;
-  } else {
-    return;
-  }
+  std::optional<Severity> graded =
+      Ladder(share, th::kMemcpyHighShare, th::kMemcpyMediumShare, th::kMemcpyLowShare);
+  if (!graded) return;
+  Severity sev = *graded;
   double pageable_share = Share(pageable_bytes, pageable_bytes + pinned_bytes);
   Finding x;
   x.rule = "memcpy-bottleneck";
@@ -690,16 +689,10 @@ void LaunchBound(const Facts& f, std::vector<Finding>* out) {
   double share = lns / 1e9;
   double sync_share = Share(Sec(At(f.main_totals, FeedCause::kSync)), f.window_s);
   if (sync_share > th::kLaunchMaxSyncShare) return;
-  Severity sev;
-  if (share >= th::kLaunchHighShare) {
-    sev = Severity::kHigh;
-  } else if (share >= th::kLaunchMediumShare) {
-    sev = Severity::kMedium;
-  } else if (share >= th::kLaunchLowShare) {
-    sev = Severity::kLow;
-  } else {
-    return;
-  }
+  std::optional<Severity> graded =
+      Ladder(share, th::kLaunchHighShare, th::kLaunchMediumShare, th::kLaunchLowShare);
+  if (!graded) return;
+  Severity sev = *graded;
   Finding x;
   x.rule = "launch-bound";
   x.severity = sev;
