@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/analyze.h"
+#include "analysis/callers.h"
 #include "analysis/explain.h"
 #include "analysis/thresholds.h"
 #include "analysis/timeline.h"
@@ -407,6 +408,111 @@ TEST(RenderTest, EmptyWindowExplainsItself) {
   EXPECT_TRUE(r.findings.empty());
   ASSERT_FALSE(r.notes.empty());
   EXPECT_NE(ReportToText(r).find("no CUDA calls"), std::string::npos);
+}
+
+// ---- Stack attribution (trace --stack) -------------------------------------------------------
+
+StackFrameRow Py(const std::string& function, const std::string& file, int64_t line) {
+  StackFrameRow f;
+  f.python = true;
+  f.function = function;
+  f.file = file;
+  f.line = line;
+  return f;
+}
+
+StackFrameRow Native(const std::string& function, const std::string& module,
+                     const std::string& file = "", int64_t line = 0) {
+  StackFrameRow f;
+  f.function = function;
+  f.module = module;
+  f.file = file;
+  f.line = line;
+  return f;
+}
+
+TEST(CallersTest, SiteIsTheInnermostUserLineWithTheLibraryFrameAsVia) {
+  StackSite s = PickStackSite(
+      {Native("cudaDeviceSynchronize", "/x/libcudart.so.13"),
+       Py("synchronize", "/venv/lib/python3.12/site-packages/torch/cuda/__init__.py", 1162),
+       Py("step", "/home/u/train.py", 142), Py("<module>", "/home/u/train.py", 200)});
+  EXPECT_EQ(s.key, "/home/u/train.py:142");
+  EXPECT_EQ(s.display.location, "train.py:142");
+  EXPECT_EQ(s.display.function, "step");
+  EXPECT_EQ(s.display.via, "synchronize (torch/cuda/__init__.py:1162)");
+}
+
+TEST(CallersTest, NativeSiteSkipsTheCudaLibrary) {
+  StackSite s = PickStackSite({Native("cudaStreamSynchronize", "/x/libcudart.so.12", "rt.cc", 9),
+                               Native("Train", "/x/loop", "/src/loop.cc", 662),
+                               Native("main", "/x/loop", "/src/loop.cc", 700)});
+  EXPECT_EQ(s.display.location, "loop.cc:662");
+  EXPECT_EQ(s.display.function, "Train");
+  EXPECT_EQ(s.display.via, "");
+  StackSite bare = PickStackSite({Native("", "/usr/lib/libc.so.6")});
+  EXPECT_EQ(bare.display.location, "libc.so.6");
+}
+
+TEST(CallersTest, SectionsGroupSitesAcrossProcessesAndPreferRuntimeOps) {
+  Builder b;
+  b.Proc(101, kMain, "pt_data_worker", true);
+  b.Proc(102, kMain, "pt_data_worker", true);
+  b.Proc(900, 1, "ffmpeg", false);
+  WindowData& w = b.w;
+  w.stack_frames[1] = {Py("train", "/t/train.py", 142)};
+  w.stack_frames[2] = {Py("train", "/t/train.py", 145)};
+  w.stack_frames[3] = {Py("produce", "/t/train.py", 60), Py("worker", "/t/train.py", 70)};
+  w.stack_frames[4] = {Py("produce", "/t/train.py", 60)};  // same line, other stack
+  w.stack_uses = {
+      {Op::kCudaStreamSync, kMain, 1, 89, 89 * 2 * kMs, 7 * kMs, 0},
+      {Op::kCudaStreamSync, kMain, 2, 34, 34 * 1 * kMs, 4 * kMs, 0},
+      {Op::kCuStreamSync, kMain, 1, 89, 89 * 2 * kMs, 7 * kMs, 0},  // nested driver call
+      {Op::kSchedSwitch, 101, 3, 10, 10 * kMs, 3 * kMs, 8},
+      {Op::kSchedSwitch, 102, 4, 5, 5 * kMs, 2 * kMs, 5},
+      {Op::kSchedSwitch, 900, 4, 50, 50 * kMs, 9 * kMs, 50},  // not a feeding process
+  };
+  Report r = b.Run();
+  ASSERT_EQ(r.callers.size(), 1u) << "driver ops hide behind their runtime op";
+  const CallerSection& sync = r.callers[0];
+  EXPECT_EQ(sync.op, "cudaStreamSync");
+  EXPECT_EQ(sync.with_stacks, 123);
+  ASSERT_EQ(sync.sites.size(), 2u);
+  EXPECT_EQ(sync.sites[0].location, "train.py:142");
+  EXPECT_EQ(sync.sites[0].count, 89);
+  EXPECT_DOUBLE_EQ(sync.sites[0].avg_ms, 2.0);
+  EXPECT_DOUBLE_EQ(sync.sites[0].max_ms, 7.0);
+  EXPECT_EQ(sync.sites[0].processes, "python3 (train.py)");
+  const CallerSection& v = r.sched_victims;
+  EXPECT_EQ(v.with_stacks, 15) << "ffmpeg's switches are not the job's";
+  ASSERT_EQ(v.sites.size(), 1u);
+  EXPECT_EQ(v.sites[0].location, "train.py:60");
+  EXPECT_EQ(v.sites[0].function, "produce");
+  EXPECT_EQ(v.sites[0].preempted, 13);
+  EXPECT_EQ(v.sites[0].blocked, 2);
+  EXPECT_EQ(v.sites[0].processes, "pt_data_worker ×2");
+  std::string text = ReportToText(r);
+  EXPECT_NE(text.find("Top cudaStreamSync callers (test, 123 calls with stacks):\n"
+                      "  train.py:142 in train → cudaStreamSync | 89 calls | avg 2.0ms | "
+                      "max 7.0ms | python3 (train.py)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  train.py:60 in produce → pt_data_worker ×2 | preempted 13 times, "
+                      "blocked 2 times"),
+            std::string::npos)
+      << text;
+  nlohmann::json j = nlohmann::json::parse(ReportToJson(r));
+  EXPECT_EQ(j["callers"][0]["sites"][0]["line"], 142);
+  EXPECT_EQ(j["sched_victims"]["sites"][0]["preempted"], 13);
+}
+
+TEST(CallersTest, NoStacksNoSections) {
+  Report r = Builder().Run();
+  EXPECT_TRUE(r.callers.empty());
+  EXPECT_TRUE(r.sched_victims.sites.empty());
+  EXPECT_EQ(ReportToText(r).find("Top "), std::string::npos);
+  nlohmann::json j = nlohmann::json::parse(ReportToJson(r));
+  EXPECT_TRUE(j["callers"].empty());
+  EXPECT_TRUE(j["sched_victims"].is_null());
 }
 
 }  // namespace

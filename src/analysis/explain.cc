@@ -4,6 +4,7 @@
 #include <set>
 
 #include "analysis/analyze.h"
+#include "analysis/callers.h"
 #include "analysis/facts.h"
 #include "analysis/format.h"
 #include "analysis/loader.h"
@@ -190,6 +191,9 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
       add(pid);
     }
     r.top_processes = std::move(stats);
+    std::set<int32_t> feeders(f.cuda_pids.begin(), f.cuda_pids.end());
+    feeders.insert(f.worker_pids.begin(), f.worker_pids.end());
+    AddCallerSections(w, feeders, &r);
     int64_t counted = 0;
     for (const OpSecondRow& row : w.op_seconds) {
       if (IsLaunch(row.op)) counted += row.count;
@@ -220,7 +224,9 @@ StatusOr<Report> Explain(StoreReader& reader, const ExplainOptions& options) {
   request.from_ns = options.from_ns;
   request.to_ns = options.to_ns;
   ASSIGN_OR_RETURN(WindowData w, LoadWindow(reader, request));
-  return Analyze(w, options);
+  Report report = Analyze(w, options);
+  FillSourceLines(&report);
+  return report;
 }
 
 }  // namespace gw

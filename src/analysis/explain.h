@@ -118,6 +118,30 @@ struct ReportWindow {
   std::string label;  // "last 2 min", "12.0s–40.0s"
 };
 
+// trace --stack: one source location and the window's events whose stacks point there.
+struct CallSite {
+  std::string location;     // "train.py:142": the innermost user frame (Python first), short
+  std::string file;         // full path; "" for a native location without line info
+  int64_t line = 0;
+  std::string function;     // function at that location ("" when unknown)
+  std::string via;          // the innermost frame when it is library code, e.g.
+                            // "synchronize (torch/cuda/__init__.py:1162)"; "" when none
+  std::string source_line;  // the line's text, when the file was readable at explain time
+  std::string processes;    // process names, e.g. "pt_data_worker ×4"
+  int64_t count = 0;        // events (sched_switch: sampled switches)
+  double total_ms = 0;
+  double avg_ms = 0;
+  double max_ms = 0;
+  int64_t preempted = 0;    // sched_switch: preempted while runnable
+  int64_t blocked = 0;      // sched_switch: went to sleep
+};
+
+struct CallerSection {
+  std::string op;             // "cudaStreamSync"; "sched_switch" for the victims section
+  int64_t with_stacks = 0;    // rows of `op` in the window that carry a stack
+  std::vector<CallSite> sites;  // by total time, at most 5
+};
+
 struct Report {
   ReportWindow window;
   SystemContext system;
@@ -127,6 +151,10 @@ struct Report {
   int64_t events = 0;                      // raw rows in the window (all pids)
   std::vector<std::string> notes;          // data caveats: drops, missing sources, sampled launches
   bool evidence = false;                   // copied from options: ReportToText prints evidence SQL
+  // trace --stack (empty otherwise): top callers of the CUDA ops that took the most time, and
+  // where the feeding processes were when they left the CPU.
+  std::vector<CallerSection> callers;
+  CallerSection sched_victims;
 };
 
 StatusOr<Report> Explain(StoreReader& reader, const ExplainOptions& options);

@@ -201,6 +201,40 @@ StatusOr<WindowData> LoadWindow(StoreReader& reader, const WindowRequest& reques
         w.snapshots.push_back(x);
       }));
 
+  RETURN_IF_ERROR(reader.ForEach(
+      "SELECT op, pid, stack_id, COUNT(*), SUM(duration_ns), MAX(duration_ns), "
+      "SUM(op = 200 AND kind = 0) FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3 "
+      "AND stack_id IS NOT NULL GROUP BY op, pid, stack_id",
+      range, [&](sqlite3_stmt* s) {
+        std::optional<Op> op = OpFromId(sqlite3_column_int64(s, 0));
+        if (!op) return;
+        StackUse u;
+        u.op = *op;
+        u.pid = static_cast<int32_t>(sqlite3_column_int64(s, 1));
+        u.stack_id = sqlite3_column_int64(s, 2);
+        u.count = sqlite3_column_int64(s, 3);
+        u.total_ns = sqlite3_column_int64(s, 4);
+        u.max_ns = sqlite3_column_int64(s, 5);
+        u.preempted = sqlite3_column_int64(s, 6);
+        w.stack_uses.push_back(u);
+      }));
+  if (!w.stack_uses.empty()) {  // a file without stack rows may predate the stacks table
+    RETURN_IF_ERROR(reader.ForEach(
+        "SELECT stack_id, kind, COALESCE(function, ''), COALESCE(file, ''), COALESCE(line, 0), "
+        "COALESCE(module, '') FROM stack_frames WHERE session = ?1 AND stack_id IN (SELECT "
+        "DISTINCT stack_id FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3 AND "
+        "stack_id IS NOT NULL) ORDER BY stack_id, depth",
+        range, [&](sqlite3_stmt* s) {
+          StackFrameRow f;
+          f.python = ColText(s, 1) == "py";
+          f.function = ColText(s, 2);
+          f.file = ColText(s, 3);
+          f.line = sqlite3_column_int64(s, 4);
+          f.module = ColText(s, 5);
+          w.stack_frames[sqlite3_column_int64(s, 0)].push_back(std::move(f));
+        }));
+  }
+
   ASSIGN_OR_RETURN(w.events_in_window,
                    SingleInt(reader,
                              "SELECT COUNT(*) FROM event_rows WHERE session = ?1 AND ts >= ?2 "

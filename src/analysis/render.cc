@@ -37,6 +37,69 @@ std::string Indent(const std::string& text, const std::string& prefix) {
 
 std::string Title(const Finding& f) { return f.cause + " → " + f.effect; }
 
+std::string Ms(double ms) { return FormatNs(static_cast<int64_t>(ms * 1e6)); }
+
+void AppendSiteDetail(std::string* out, const CallSite& s) {
+  if (!s.source_line.empty()) *out += "      ↳ " + s.source_line + "\n";
+  if (!s.via.empty()) *out += "      via " + s.via + "\n";
+}
+
+std::string SiteName(const CallSite& s) {
+  if (s.function.empty() || s.function == s.location) return s.location;
+  // Demangled C++ names can run to hundreds of characters; JSON keeps the whole name.
+  constexpr size_t kMaxFunction = 60;
+  std::string function = s.function;
+  if (function.size() > kMaxFunction) function = function.substr(0, kMaxFunction - 3) + "...";
+  return s.location + " in " + function;
+}
+
+// "Top cudaStreamSync callers" and "Top sched_switch victims" (trace --stack).
+void AppendCallerSections(std::string* out, const Report& r) {
+  for (const CallerSection& c : r.callers) {
+    *out += Fmt("Top %s callers (%s, %s calls with stacks):\n", c.op.c_str(),
+                r.window.label.c_str(), FormatCount(c.with_stacks).c_str());
+    for (const CallSite& s : c.sites) {
+      *out += Fmt("  %s → %s | %s calls | avg %s | max %s | %s\n", SiteName(s).c_str(),
+                  c.op.c_str(), FormatCount(s.count).c_str(), Ms(s.avg_ms).c_str(),
+                  Ms(s.max_ms).c_str(), s.processes.c_str());
+      AppendSiteDetail(out, s);
+    }
+    *out += "\n";
+  }
+  const CallerSection& v = r.sched_victims;
+  if (!v.sites.empty()) {
+    *out += Fmt("Top sched_switch victims (%s, %s sampled switches off the CPU):\n",
+                r.window.label.c_str(), FormatCount(v.with_stacks).c_str());
+    for (const CallSite& s : v.sites) {
+      *out += Fmt("  %s → %s | preempted %s times, blocked %s times | off-CPU avg %s | max %s\n",
+                  SiteName(s).c_str(), s.processes.c_str(), FormatCount(s.preempted).c_str(),
+                  FormatCount(s.blocked).c_str(), Ms(s.avg_ms).c_str(), Ms(s.max_ms).c_str());
+      AppendSiteDetail(out, s);
+    }
+    *out += "\n";
+  }
+}
+
+nlohmann::ordered_json SectionJson(const CallerSection& c) {
+  nlohmann::ordered_json sites = nlohmann::ordered_json::array();
+  for (const CallSite& s : c.sites) {
+    sites.push_back({{"location", s.location},
+                     {"file", s.file},
+                     {"line", s.line},
+                     {"function", s.function},
+                     {"via", s.via},
+                     {"source_line", s.source_line},
+                     {"processes", s.processes},
+                     {"count", s.count},
+                     {"total_ms", R(s.total_ms)},
+                     {"avg_ms", R(s.avg_ms)},
+                     {"max_ms", R(s.max_ms)},
+                     {"preempted", s.preempted},
+                     {"blocked", s.blocked}});
+  }
+  return {{"op", c.op}, {"with_stacks", c.with_stacks}, {"sites", sites}};
+}
+
 }  // namespace
 
 std::string ReportToText(const Report& r) {
@@ -86,6 +149,7 @@ std::string ReportToText(const Report& r) {
     out += Indent(FormatTable(t, TableFormat::kText), "  ");
     out += "\n";
   }
+  AppendCallerSections(&out, r);
   if (!r.top_processes.empty()) {
     out += "Processes (" + r.window.label + "):\n";
     Table t;
@@ -175,6 +239,11 @@ std::string ReportToJson(const Report& r) {
                        {"cuda_calls", p.cuda_calls}});
     }
     j["top_processes"] = procs;
+    ordered_json callers = ordered_json::array();
+    for (const CallerSection& c : r.callers) callers.push_back(SectionJson(c));
+    j["callers"] = callers;
+    j["sched_victims"] =
+        r.sched_victims.sites.empty() ? ordered_json(nullptr) : SectionJson(r.sched_victims);
     j["events"] = r.events;
     j["notes"] = r.notes;
     return j.dump(2, ' ', false, ordered_json::error_handler_t::replace) + "\n";

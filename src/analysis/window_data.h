@@ -57,6 +57,26 @@ struct SwitchTotals {
   int64_t max_ns = 0;
 };
 
+// trace --stack: the rows of one (op, process, stack) in the window, aggregated in SQL.
+struct StackUse {
+  Op op = Op::kSchedSwitch;
+  int32_t pid = 0;
+  int64_t stack_id = 0;
+  int64_t count = 0;
+  int64_t total_ns = 0;
+  int64_t max_ns = 0;
+  int64_t preempted = 0;  // sched_switch rows with kind = preempted
+};
+
+// One frame of a stored stack (stack_frames), innermost first.
+struct StackFrameRow {
+  bool python = false;
+  std::string function;  // "" when unresolved
+  std::string file;      // "" when unknown
+  int64_t line = 0;
+  std::string module;    // native: the mapped file
+};
+
 struct WindowData {
   int64_t session = 0;
   int64_t from = 0;              // session ns, inclusive
@@ -73,6 +93,8 @@ struct WindowData {
   std::vector<SwitchTotals> switch_totals;  // every pid with sched_switch rows in the window
   std::vector<SystemSnapshot> snapshots;    // window
   int64_t events_in_window = 0;
+  std::vector<StackUse> stack_uses;                             // every pid, window rows
+  std::map<int64_t, std::vector<StackFrameRow>> stack_frames;  // stacks those rows use
 };
 
 }  // namespace gw

@@ -104,6 +104,10 @@ Status Tracer::Start() {
   }
 
   SourceContext context;
+  if (options_.stacks) {
+    ASSIGN_OR_RETURN(stacks_, StackRegistry::Create({}));
+    context.stack_registry = stacks_.get();
+  }
   context.clock = clock_;
   context.sink = this;
   context.pids = options_.pids;
@@ -113,6 +117,9 @@ Status Tracer::Start() {
   RETURN_IF_ERROR(host->Start(context));
   sources_.push_back(std::move(host));
   context.tracked_map_fd = host_->tracked_map_fd();
+  if (stacks_) {
+    for (int32_t pid : host_->TrackedPids()) WatchStacksOf(pid);
+  }
   if (cuda) {
     Status st = cuda->Start(context);
     if (!st.ok()) {
@@ -136,7 +143,50 @@ Status Tracer::Start() {
   sampler_->Start();
   started_ = true;
   drain_ = std::thread([this] { DrainLoop(); });
+  if (stacks_) stack_thread_ = std::thread([this] { StackLoop(); });
   return Status::Ok();
+}
+
+void Tracer::WatchStacksOf(int32_t pid) {
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  if (watch_seen_.insert(pid).second) watch_queue_.push_back(pid);
+}
+
+void Tracer::StackLoop() {
+  while (!stop_stacks_.load(std::memory_order_relaxed)) {
+    DrainStacks();
+    // Python code objects can only be read while their process lives: drain often.
+    for (int i = 0; i < 10 && !stop_stacks_.load(std::memory_order_relaxed); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+}
+
+void Tracer::DrainStacks() {
+  std::vector<int32_t> pids;
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    pids.swap(watch_queue_);
+  }
+  for (int32_t pid : pids) {
+    StatusOr<WatchResult> watched = stacks_->Watch(pid);
+    // A process gone before it was watched keeps native frames resolved from later maps
+    // snapshots where possible; nothing to tell the user.
+    if (watched.ok() && !watched->note.empty()) {
+      std::lock_guard<std::mutex> lock(notes_mu_);
+      notes_.push_back("stacks of pid " + std::to_string(pid) + ": " + watched->note);
+    }
+  }
+  for (SymbolizedStack& s : stacks_->Drain()) {
+    ++stacks_stored_;
+    if (writer_) writer_->AppendStack(s.id, s.pid, s.location, s.frames_json);
+    if (options_.json && options_.json_out) {
+      std::string line = "{\"type\":\"stack\",\"id\":" + std::to_string(s.id) +
+                         ",\"pid\":" + std::to_string(s.pid) + ",\"location\":\"" +
+                         JsonEscape(s.location) + "\",\"frames\":" + s.frames_json + "}\n";
+      std::fwrite(line.data(), 1, line.size(), options_.json_out);
+    }
+  }
 }
 
 void Tracer::DrainLoop() {
@@ -214,6 +264,20 @@ StatusOr<TraceSummary> Tracer::Stop() {
   if (sampler_) sampler_->Stop();
   stop_drain_ = true;
   if (drain_.joinable()) drain_.join();
+  if (stacks_) {
+    stop_stacks_ = true;
+    if (stack_thread_.joinable()) stack_thread_.join();
+    DrainStacks();  // stacks of the final drain's events
+    summary.stacks = stacks_stored_;
+    StackStats st = stacks_->Stats();
+    std::lock_guard<std::mutex> lock(notes_mu_);
+    notes_.push_back("stacks: " + WithThousands(st.captures) + " captured, " +
+                     WithThousands(stacks_stored_) + " distinct stored" +
+                     (st.map_full + st.busy > 0
+                          ? ", " + WithThousands(st.map_full + st.busy) +
+                                " events without a stack (stack map full or capture busy)"
+                          : std::string()));
+  }
   summary.drops_detail = CollectDrops();
   for (const auto& [k, v] : summary.drops_detail) summary.drops += v;
   summary.events = events_.load();
@@ -265,6 +329,13 @@ void Tracer::OnEvents(const Event* events, size_t count) {
   if (count == 0) return;
   events_ += static_cast<int64_t>(count);
   live_.AddEvents(events, count);
+  if (stacks_) {
+    for (size_t i = 0; i < count; ++i) {
+      // A process that only ever shows up with stacks (no process record yet) still needs
+      // its maps snapshot and Python offsets.
+      if (events[i].stack_id != kNull) WatchStacksOf(events[i].pid);
+    }
+  }
   if (writer_) writer_->AppendEvents(events, count);
   if (options_.json) {
     for (size_t i = 0; i < count; ++i) WriteJson(events[i]);
@@ -273,6 +344,7 @@ void Tracer::OnEvents(const Event* events, size_t count) {
 
 void Tracer::OnProcess(const ProcessInfo& process) {
   live_.AddProcess(process);
+  if (stacks_ && process.tracked) WatchStacksOf(process.pid);
   if (writer_) writer_->UpsertProcess(process);
   if (options_.json && options_.json_out && !process.name.empty()) {
     std::fprintf(options_.json_out,

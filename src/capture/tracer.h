@@ -3,6 +3,11 @@
 // Start():  session clock (CLOCK_MONOTONIC + CLOCK_REALTIME at one instant), StoreWriter and
 //           session row (unless record=false), HostSource (owner of the tracked set), then
 //           CudaSource (sharing the tracked-set fd), the 1 Hz SystemSampler, the drain thread.
+//           With `stacks` (trace --stack) first a StackRegistry whose maps every source shares.
+// Stacks:   a second thread watches newly tracked processes (maps snapshot, CPython offsets)
+//           and every 50 ms drains captured stacks, symbolizes them and appends them to the
+//           store: symbolizing a big library the first time takes about a second, which the
+//           ring-buffer drain thread must not wait for.
 // Drain:    one thread polls every source every ~1 ms (ring buffers are written without
 //           wake-ups) and calls Rediscover() about once a second.
 // Stop():   the drain thread detaches every source, drains until the rings are empty, then
@@ -17,12 +22,14 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "base/status.h"
 #include "capture/live_stats.h"
 #include "capture/source.h"
 #include "sources/host/host_source.h"
+#include "sources/stacks/stack_registry.h"
 #include "sources/system/sampler.h"
 #include "store/writer.h"
 
@@ -38,6 +45,7 @@ struct TracerOptions {
   std::vector<std::string> cuda_libs;
   bool cuda = true;            // start the CUDA source (when built in)
   bool json = false;           // stream every event as a JSON line on `json_out`
+  bool stacks = false;         // trace --stack: caller stacks on CUDA calls and off-CPU switches
   FILE* json_out = nullptr;
   std::string version;
   std::string command_line;
@@ -53,6 +61,7 @@ struct TraceSummary {
   DropCounts drops_detail;
   int64_t host_records_emitted = 0;   // BPF side
   int64_t host_records_consumed = 0;  // decoded
+  int64_t stacks = 0;                 // distinct stacks stored (trace --stack)
   std::vector<std::string> notes;
   std::string db_path;
   std::vector<std::string> sources;
@@ -92,6 +101,11 @@ class Tracer : public EventSink {
   void DrainLoop();
   DropCounts CollectDrops() const;
   void WriteJson(const Event& e);
+  // --stack: queue a process for StackRegistry::Watch (any thread); the stack thread's loop
+  // and one round of it (watch queued processes, drain, store).
+  void WatchStacksOf(int32_t pid);
+  void StackLoop();
+  void DrainStacks();
 
   TracerOptions options_;
   SessionClock clock_;
@@ -107,6 +121,15 @@ class Tracer : public EventSink {
   bool started_ = false;
   bool stopped_ = false;
   std::atomic<int64_t> events_{0};
+
+  // --stack. stacks_ is used by the stack thread only (and by Stop() after joining it).
+  std::unique_ptr<StackRegistry> stacks_;
+  std::thread stack_thread_;
+  std::atomic<bool> stop_stacks_{false};
+  std::mutex watch_mu_;
+  std::vector<int32_t> watch_queue_;          // guarded by watch_mu_
+  std::unordered_set<int32_t> watch_seen_;    // guarded by watch_mu_
+  int64_t stacks_stored_ = 0;                 // stack thread
 
   mutable std::mutex notes_mu_;
   std::vector<std::string> notes_;

@@ -7,12 +7,14 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "base/table.h"
 #include "cli/commands.h"
 #include "discover/cuda_libs.h"
 #include "sources/selftest/selftest.h"
+#include "sources/stacks/python_offsets.h"
 #include "sources/system/host_info.h"
 
 namespace gw {
@@ -236,23 +238,34 @@ CheckResult CheckGpu() {
   return r;
 }
 
+// Python CUDA processes and whether `trace --stack` can walk their frames (CPython 3.10-3.13
+// with known offsets), e.g. "pid 4242 python3.12: Python frames walkable (CPython 3.12.3,
+// table 3.12)".
 CheckResult CheckPython(const std::vector<CudaLibrary>& libs) {
   CheckResult r{"CPython", CheckState::kInfo, false, "", ""};
-  std::map<std::string, std::vector<int32_t>> by_version;
   std::set<int32_t> pids;
   for (const CudaLibrary& lib : libs) pids.insert(lib.pids.begin(), lib.pids.end());
+  int python = 0;
+  int walkable = 0;
   for (int32_t pid : pids) {
-    std::string v = PythonVersionOf(pid);
-    if (!v.empty()) by_version[v].push_back(pid);
-  }
-  if (by_version.empty()) {
-    r.detail = pids.empty() ? "no CUDA processes running" : "no Python among CUDA processes";
-    return r;
-  }
-  for (const auto& [version, list] : by_version) {
+    std::string version = PythonVersionOf(pid);
+    if (version.empty()) continue;
+    ++python;
     if (!r.detail.empty()) r.detail += "; ";
-    r.detail += "Python " + version + ": " + std::to_string(list.size()) + " CUDA process" +
-                (list.size() == 1 ? "" : "es");
+    StatusOr<PythonProcess> p = DiscoverPythonProcess(pid);
+    if (p.ok()) {
+      ++walkable;
+      r.detail += "pid " + std::to_string(pid) + ": CPython " + p->version +
+                  ", --stack walks its Python frames (" + p->offsets.source + ")";
+    } else {
+      r.detail += "pid " + std::to_string(pid) + ": Python " + version +
+                  ", --stack cannot walk its Python frames: " + p.status().message();
+    }
+  }
+  if (python == 0) {
+    r.detail = pids.empty() ? "no CUDA processes running" : "no Python among CUDA processes";
+  } else if (walkable < python) {
+    r.hint = "trace --stack still records native frames for these processes";
   }
   return r;
 }

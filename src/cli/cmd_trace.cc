@@ -131,6 +131,10 @@ int RunTrace(const Args& args) {
                                                 "oldest rows (2G)", ""});
   flags.Add({"cuda-lib", FlagKind::kString, "PATH", "also attach to this CUDA library file or "
                                                     "directory", ""});
+  flags.Add({"stack", FlagKind::kBool, "",
+             "record the caller's stack (Python file:line and native frames) on CUDA calls and "
+             "sampled off-CPU switches; explain then shows top callers and sched_switch victims",
+             ""});
   flags.Add({"json", FlagKind::kBool, "", "stream events as JSON lines instead of the live view",
              ""});
   flags.Add({"quiet", FlagKind::kBool, "", "print only the final summary", ""});
@@ -157,6 +161,7 @@ int RunTrace(const Args& args) {
   options.record = flags.GetBool("record", true);
   options.max_db_bytes = flags.GetSizeBytes("max-db", 0);
   options.json = flags.GetBool("json", false);
+  options.stacks = flags.GetBool("stack", false);
   bool quiet = flags.GetBool("quiet", false);
   options.db_path = DatabasePath(flags);
   options.version = VersionString();

@@ -16,17 +16,24 @@
 //   gw_cuda_name_exit              uretprobe of cuModuleGetFunction / cuLibraryGetKernel /
 //                                  cuKernelGetFunction: the out handle → name (or alias).
 // Records go to one ring buffer without wake-ups; user space drains it every ~1 ms.
+//
+// With trace --stack (capture_stacks), full rows and sampled launch rows carry the caller's
+// stack (native + Python, sources/stacks/stacks.bpf.h), captured at the entry uprobe. A driver
+// call nested in a runtime call reuses the runtime call's stack: same caller, half the cost.
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 
 #include "sources/cuda/cuda_abi.h"
+#include "sources/stacks/stacks.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 // Tunables, set by user space before load.
 const volatile __u32 filter_tracked = 0;       // 1: record only tgids already in `tracked`
 const volatile __u32 launch_sample_every = 0;  // emit every Nth launch of a thread as a row
+const volatile __u32 capture_stacks = 0;       // trace --stack: stack keys in call records
 
 #define BPF_LOCAL_STORAGE_GET_F_CREATE_ 1  // uapi value; vmlinux.h has no #defines
 
@@ -66,6 +73,7 @@ struct {
 struct entry_slot {
   __u64 ts_ns;    // entry time; 0 = empty
   __u64 args[8];  // integer arguments 1-6 from registers, 7-8 from the stack where needed
+  __u64 stack_id; // capture_stacks: the caller's stack key (0 = none)
   __u32 fn;       // enum gw_cuda_fn being timed
   __u32 pad;
 };
@@ -153,6 +161,15 @@ int gw_cuda_enter(struct pt_regs *ctx) {
   struct entry_slot *s = &t->slot[layer][depth & (STACK_DEPTH - 1)];
   t->depth[layer] = depth + 1;
   s->fn = fn;
+  s->stack_id = 0;
+  if (capture_stacks && !is_name_fn(fn)) {
+    __u32 outer = t->depth[0];
+    if (layer == 1 && outer > 0) {
+      s->stack_id = t->slot[0][(outer - 1) & (STACK_DEPTH - 1)].stack_id;
+    } else {
+      s->stack_id = gw_capture_stack(ctx, GW_STACK_SLOT_UPROBE, GW_CAPTURE_AT_FUNCTION_ENTRY);
+    }
+  }
   s->args[0] = PT_REGS_PARM1(ctx);
   s->args[1] = PT_REGS_PARM2(ctx);
   s->args[2] = PT_REGS_PARM3(ctx);
@@ -300,6 +317,7 @@ static __always_inline struct entry_slot *finish_call(struct pt_regs *ctx, __u32
   r->src = 0;
   r->bytes = 0;
   r->stream = 0;
+  r->stack_id = s->stack_id;
   decode_args(r, fn, s->args);
   bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
   return s;
@@ -395,6 +413,8 @@ static __always_inline int emit_sampled_launch(struct pt_regs *ctx, __u32 fn, __
   r->bytes = 0;
   r->kind = -1;
   r->stream = 0;
+  r->stack_id =
+      capture_stacks ? gw_capture_stack(ctx, GW_STACK_SLOT_UPROBE, GW_CAPTURE_AT_FUNCTION_ENTRY) : 0;
   if (is_config_launch(fn)) {
     // cudaLaunchConfig_t and CUlaunchConfig both hold the stream at offset 32.
     bpf_probe_read_user(&r->stream, sizeof r->stream, (void *)(PT_REGS_PARM1(ctx) + 32));

@@ -97,6 +97,7 @@ struct gw_cuda_call_record {
   __u64 bytes;       // memcpy/memset count (2D: width*height), malloc size
   __s64 kind;        // runtime memcpy cudaMemcpyKind; -1 where the function has none
   __u64 stream;      // stream argument (async calls, syncs, launches), event for event syncs
+  __u64 stack_id;    // trace --stack: key into the shared gw_stacks map (stacks.bpf.h); 0 = none
 };
 
 #define GW_CUDA_NAME_MAX 488

@@ -20,8 +20,9 @@
 #include "cuda.skel.h"
 #include "discover/elf_symbols.h"
 #include "sources/cuda/cuda_abi.h"
+#include "sources/stacks/stack_registry.h"
 
-static_assert(sizeof(gw_cuda_call_record) == 72, "gw_cuda_call_record layout changed");
+static_assert(sizeof(gw_cuda_call_record) == 80, "gw_cuda_call_record layout changed");
 static_assert(sizeof(gw_cuda_name_record) == 24 + GW_CUDA_NAME_MAX,
               "gw_cuda_name_record layout changed");
 static_assert(sizeof(gw_cuda_launch_key) == 16, "gw_cuda_launch_key layout changed");
@@ -255,6 +256,10 @@ Status CudaSource::Configure(const SourceContext& context) {
   cuda_bpf* skel = skel_.get();
   skel->rodata->filter_tracked = (!context.pids.empty() || !context.comms.empty()) ? 1 : 0;
   skel->rodata->launch_sample_every = options_.launch_sample_every;
+  if (context.stack_registry != nullptr) {
+    skel->rodata->capture_stacks = 1;
+    RETURN_IF_ERROR(context.stack_registry->ShareMaps(skel->obj));
+  }
   if (int err = bpf_map__set_max_entries(skel->maps.events, options_.ring_bytes); err != 0) {
     return ErrnoStatus("size CUDA ring buffer", -err);
   }
@@ -628,6 +633,7 @@ void CudaSource::HandleCall(const gw_cuda_call_record& r) {
   e.op = *spec->op;
   e.duration_ns = static_cast<int64_t>(r.duration_ns);
   if ((r.flags & GW_CUDA_FLAG_SAMPLED_LAUNCH) == 0) e.ret = r.ret;
+  if (r.stack_id != 0) e.stack_id = static_cast<int64_t>(r.stack_id);
   auto u64 = [](uint64_t v) { return static_cast<int64_t>(v); };
 
   switch (static_cast<gw_cuda_fn>(r.fn)) {

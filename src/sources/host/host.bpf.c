@@ -11,6 +11,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "sources/host/host_abi.h"
+#include "sources/stacks/stacks.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -26,6 +27,11 @@ const volatile __u64 competitor_min_runq_ns = 100000;
 const volatile __u64 read_threshold_ns = 1000000;
 // The tracer's own process: never a competitor (its drain thread wakes every millisecond).
 const volatile __u32 self_tgid = 0;
+// trace --stack: a tracked task leaving the CPU records its stack, at most once per thread
+// per stack_sample_ns (the capture costs 1-3 µs; sched_switch can fire thousands of times a
+// second).
+const volatile __u32 capture_stacks = 0;
+const volatile __u64 stack_sample_ns = 10000000;
 
 // ---- Maps ------------------------------------------------------------------------------------
 struct {
@@ -56,6 +62,7 @@ struct task_state {
   __u32 switch_fault;  // the pending interval is a fault wait: fault_ts/addr below apply
   __u64 switch_fault_ts;
   __u64 switch_fault_addr;
+  __u64 stack_id;    // capture_stacks: where the task left the CPU (0 = not sampled)
   __u16 cpu;
   __u8 kind;         // GW_SWITCH_*
   __u8 competitor;   // the interval belongs to a competitor, not a tracked task
@@ -211,6 +218,11 @@ int BPF_PROG(gw_sched_switch, bool preempt, struct task_struct *prev, struct tas
         st->cpu = (__u16)cpu;
         st->kind = kind;
         st->competitor = prev_competitor;
+        // current == prev here: the user stack is the task's own, where it stopped.
+        st->stack_id = 0;
+        if (capture_stacks && prev_tracked && gw_stack_sample_ok(stack_sample_ns)) {
+          st->stack_id = gw_capture_stack(ctx, GW_STACK_SLOT_SCHED, 0);
+        }
         if (prev_tracked && preempted && next->pid != 0) add_competitor(next, now);
       }
     }
@@ -237,6 +249,7 @@ int BPF_PROG(gw_sched_switch, bool preempt, struct task_struct *prev, struct tas
       r->cpu = st->cpu;
       r->kind = st->kind;
       r->flags = st->competitor;
+      r->stack_id = st->stack_id;
       if (st->switch_fault) {
         r->aux1 = st->switch_fault_addr;
         r->value = (__s64)st->switch_fault_ts;

@@ -73,6 +73,8 @@ struct gw_host_record {
   __u8 kind;          // OFF_CPU: GW_SWITCH_*; BLOCK_IO: GW_BIO_*
   __u32 flags;        // OFF_CPU: 1 when the task is a competitor (not tracked)
   char comm[16];      // EXEC/FORK(child)/EXIT/NAME/OOM: comm of the process's leader
+  __u64 stack_id;     // OFF_CPU with trace --stack: where the task was when it left the CPU
+                      // (key into gw_stacks, sources/stacks/stacks.bpf.h); 0 = not sampled
 };
 
 // ---- Counters (per-CPU arrays) -------------------------------------------------------------

@@ -20,11 +20,12 @@
 #include "discover/cuda_libs.h"
 #include "host.skel.h"
 #include "sources/host/host_abi.h"
+#include "sources/stacks/stack_registry.h"
 #include "sources/system/host_info.h"
 
 namespace gw {
 
-static_assert(sizeof(gw_host_record) == 80, "gw_host_record layout changed: update both sides");
+static_assert(sizeof(gw_host_record) == 88, "gw_host_record layout changed: update both sides");
 
 namespace {
 
@@ -166,6 +167,11 @@ Status HostSource::Start(const SourceContext& context) {
   skel->rodata->competitor_min_runq_ns = static_cast<__u64>(options_.competitor_min_runq_ns);
   skel->rodata->read_threshold_ns = static_cast<__u64>(options_.read_threshold_ns);
   skel->rodata->self_tgid = static_cast<__u32>(getpid());
+  if (context.stack_registry != nullptr) {
+    skel->rodata->capture_stacks = 1;
+    skel->rodata->stack_sample_ns = static_cast<__u64>(options_.stack_sample_ns);
+    RETURN_IF_ERROR(context.stack_registry->ShareMaps(skel->obj));
+  }
   if (int err = bpf_map__set_max_entries(skel->maps.events,
                                          static_cast<__u32>(options_.ring_bytes));
       err != 0) {
@@ -492,6 +498,7 @@ void HostSource::Decode(const gw_host_record& r) {
       e.runq_ns = static_cast<int64_t>(r.aux0);
       e.kind = r.kind;
       e.other_pid = r.other_tgid;
+      if (r.stack_id != 0) e.stack_id = static_cast<int64_t>(r.stack_id);
       NameProcess(pid, "", r.flags == 0, 0);
       NameProcess(static_cast<int32_t>(r.other_tgid), "", false, 0);
       batch_.push_back(e);

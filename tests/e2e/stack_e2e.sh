@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# End-to-end for `gpuwhy trace --stack` (issue 5): trigger → capture → assert, as a user would.
+# For every CPython here (pyenv 3.10-3.13 and the system python3), the Python training loop on
+# the simulated CUDA runtime, pinned to one CPU with a competitor, traced with --stack:
+#   - cudaStreamSync rows point at the exact line of train_loop.py that calls it, with
+#     train ← main ← <module> up the stack (the executing lines, not the functions' first lines);
+#   - `explain` prints "Top cudaStreamSync callers" with that line and its source text, and
+#     "Top sched_switch victims" with the DataLoader workers preempted in produce_batch;
+#   - `explain --json` carries the same.
+# Then the native C++ loop (frame pointers, -g): the sync's caller resolves to train_loop.cc
+# and the line of the call.
+# Usage: stack_e2e.sh GPUWHY SIM_BIN_DIR SIM_LIB_DIR WORKLOADS_DIR
+set -uo pipefail
+GPUWHY=$1
+SIM_BIN=$2
+SIM_LIB=$3
+WORKLOADS=$4
+failures=0
+pass() { echo "ok - $1"; }
+fail() { echo "FAIL - $1"; failures=$((failures + 1)); }
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "stack_e2e: SKIPPED — needs root (CI runs as root; run: sudo ctest -R stack_e2e)"
+  exit 0
+fi
+WORK=$(mktemp -d /var/tmp/gw_stack_e2e.XXXXXX)
+cleanup() {
+  for p in ${PIDS:-}; do kill "$p" 2>/dev/null; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+PIDS=""
+q() { "$GPUWHY" query --db "$1" --csv "$2" 2>&1 | tail -n +2; }
+wait_for_line() {  # file pattern timeout_s
+  local i
+  for ((i = 0; i < $3 * 10; i++)); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+PY_SCRIPT="$WORKLOADS/train_loop.py"
+SYNC_LINE=$(grep -n 'rt.cudaStreamSynchronize(stream), "cudaStreamSynchronize")' "$PY_SCRIPT" | cut -d: -f1)
+TRAIN_CALL=$(grep -n '^        train(args, rt, kernels, workers, state)' "$PY_SCRIPT" | cut -d: -f1)
+MAIN_CALL=$(grep -n '^    sys.exit(main(sys.argv\[1:\]))' "$PY_SCRIPT" | cut -d: -f1)
+[ -n "$SYNC_LINE" ] && [ -n "$TRAIN_CALL" ] && [ -n "$MAIN_CALL" ] \
+  || { echo "FAIL - cannot find the call lines in $PY_SCRIPT"; exit 1; }
+
+# trace_run NAME CMD...: traces CMD (pinned to CPU 0 with a competitor there) into $WORK/NAME.db;
+# sets LOOP to CMD's pid.
+trace_run() {
+  local name=$1; shift
+  local db="$WORK/$name.db"
+  "$GPUWHY" trace --stack --duration 9s --cuda-lib "$SIM_LIB" --db "$db" --quiet \
+    > "$WORK/$name.trace" 2>&1 &
+  local trace=$!; PIDS="$PIDS $trace"
+  sleep 2.5  # --quiet prints nothing until the end; attach takes well under this
+  taskset -c 0 "$@" > "$WORK/$name.out" 2>&1 &
+  local loop=$!; PIDS="$PIDS $loop"
+  LOOP=$loop  # queries below look at this process only: other CUDA processes may be traced too
+  sleep 0.5
+  "$SIM_BIN/gw_competitor" --cpu 0 --duration 3 > /dev/null 2>&1 &
+  local comp=$!; PIDS="$PIDS $comp"
+  wait "$loop"; wait "$comp"; wait "$trace"
+  local rc=$?
+  [ $rc -eq 0 ] || fail "$name: trace exit $rc: $(cat "$WORK/$name.trace")"
+  grep -q "note: stacks: " "$WORK/$name.trace" && pass "$name: $(grep 'note: stacks' "$WORK/$name.trace" | sed 's/^ *note: //')" \
+    || fail "$name: no stacks note in the summary: $(cat "$WORK/$name.trace")"
+}
+
+pythons=()
+for v in 3.10.13 3.11.7 3.12.1 3.13.0; do
+  p=/root/.pyenv/versions/$v/bin/python${v%.*}
+  [ -x "$p" ] && pythons+=("$p")
+done
+[ -x /usr/bin/python3 ] && pythons+=(/usr/bin/python3)
+[ ${#pythons[@]} -gt 0 ] || { echo "FAIL - no CPython found"; exit 1; }
+
+# `check` says which Python CUDA processes --stack can walk.
+"${pythons[0]}" "$PY_SCRIPT" --lib-dir "$SIM_LIB" --duration 3 --workers 1 > /dev/null 2>&1 &
+CHECKED=$!; PIDS="$PIDS $CHECKED"
+sleep 1.5
+out=$("$GPUWHY" check --cuda-lib "$SIM_LIB" 2>&1)
+echo "$out" | grep -qE "CPython .*pid $CHECKED: CPython 3\.[0-9]+(\.[0-9]+)?, --stack walks its Python frames" \
+  && pass "check: $(echo "$out" | grep -oE "pid $CHECKED: [^;]*")" || fail "check CPython line: $out"
+wait "$CHECKED"
+
+for py in "${pythons[@]}"; do
+  ver=$("$py" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')
+  name="py$ver"
+  trace_run "$name" "$py" "$PY_SCRIPT" --lib-dir "$SIM_LIB" --duration 4 --workers 2 \
+    --batch-cpu-ms 3 --report
+  db="$WORK/$name.db"
+  # The stack most cudaStreamSync rows point at.
+  top=$(q "$db" "SELECT e.stack_id FROM events e JOIN stacks s ON s.id = e.stack_id WHERE e.op = 'cudaStreamSync' AND e.pid = $LOOP GROUP BY e.stack_id ORDER BY COUNT(*) DESC LIMIT 1")
+  [ -n "$top" ] || { fail "$name: no cudaStreamSync row with a stack"; continue; }
+  loc=$(q "$db" "SELECT location FROM stacks WHERE id = $top")
+  [ "$loc" = "$PY_SCRIPT:$SYNC_LINE" ] && pass "$name: sync location $loc" \
+    || fail "$name: sync location '$loc', want $PY_SCRIPT:$SYNC_LINE"
+  chain=$(q "$db" "SELECT group_concat(function || ':' || line, ' < ') FROM (SELECT function, line FROM stack_frames WHERE stack_id = $top AND kind = 'py' ORDER BY depth)")
+  want="train:$SYNC_LINE < main:$TRAIN_CALL < <module>:$MAIN_CALL"
+  [ "$chain" = "$want" ] && pass "$name: Python frames $chain" \
+    || fail "$name: Python frames '$chain', want '$want'"
+  native=$(q "$db" "SELECT function FROM stack_frames WHERE stack_id = $top AND depth = 0")
+  [ "$native" = "cudaStreamSynchronize" ] && pass "$name: innermost frame is the probed function" \
+    || fail "$name: innermost frame '$native'"
+
+  "$GPUWHY" explain --db "$db" --pid $LOOP > "$WORK/$name.explain" 2>&1
+  if grep -q "^Top cudaStreamSync callers" "$WORK/$name.explain" \
+     && grep -q "^  train_loop.py:$SYNC_LINE in train → cudaStreamSync | " "$WORK/$name.explain" \
+     && grep -qF '↳ check(rt, rt.cudaStreamSynchronize(stream), "cudaStreamSynchronize")' "$WORK/$name.explain"; then
+    pass "$name: explain names train_loop.py:$SYNC_LINE with its source line"
+  else
+    fail "$name: explain callers section: $(sed -n '/^Top /,$p' "$WORK/$name.explain")"
+  fi
+  # Workers pinned with a competitor on their CPU are preempted while producing batches.
+  victim=$(sed -n '/^Top sched_switch victims/,/^$/p' "$WORK/$name.explain" \
+           | grep -E "^  train_loop.py:[0-9]+ in produce_batch → pt_data_worker" | head -1)
+  preempted=$(echo "$victim" | sed -nE 's/.*preempted ([0-9,]+) times.*/\1/p' | tr -d ,)
+  [ "${preempted:-0}" -gt 0 ] && pass "$name: victim ${victim%%|*}(preempted $preempted)" \
+    || fail "$name: no preempted DataLoader site: $(sed -n '/^Top sched_switch victims/,/^$/p' "$WORK/$name.explain")"
+  "$GPUWHY" explain --db "$db" --pid $LOOP --json > "$WORK/$name.json" 2>&1
+  python3 - "$WORK/$name.json" "$SYNC_LINE" <<'PY' && pass "$name: explain --json carries callers and victims" || fail "$name: explain --json"
+import json, sys
+r = json.load(open(sys.argv[1]))
+sync = next(c for c in r["callers"] if c["op"] == "cudaStreamSync")
+top = sync["sites"][0]
+assert top["line"] == int(sys.argv[2]) and top["function"] == "train", top
+assert top["source_line"].startswith("check(rt, rt.cudaStreamSynchronize(stream)"), top
+assert top["count"] > 0 and top["max_ms"] >= top["avg_ms"] > 0, top
+v = r["sched_victims"]
+assert v["op"] == "sched_switch" and v["with_stacks"] > 0 and v["sites"], v
+PY
+done
+
+# ---- native: the C++ loop (frame pointers, line info) ----------------------------------------
+CC_SRC=$(cd "$WORKLOADS" && pwd)/train_loop.cc
+CC_LINE=$(grep -n 'if (!Check(cudaStreamSynchronize(stream), "cudaStreamSynchronize")) return false;' "$CC_SRC" | cut -d: -f1)
+trace_run native "$SIM_BIN/gw_train_loop" --duration 4 --workers 2 --batch-cpu-ms 3
+db="$WORK/native.db"
+top=$(q "$db" "SELECT e.stack_id FROM events e WHERE e.op = 'cudaStreamSync' AND e.pid = $LOOP AND e.stack_id IS NOT NULL GROUP BY e.stack_id ORDER BY COUNT(*) DESC LIMIT 1")
+caller=$(q "$db" "SELECT file || ':' || line FROM stack_frames WHERE stack_id = ${top:-0} AND depth = 1")
+function=$(q "$db" "SELECT function FROM stack_frames WHERE stack_id = ${top:-0} AND depth = 1")
+[ "$caller" = "$CC_SRC:$CC_LINE" ] && [ -n "$function" ] && pass "native: caller $caller in $function" \
+  || fail "native: caller '$caller' in '$function', want $CC_SRC:$CC_LINE"
+"$GPUWHY" explain --db "$db" --pid $LOOP > "$WORK/native.explain" 2>&1
+grep -q "^  train_loop.cc:$CC_LINE in .* → cudaStreamSync | " "$WORK/native.explain" \
+  && pass "native: explain names train_loop.cc:$CC_LINE" \
+  || fail "native: explain: $(sed -n '/^Top /,$p' "$WORK/native.explain")"
+
+echo "stack_e2e: $failures failure(s)"
+[ $failures -eq 0 ]
