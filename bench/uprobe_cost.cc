@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "bare_probes.skel.h"
 #include "discover/elf_symbols.h"
 #include "sources/cuda/cuda_source.h"
+#include "sources/stacks/stack_registry.h"
 
 namespace {
 
@@ -66,8 +68,11 @@ struct Case {
   std::function<void()> call;
 };
 
-enum Config { kNone, kBareEntry, kBarePair, kGpuwhy, kGpuwhyPerf, kConfigs };
-const char* const kConfigNames[] = {"none", "bare entry", "bare pair", "gpuwhy", "gpuwhy-perf"};
+// gpuwhy-stack: as gpuwhy, with trace --stack's StackRegistry (stack keys on every full row
+// and sampled launch). gpuwhy-perf: perf-event uprobes instead of multi-uprobe links.
+enum Config { kNone, kBareEntry, kBarePair, kGpuwhy, kGpuwhyStack, kGpuwhyPerf, kConfigs };
+const char* const kConfigNames[] = {"none",   "bare entry",   "bare pair",
+                                    "gpuwhy", "gpuwhy-stack", "gpuwhy-perf"};
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -174,11 +179,21 @@ int main(int argc, char** argv) {
 
   for (int round = 0; round < rounds; ++round) {
     for (int config = 0; config < kConfigs; ++config) {
-      if (config == kGpuwhy || config == kGpuwhyPerf) {
+      if (config == kGpuwhy || config == kGpuwhyStack || config == kGpuwhyPerf) {
         gw::CudaSourceOptions options;
         options.discover = false;
         options.libraries = {runtime, driver};
-        options.multi_uprobe = config == kGpuwhy;
+        options.multi_uprobe = config != kGpuwhyPerf;
+        std::unique_ptr<gw::StackRegistry> stacks;
+        if (config == kGpuwhyStack) {
+          auto created = gw::StackRegistry::Create({});
+          if (!created.ok()) {
+            std::fprintf(stderr, "gw_uprobe_cost: %s\n", created.status().message().c_str());
+            return 1;
+          }
+          stacks = std::move(created).value();
+          if (!stacks->Watch(getpid()).ok()) return 1;
+        }
         auto source = gw::CudaSource::Create(options);
         if (!source.ok()) {
           std::fprintf(stderr, "gw_uprobe_cost: %s\n", source.status().message().c_str());
@@ -188,6 +203,7 @@ int main(int argc, char** argv) {
         gw::SourceContext context;
         context.clock.mono_start_ns = NowNs();
         context.sink = &sink;
+        context.stack_registry = stacks.get();
         gw::Status started = (*source)->Start(context);
         if (!started.ok()) {
           std::fprintf(stderr, "gw_uprobe_cost: %s\n", started.message().c_str());
@@ -197,6 +213,7 @@ int main(int argc, char** argv) {
         std::thread drain([&] {
           while (!stop.load()) {
             (*source)->Poll();
+            if (stacks) stacks->Drain();
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
           }
         });
@@ -247,7 +264,7 @@ int main(int argc, char** argv) {
   std::printf("runtime %s\ndriver  %s\n\n", runtime.c_str(), driver.c_str());
   std::printf("%-32s", "probe class (function)");
   for (int config = 0; config < kConfigs; ++config) std::printf(" %20s", kConfigNames[config]);
-  std::printf(" %14s %14s\n", "gpuwhy/pair", "over/pair-over");
+  std::printf(" %14s %14s %14s\n", "gpuwhy/pair", "over/pair-over", "stack/pair");
   for (size_t i = 0; i < cases.size(); ++i) {
     std::printf("%-32s", (cases[i].cls + " " + cases[i].symbol).substr(0, 32).c_str());
     double med[kConfigs];
@@ -260,8 +277,9 @@ int main(int argc, char** argv) {
       std::printf(" %20s", cell);
     }
     // Ratios against the bare pair: total call cost, and overhead above the untraced call.
-    std::printf(" %14.2f %14.2f\n", med[kGpuwhy] / med[kBarePair],
-                (med[kGpuwhy] - med[kNone]) / (med[kBarePair] - med[kNone]));
+    std::printf(" %14.2f %14.2f %14.2f\n", med[kGpuwhy] / med[kBarePair],
+                (med[kGpuwhy] - med[kNone]) / (med[kBarePair] - med[kNone]),
+                med[kGpuwhyStack] / med[kBarePair]);
   }
   bare_probes_bpf__destroy(bare);
   return 0;
