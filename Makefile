@@ -40,6 +40,15 @@ bench: build
 	$(BUILD)/bench/gw_store_bench --events 2000000 --rounds 3
 	$(SUDO) $(BUILD)/bench/gw_uprobe_cost
 
+# Issue 7 items 2, 5, 6 (minutes each; BENCHMARKS.md has method and numbers).
+.PHONY: bench-capture bench-footprint bench-train
+bench-capture: build
+	$(SUDO) python3 bench/capture_capacity.py --build $(BUILD)
+bench-footprint: build
+	$(SUDO) python3 bench/footprint.py --build $(BUILD)
+bench-train: build
+	$(SUDO) python3 bench/train_overhead.py --build $(BUILD)
+
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h' '*.bpf.c')
 
