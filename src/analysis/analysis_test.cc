@@ -436,10 +436,15 @@ TEST(CallersTest, SiteIsTheInnermostUserLineWithTheLibraryFrameAsVia) {
       {Native("cudaDeviceSynchronize", "/x/libcudart.so.13"),
        Py("synchronize", "/venv/lib/python3.12/site-packages/torch/cuda/__init__.py", 1162),
        Py("step", "/home/u/train.py", 142), Py("<module>", "/home/u/train.py", 200)});
-  EXPECT_EQ(s.key, "/home/u/train.py:142");
+  EXPECT_EQ(s.key.rfind("/home/u/train.py:142 via synchronize ", 0), 0u) << s.key;
   EXPECT_EQ(s.display.location, "train.py:142");
   EXPECT_EQ(s.display.function, "step");
   EXPECT_EQ(s.display.via, "synchronize (torch/cuda/__init__.py:1162)");
+  // The same line reached through other library code is another site.
+  StackSite other = PickStackSite(
+      {Py("get", "/usr/lib/python3.12/queue.py", 180), Py("step", "/home/u/train.py", 142)});
+  EXPECT_EQ(other.display.location, "train.py:142");
+  EXPECT_NE(other.key, s.key);
 }
 
 TEST(CallersTest, NativeSiteSkipsTheCudaLibrary) {
@@ -451,6 +456,14 @@ TEST(CallersTest, NativeSiteSkipsTheCudaLibrary) {
   EXPECT_EQ(s.display.via, "");
   StackSite bare = PickStackSite({Native("", "/usr/lib/libc.so.6")});
   EXPECT_EQ(bare.display.location, "libc.so.6");
+  StackSite cpp = PickStackSite(
+      {Native("void at::native::gpu_reduce_kernel<float, 4>(at::TensorIterator&, double) "
+              "[clone .isra.0]",
+              "/t/libtorch_cuda.so")});
+  EXPECT_EQ(cpp.display.location, "at::native::gpu_reduce_kernel");
+  EXPECT_EQ(PickStackSite({Native("std::vector<int>::operator[](unsigned long)", "/t/a")})
+                .display.location,
+            "std::vector::operator[]");
 }
 
 TEST(CallersTest, SectionsGroupSitesAcrossProcessesAndPreferRuntimeOps) {

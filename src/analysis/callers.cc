@@ -50,6 +50,44 @@ std::string NativeName(const StackFrameRow& f) {
   return f.module.empty() ? std::string("?") : BaseName(f.module);
 }
 
+// A demangled C++ name without template arguments, parameters, return type and clone suffix:
+// "void at::native::gpu_reduce_kernel<float, …>(at::TensorIterator&, …) [clone .isra.0]" →
+// "at::native::gpu_reduce_kernel". Names without brackets come back unchanged.
+std::string ShortFunctionName(const std::string& name) {
+  std::string out;
+  int depth = 0;
+  for (size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    if (depth == 0 && out.size() >= 8 && out.compare(out.size() - 8, 8, "operator") == 0) {
+      // The operator's own symbol: "operator()", "operator[]", "operator<<", "operator==".
+      if (name.compare(i, 2, "()") == 0) {
+        out += "()";
+        ++i;
+        continue;
+      }
+      size_t end = name.find_first_not_of("[]<>=!+-*/%^&|~,", i);
+      if (end == std::string::npos) end = name.size();
+      if (end > i) {
+        out += name.substr(i, end - i);
+        i = end - 1;
+        continue;
+      }
+    }
+    if (c == '[' && depth == 0) break;  // " [clone .constprop.0]"
+    if (c == '<' || c == '(') {
+      ++depth;
+    } else if ((c == '>' || c == ')') && depth > 0) {
+      --depth;
+    } else if (depth == 0) {
+      out += c;
+    }
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  size_t space = out.rfind(' ');  // drop a return type: "void ns::f" -> "ns::f"
+  if (space != std::string::npos) out = out.substr(space + 1);
+  return out.empty() ? name : out;
+}
+
 struct SiteTotals {
   CallSite site;
   std::map<std::string, int> process_counts;  // name → processes
@@ -123,12 +161,16 @@ StackSite PickStackSite(const std::vector<StackFrameRow>& frames) {
     d.location = BaseName(f.file) + ":" + std::to_string(f.line);
     out.key = f.file + ":" + std::to_string(f.line);
   } else {
-    d.location = NativeName(f);
+    d.location = f.python ? f.function : ShortFunctionName(NativeName(f));
     out.key = f.python ? f.function : NativeName(f) + "@" + f.module;
   }
   if (innermost_py >= 0 && innermost_py < site) {
     const StackFrameRow& lib = frames[static_cast<size_t>(innermost_py)];
     d.via = lib.function + " (" + LibraryPath(lib.file) + ":" + std::to_string(lib.line) + ")";
+    // The same user line reached through different library code (the training loop waiting
+    // in DataLoader.__next__, a worker forked from that line waiting in its own loop) is two
+    // sites, not one.
+    out.key += " via " + lib.function + " " + lib.file;
   }
   return out;
 }
