@@ -53,7 +53,7 @@ constexpr const char* kQuerySqlDescription =
     "major_faults_per_s, ctx_switches_per_s, procs_running, procs_blocked, iowait_pct) at 1 Hz; "
     "event_rows (raw: op is an integer, join op_names(id, name, layer); stored in (session, "
     "ts) order, so time-range filters are cheap); op_seconds; strings(id, text); "
-    "stacks(session, id, pid, location, frames) (empty until trace captures stacks): id = events.stack_id, "
+    "stacks(session, id, pid, location, frames) (filled by trace --stack): id = events.stack_id, "
     "location = innermost Python file:line, frames = JSON array innermost first; view "
     "stack_frames(session, stack_id, pid, depth, kind 'py'|'native', function, file, line, "
     "module, offset), depth 0 = innermost.\n"
@@ -607,9 +607,9 @@ StatusOr<ToolOutput> Stacks(ReaderSource& source, const StoreToolLimits& limits,
     out.structured["stacks_recorded"] = false;
     out.structured["call_sites"] = Json::array();
     out.structured["note"] =
-        "no stacks recorded in this session: this gpuwhy's `trace` does not capture call stacks "
-        "yet, so call sites are not available";
-    out.summary = "No stacks recorded in this session (trace does not capture stacks yet).";
+        "no stacks recorded in this session: call sites need a recording made with "
+        "`gpuwhy trace --stack`";
+    out.summary = "No stacks recorded in this session (record with `gpuwhy trace --stack`).";
     return out;
   }
   std::string sql =
