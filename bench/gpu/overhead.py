@@ -55,6 +55,19 @@ def steps_between(log, t0, t1):
     return n
 
 
+def agent_usage(pid):
+    """(CPU seconds used so far, peak RSS in MB) of a running agent, from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        cpu_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        with open(f"/proc/{pid}/status") as f:
+            hwm = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+        return cpu_s, hwm / 1024.0
+    except (OSError, StopIteration, IndexError, ValueError):
+        return None, None
+
+
 def start_mode(mode, args, pid, rt, drv, out, idx):
     if mode == "untraced":
         return None
@@ -102,14 +115,21 @@ def main():
         for mode in order:
             proc = start_mode(mode, args, train.pid, rt, drv, args.out, idx)
             t0 = time.monotonic_ns() + int(args.settle * 1e9)
-            time.sleep(args.phase)
+            time.sleep(args.settle)
+            cpu0, _ = agent_usage(proc.pid) if proc is not None else (None, None)
+            time.sleep(args.phase - args.settle)
             t1 = time.monotonic_ns()
+            cpu1, rss = agent_usage(proc.pid) if proc is not None else (None, None)
+            agent = {}
+            if cpu0 is not None and cpu1 is not None:
+                agent = {"agent_cpu_pct": 100 * (cpu1 - cpu0) / ((t1 - t0) / 1e9),
+                         "agent_peak_rss_mb": rss}
             if proc is not None:
                 proc.send_signal(signal.SIGINT)
                 proc.wait(timeout=60)
             n = steps_between(steps_log, t0, t1)
             phases.append({"mode": mode, "t0": t0, "t1": t1, "steps": n,
-                           "steps_per_s": n / ((t1 - t0) / 1e9)})
+                           "steps_per_s": n / ((t1 - t0) / 1e9), **agent})
             print(f"phase {idx:3d} {mode:13s} {phases[-1]['steps_per_s']:8.2f} steps/s", flush=True)
             idx += 1
             time.sleep(1)  # detach fully before the next phase starts its clock
@@ -134,6 +154,11 @@ def main():
             summary[m] = {"phases": len(rs), "median_ratio": statistics.median(rs),
                           "min": min(rs), "max": max(rs),
                           "median_loss_pct": 100 * (1 - statistics.median(rs))}
+            cpu = [q["agent_cpu_pct"] for q in phases if q["mode"] == m and "agent_cpu_pct" in q]
+            rss = [q["agent_peak_rss_mb"] for q in phases if q["mode"] == m and "agent_peak_rss_mb" in q]
+            if cpu:
+                summary[m]["agent_cpu_pct_median"] = statistics.median(cpu)
+                summary[m]["agent_peak_rss_mb_max"] = max(rss)
     untraced = [q["steps_per_s"] for q in phases if q["mode"] == "untraced" and q["steps_per_s"] > 0]
     summary["untraced_steps_per_s"] = {"median": statistics.median(untraced), "min": min(untraced),
                                        "max": max(untraced)}
