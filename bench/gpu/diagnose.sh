@@ -20,6 +20,7 @@ run_case() {  # name, seconds, contention(0/1)
     --workers 4 > "$OUT/$name.train.log" 2>&1 &
   local train=$!
   sleep 12   # CUDA context, workers, warm-up
+  "$GPUWHY" check > "$OUT/$name.check.txt" 2>&1  # with the job running: its CPython line
   "$GPUWHY" trace $STACK --duration "${secs}s" --db "$OUT/$name.db" --quiet > "$OUT/$name.trace.log" 2>&1 &
   local tracer=$!
   local burners=()

@@ -6,7 +6,8 @@
 #      names, workers are tracked, the brief's Step-2 query names the competitor, drops are
 #      reported in `sessions`;
 #   3. the Python training loop stopped with SIGINT: nothing captured is lost (BPF emitted ==
-#      decoded, sessions.events == rows in the database).
+#      decoded, sessions.events == rows in the database);
+#   4. trace attached to a running job names its kernels from their host stubs.
 # Usage: trace_e2e.sh GPUWHY SIM_BIN_DIR SIM_LIB_DIR WORKLOADS_DIR
 set -uo pipefail
 GPUWHY=$1
@@ -136,6 +137,21 @@ step2=$("$GPUWHY" query --db "$DB" "$STEP2" 2>&1)
 echo "$step2"
 echo "$step2" | grep -q "gw_competitor" && pass "Step-2 query names gw_competitor (python)" \
   || fail "Step-2 (python) does not name the competitor"
+
+# ---- 4. attached to a job that is already running -------------------------------------------
+# Its kernels were registered before trace started: runtime launches are named from their host
+# stubs' symbols instead of fn@0x… handles.
+"$SIM_BIN/gw_train_loop" --duration 7 --workers 1 > "$WORK/loop3.out" 2>&1 &
+LOOP=$!; PIDS="$PIDS $LOOP"
+sleep 1.5
+DB="$WORK/late.db"
+"$GPUWHY" trace --duration 3s --db "$DB" --quiet > "$WORK/trace3.out" 2>&1
+wait "$LOOP"
+named=$(q "$DB" "SELECT COUNT(DISTINCT name) FROM op_stats_seconds WHERE op = 'cudaLaunchKernel' AND pid = $LOOP AND name LIKE '(anonymous namespace)::%'")
+unnamed=$(q "$DB" "SELECT COUNT(*) FROM op_stats_seconds WHERE op = 'cudaLaunchKernel' AND pid = $LOOP AND name LIKE 'fn@0x%'")
+[ "${named:-0}" -eq 5 ] && [ "${unnamed:-1}" -eq 0 ] \
+  && pass "late attach: all 5 runtime kernels named from their host stubs" \
+  || fail "late attach: $named named, $unnamed unnamed: $(q "$DB" "SELECT DISTINCT name FROM op_stats_seconds WHERE pid = $LOOP")"
 
 echo "trace_e2e: $failures failure(s)"
 [ $failures -eq 0 ]

@@ -16,11 +16,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <unordered_set>
 
 #include "cuda.skel.h"
 #include "discover/elf_symbols.h"
 #include "sources/cuda/cuda_abi.h"
 #include "sources/stacks/stack_registry.h"
+#include "symbolize/symbolizer.h"
 
 static_assert(sizeof(gw_cuda_call_record) == 80, "gw_cuda_call_record layout changed");
 static_assert(sizeof(gw_cuda_name_record) == 24 + GW_CUDA_NAME_MAX,
@@ -233,6 +235,7 @@ struct CudaSource::ProcessState {
   std::unordered_map<uint64_t, std::string> names;     // kernel handle → name
   std::unordered_map<uint64_t, uint64_t> aliases;      // CUfunction → CUkernel
   std::unordered_map<uint64_t, int64_t> name_ids;      // kernel handle → interned name id
+  std::unordered_set<uint64_t> unnamed_stubs;          // host stubs without a symbol
   std::pair<uint64_t, uint64_t> last_free{0, 0};       // pointer, size of the last free
 };
 
@@ -588,7 +591,19 @@ void CudaSource::HandleName(const gw_cuda_name_record& record) {
   process.name_ids.erase(record.handle);
 }
 
-int64_t CudaSource::KernelNameId(uint32_t tgid, uint64_t handle) {
+std::string CudaSource::HostStubName(uint32_t tgid, uint64_t handle) {
+  if (!stub_symbols_) stub_symbols_ = std::make_unique<Symbolizer>();
+  RawStack raw;
+  raw.pid = static_cast<int32_t>(tgid);
+  raw.native = {handle};
+  std::vector<Frame> frames = stub_symbols_->Symbolize(raw);
+  // Only a function's first byte is a stub; anything else (a heap address, the middle of a
+  // function) is not a kernel's name.
+  if (frames.empty() || frames[0].function.empty() || frames[0].function_offset != 0) return "";
+  return frames[0].function;
+}
+
+int64_t CudaSource::KernelNameId(uint32_t tgid, uint64_t handle, bool host_stub) {
   ProcessState& process = Process(tgid);
   if (auto it = process.name_ids.find(handle); it != process.name_ids.end()) return it->second;
   std::string name;
@@ -598,6 +613,11 @@ int64_t CudaSource::KernelNameId(uint32_t tgid, uint64_t handle) {
     if (auto it = process.names.find(alias->second); it != process.names.end()) {
       name = it->second;
     }
+  } else if (host_stub && !process.unnamed_stubs.count(handle)) {
+    // No registration seen: trace attached after the process registered its kernels. A
+    // runtime launch's handle is the kernel's host stub, which nvcc names after the kernel.
+    name = HostStubName(tgid, handle);
+    if (name.empty()) process.unnamed_stubs.insert(handle);
   }
   bool known = !name.empty();
   if (!known) {
@@ -646,7 +666,7 @@ void CudaSource::HandleCall(const gw_cuda_call_record& r) {
     case GW_FN_CU_LAUNCH_KERNEL_EX:
     case GW_FN_CU_LAUNCH_KERNEL_EX_PTSZ:
       e.addr = u64(r.stream);
-      e.name_id = KernelNameId(r.tgid, r.dst);
+      e.name_id = KernelNameId(r.tgid, r.dst, r.fn < GW_CUDA_DRIVER_BASE);
       break;
     case GW_FN_CUDA_MALLOC:
     case GW_FN_CUDA_MALLOC_ASYNC:
@@ -818,7 +838,7 @@ void CudaSource::FlushLaunchCounts(int64_t sec) {
     last = value.count;
     const ProbeSpec* spec = SpecOf(key.fn);
     if (spec == nullptr || !spec->op.has_value()) continue;
-    int64_t name_id = KernelNameId(key.tgid, key.handle);
+    int64_t name_id = KernelNameId(key.tgid, key.handle, key.fn < GW_CUDA_DRIVER_BASE);
     deltas[{static_cast<int32_t>(key.tgid), *spec->op, name_id}] += delta;
   }
   if (deltas.empty()) return;
@@ -841,7 +861,12 @@ void CudaSource::ForgetExitedProcesses() {
     return kill(static_cast<pid_t>(tgid), 0) != 0 && errno == ESRCH;
   };
   for (auto it = processes_.begin(); it != processes_.end();) {
-    it = gone(it->first) ? processes_.erase(it) : std::next(it);
+    if (!gone(it->first)) {
+      ++it;
+      continue;
+    }
+    if (stub_symbols_) stub_symbols_->ForgetProcess(static_cast<int32_t>(it->first));
+    it = processes_.erase(it);
   }
   // Launch counters of exited processes were flushed just before: delete them in the kernel.
   int fd = bpf_map__fd(skel_.get()->maps.launch_counts);

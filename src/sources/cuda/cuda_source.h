@@ -31,6 +31,8 @@ struct gw_cuda_name_record;
 
 namespace gw {
 
+class Symbolizer;  // symbolize/symbolizer.h
+
 namespace cuda_internal {
 void DestroySkeleton(cuda_bpf* skel);
 void FreeRing(ring_buffer* ring);
@@ -96,7 +98,10 @@ class CudaSource : public Source {
   void FlushEvents();
   void FlushLaunchCounts(int64_t sec);
   ProcessState& Process(uint32_t tgid);
-  int64_t KernelNameId(uint32_t tgid, uint64_t handle);
+  // Interned name of a launch handle: from the name records, else (`host_stub`: a runtime
+  // launch, whose handle is the kernel's host stub) the stub's symbol, else "fn@0x…".
+  int64_t KernelNameId(uint32_t tgid, uint64_t handle, bool host_stub);
+  std::string HostStubName(uint32_t tgid, uint64_t handle);
   void ForgetExitedProcesses();
 
   CudaSourceOptions options_;
@@ -121,6 +126,7 @@ class CudaSource : public Source {
   int64_t current_sec_ = 0;
   bool stop_flush_pending_ = false;
   int64_t polls_since_gc_ = 0;
+  std::unique_ptr<Symbolizer> stub_symbols_;  // host stub → symbol, created on first need
 };
 
 }  // namespace gw
