@@ -22,6 +22,7 @@
 #include "discover/elf_symbols.h"
 #include "sources/cuda/cuda_abi.h"
 #include "sources/stacks/stack_registry.h"
+#include "symbolize/process_maps.h"
 #include "symbolize/symbolizer.h"
 
 static_assert(sizeof(gw_cuda_call_record) == 80, "gw_cuda_call_record layout changed");
@@ -592,6 +593,20 @@ void CudaSource::HandleName(const gw_cuda_name_record& record) {
 }
 
 std::string CudaSource::HostStubName(uint32_t tgid, uint64_t handle) {
+  // Only code mapped from a file of bounded size: parsing a 1-2 GB library (libtorch_cuda)
+  // would stall this drain thread for seconds and hold its symbol table in memory, and such
+  // libraries ship without the stubs' (local) symbols anyway.
+  constexpr int64_t kMaxStubFileBytes = 256 << 20;
+  StatusOr<ProcessMaps> maps = ProcessMaps::Read(static_cast<int32_t>(tgid));
+  if (!maps.ok()) return "";
+  const MappedRegion* region = maps->Find(handle);
+  if (region == nullptr || !region->executable || region->path.empty() ||
+      region->path[0] == '[') {
+    return "";
+  }
+  struct stat st {};
+  std::string path = "/proc/" + std::to_string(tgid) + "/root" + region->path;
+  if (stat(path.c_str(), &st) != 0 || st.st_size > kMaxStubFileBytes) return "";
   if (!stub_symbols_) stub_symbols_ = std::make_unique<Symbolizer>();
   RawStack raw;
   raw.pid = static_cast<int32_t>(tgid);
