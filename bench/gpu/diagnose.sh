@@ -2,7 +2,7 @@
 # On the GPU machine: what gpuwhy records and explains on a real PyTorch training loop, healthy
 # and with CPU contention injected (busy processes pinned to the training process's cores).
 # With --stack, traces with `trace --stack` and also saves the top call sites per op.
-# Usage (root): bench/gpu/diagnose.sh GPUWHY OUTDIR [--stack]
+# Usage (root): [CASES="healthy contention"] bench/gpu/diagnose.sh GPUWHY OUTDIR [--stack]
 set -uo pipefail
 GPUWHY=$1
 OUT=$2
@@ -49,6 +49,11 @@ run_case() {  # name, seconds, contention(0/1)
   fi
 }
 
-run_case healthy 40 0
-run_case contention 45 1
+for c in ${CASES:-healthy contention}; do
+  case $c in
+    healthy) run_case healthy 40 0 ;;
+    contention) run_case contention 45 1 ;;
+    *) echo "diagnose.sh: unknown case $c (healthy, contention)" >&2; exit 2 ;;
+  esac
+done
 ls -la "$OUT"

@@ -476,6 +476,7 @@ TEST(CallersTest, SectionsGroupSitesAcrossProcessesAndPreferRuntimeOps) {
   w.stack_frames[2] = {Py("train", "/t/train.py", 145)};
   w.stack_frames[3] = {Py("produce", "/t/train.py", 60), Py("worker", "/t/train.py", 70)};
   w.stack_frames[4] = {Py("produce", "/t/train.py", 60)};  // same line, other stack
+  w.stack_frames[5] = {Py("next_batch", "/t/train.py", 90)};
   w.stack_uses = {
       {Op::kCudaStreamSync, kMain, 1, 89, 89 * 2 * kMs, 7 * kMs, 0},
       {Op::kCudaStreamSync, kMain, 2, 34, 34 * 1 * kMs, 4 * kMs, 0},
@@ -483,6 +484,7 @@ TEST(CallersTest, SectionsGroupSitesAcrossProcessesAndPreferRuntimeOps) {
       {Op::kSchedSwitch, 101, 3, 10, 10 * kMs, 3 * kMs, 8},
       {Op::kSchedSwitch, 102, 4, 5, 5 * kMs, 2 * kMs, 5},
       {Op::kSchedSwitch, 900, 4, 50, 50 * kMs, 9 * kMs, 50},  // not a feeding process
+      {Op::kSchedSwitch, kMain, 5, 3, 300 * kMs, 200 * kMs, 0},  // long waits, never preempted
   };
   Report r = b.Run();
   ASSERT_EQ(r.callers.size(), 1u) << "driver ops hide behind their runtime op";
@@ -496,8 +498,10 @@ TEST(CallersTest, SectionsGroupSitesAcrossProcessesAndPreferRuntimeOps) {
   EXPECT_DOUBLE_EQ(sync.sites[0].max_ms, 7.0);
   EXPECT_EQ(sync.sites[0].processes, "python3 (train.py)");
   const CallerSection& v = r.sched_victims;
-  EXPECT_EQ(v.with_stacks, 15) << "ffmpeg's switches are not the job's";
-  ASSERT_EQ(v.sites.size(), 1u);
+  EXPECT_EQ(v.with_stacks, 18) << "ffmpeg's switches are not the job's";
+  ASSERT_EQ(v.sites.size(), 2u);
+  EXPECT_EQ(v.sites[1].location, "train.py:90") << "preempted sites rank before long waits";
+  EXPECT_EQ(v.sites[1].blocked, 3);
   EXPECT_EQ(v.sites[0].location, "train.py:60");
   EXPECT_EQ(v.sites[0].function, "produce");
   EXPECT_EQ(v.sites[0].preempted, 13);

@@ -105,10 +105,16 @@ std::string ProcessesLabel(const WindowData& w, const std::set<int32_t>& pids) {
   return out;
 }
 
-void Finish(const WindowData& w, std::map<std::string, SiteTotals>& sites, CallerSection* out) {
+// Callers rank by time in the call. Victims rank by preemptions first (the lines that lose the
+// CPU to contention), then by off-CPU time (where threads wait).
+void Finish(const WindowData& w, std::map<std::string, SiteTotals>& sites, bool victims,
+            CallerSection* out) {
   std::vector<SiteTotals*> order;
   for (auto& [key, s] : sites) order.push_back(&s);
-  std::sort(order.begin(), order.end(), [](const SiteTotals* a, const SiteTotals* b) {
+  std::sort(order.begin(), order.end(), [victims](const SiteTotals* a, const SiteTotals* b) {
+    if (victims && a->site.preempted != b->site.preempted) {
+      return a->site.preempted > b->site.preempted;
+    }
     if (a->site.total_ms != b->site.total_ms) return a->site.total_ms > b->site.total_ms;
     if (a->site.count != b->site.count) return a->site.count > b->site.count;
     return a->site.location < b->site.location;
@@ -229,13 +235,13 @@ void AddCallerSections(const WindowData& w, const std::set<int32_t>& pids, Repor
     CallerSection section;
     section.op = std::string(OpName(op));
     section.with_stacks = t->count;
-    Finish(w, t->sites, &section);
+    Finish(w, t->sites, false, &section);
     report->callers.push_back(std::move(section));
   }
   if (auto it = by_op.find(Op::kSchedSwitch); it != by_op.end()) {
     report->sched_victims.op = std::string(OpName(Op::kSchedSwitch));
     report->sched_victims.with_stacks = it->second.count;
-    Finish(w, it->second.sites, &report->sched_victims);
+    Finish(w, it->second.sites, true, &report->sched_victims);
   }
 }
 

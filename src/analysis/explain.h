@@ -139,7 +139,8 @@ struct CallSite {
 struct CallerSection {
   std::string op;             // "cudaStreamSync"; "sched_switch" for the victims section
   int64_t with_stacks = 0;    // rows of `op` in the window that carry a stack
-  std::vector<CallSite> sites;  // by total time, at most 5
+  std::vector<CallSite> sites;  // at most 5: callers by total time; victims by preemptions,
+                                // then off-CPU time
 };
 
 struct Report {
