@@ -45,7 +45,9 @@ void AppendSiteDetail(std::string* out, const CallSite& s) {
 }
 
 std::string SiteName(const CallSite& s) {
-  if (s.function.empty() || s.function == s.location) return s.location;
+  // A native site without line info is named by its function already (shortened; JSON keeps
+  // the whole name).
+  if (s.function.empty() || s.function == s.location || s.file.empty()) return s.location;
   // Demangled C++ names can run to hundreds of characters; JSON keeps the whole name.
   constexpr size_t kMaxFunction = 60;
   std::string function = s.function;
