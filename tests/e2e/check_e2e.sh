@@ -3,14 +3,9 @@
 # an unprivileged user (it must say trace cannot run, with a hint, and exit 1).
 set -uo pipefail
 GPUWHY=$1
-failures=0
-pass() { echo "ok - $1"; }
-fail() { echo "FAIL - $1"; failures=$((failures + 1)); }
+. "$(dirname "$0")/lib.sh"
 
-if [ "$(id -u)" -ne 0 ]; then
-  echo "check_e2e: SKIPPED — needs root (CI runs as root; run: sudo ctest -R check_e2e)"
-  exit 0
-fi
+e2e_require_root check_e2e
 
 out=$("$GPUWHY" check 2>&1); rc=$?
 echo "$out"
@@ -39,5 +34,4 @@ echo "$out" | grep -q 'hint: run `sudo gpuwhy trace`' && pass "unprivileged hint
 
 "$GPUWHY" check --bogus >/dev/null 2>&1; [ $? -eq 2 ] && pass "bad flag exit 2" || fail "bad flag"
 
-if [ $failures -eq 0 ]; then echo "check e2e: all passed"; exit 0; fi
-echo "check e2e: $failures failed"; exit 1
+e2e_finish check_e2e

@@ -9,14 +9,9 @@
 # Usage: demo_live_e2e.sh GPUWHY
 set -uo pipefail
 GPUWHY=$1
-failures=0
-pass() { echo "ok - $1"; }
-fail() { echo "FAIL - $1"; failures=$((failures + 1)); }
+. "$(dirname "$0")/lib.sh"
 
-if [ "$(id -u)" -ne 0 ]; then
-  echo "demo_live_e2e: SKIPPED — needs root (CI runs as root; run: sudo ctest -R demo_live_e2e)"
-  exit 0
-fi
+e2e_require_root demo_live_e2e
 SIM_BIN="$(dirname "$GPUWHY")/sim/bin"
 [ -x "$SIM_BIN/gw_train_loop" ] || { echo "FAIL - missing $SIM_BIN/gw_train_loop (build gwsim_all)"; exit 1; }
 
@@ -94,5 +89,4 @@ alive=""
 for p in $kids $grandkids; do [ -d "/proc/$p" ] && alive="$alive $p($(cat /proc/$p/comm))"; done
 [ -z "$alive" ] && pass "SIGINT: no orphans" || fail "SIGINT left:$alive"
 
-echo "demo_live_e2e: $failures failure(s)"
-[ $failures -eq 0 ]
+e2e_finish demo_live_e2e

@@ -15,14 +15,9 @@ GPUWHY=$1
 SIM_BIN=$2
 SIM_LIB=$3
 WORKLOADS=$4
-failures=0
-pass() { echo "ok - $1"; }
-fail() { echo "FAIL - $1"; failures=$((failures + 1)); }
+. "$(dirname "$0")/lib.sh"
 
-if [ "$(id -u)" -ne 0 ]; then
-  echo "stack_e2e: SKIPPED — needs root (CI runs as root; run: sudo ctest -R stack_e2e)"
-  exit 0
-fi
+e2e_require_root stack_e2e
 WORK=$(mktemp -d /var/tmp/gw_stack_e2e.XXXXXX)
 cleanup() {
   for p in ${PIDS:-}; do kill "$p" 2>/dev/null; done
@@ -30,15 +25,6 @@ cleanup() {
 }
 trap cleanup EXIT
 PIDS=""
-q() { "$GPUWHY" query --db "$1" --csv "$2" 2>&1 | tail -n +2; }
-wait_for_line() {  # file pattern timeout_s
-  local i
-  for ((i = 0; i < $3 * 10; i++)); do
-    grep -q "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  return 1
-}
 
 PY_SCRIPT="$WORKLOADS/train_loop.py"
 SYNC_LINE=$(grep -n 'rt.cudaStreamSynchronize(stream), "cudaStreamSynchronize")' "$PY_SCRIPT" | cut -d: -f1)
@@ -149,5 +135,4 @@ grep -q "^  train_loop.cc:$CC_LINE in .* → cudaStreamSync | " "$WORK/native.ex
   && pass "native: explain names train_loop.cc:$CC_LINE" \
   || fail "native: explain: $(sed -n '/^Top /,$p' "$WORK/native.explain")"
 
-echo "stack_e2e: $failures failure(s)"
-[ $failures -eq 0 ]
+e2e_finish stack_e2e

@@ -14,14 +14,9 @@ GPUWHY=$1
 SIM_BIN=$2
 SIM_LIB=$3
 WORKLOADS=$4
-failures=0
-pass() { echo "ok - $1"; }
-fail() { echo "FAIL - $1"; failures=$((failures + 1)); }
+. "$(dirname "$0")/lib.sh"
 
-if [ "$(id -u)" -ne 0 ]; then
-  echo "trace_e2e: SKIPPED — needs root (CI runs as root; run: sudo ctest -R trace_e2e)"
-  exit 0
-fi
+e2e_require_root trace_e2e
 for f in "$SIM_BIN/gw_train_loop" "$SIM_BIN/gw_competitor" "$WORKLOADS/train_loop.py"; do
   [ -e "$f" ] || { echo "FAIL - missing $f (build target gwsim_all)"; exit 1; }
 done
@@ -35,19 +30,10 @@ cleanup() {
 trap cleanup EXIT
 PIDS=""
 
-q() { "$GPUWHY" query --db "$1" --csv "$2" 2>&1 | tail -n +2; }
 
 # The brief's Step-2 query, verbatim.
 STEP2="SELECT pn.name as process, COUNT(*) as context_switches, SUM(duration_ns) / 1e9 as total_off_cpu_sec, MAX(duration_ns) / 1e6 as worst_stall_ms FROM events e JOIN process_names pn ON e.pid = pn.pid WHERE op = 'sched_switch' AND timestamp > (SELECT MAX(timestamp) - 120000000000 FROM events) GROUP BY pn.name ORDER BY total_off_cpu_sec DESC LIMIT 10;"
 
-wait_for_line() {  # file pattern timeout_s
-  local i
-  for ((i = 0; i < $3 * 10; i++)); do
-    grep -q "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  return 1
-}
 
 # ---- 1. unprivileged ------------------------------------------------------------------------
 out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$GPUWHY" trace --duration 1s \
@@ -153,5 +139,4 @@ unnamed=$(q "$DB" "SELECT COUNT(*) FROM op_stats_seconds WHERE op = 'cudaLaunchK
   && pass "late attach: all 5 runtime kernels named from their host stubs" \
   || fail "late attach: $named named, $unnamed unnamed: $(q "$DB" "SELECT DISTINCT name FROM op_stats_seconds WHERE pid = $LOOP")"
 
-echo "trace_e2e: $failures failure(s)"
-[ $failures -eq 0 ]
+e2e_finish trace_e2e

@@ -1,0 +1,31 @@
+# Shared by the e2e scripts (source it): TAP-like results, the root requirement, and helpers.
+#   . "$(dirname "$0")/lib.sh"; e2e_require_root NAME; pass "…"; fail "…"; e2e_finish NAME
+failures=0
+pass() { echo "ok - $1"; }
+fail() { echo "FAIL - $1"; failures=$((failures + 1)); }
+
+# BPF needs root: without it the script skips loudly (CI runs as root).
+e2e_require_root() {
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "$1: SKIPPED — needs root (CI runs as root; run: sudo ctest -R $1)"
+    exit 0
+  fi
+}
+
+# q DB SQL: the query's CSV rows without the header.
+q() { "$GPUWHY" query --db "$1" --csv "$2" 2>&1 | tail -n +2; }
+
+# wait_for_line FILE PATTERN TIMEOUT_S: until FILE has a line matching PATTERN.
+wait_for_line() {
+  local i
+  for ((i = 0; i < $3 * 10; i++)); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+e2e_finish() {
+  echo "$1: $failures failure(s)"
+  [ "$failures" -eq 0 ]
+}
