@@ -79,6 +79,11 @@ Status Tracer::Start() {
     ASSIGN_OR_RETURN(cuda, MakeCudaSource(options_));
   }
 
+  // Before the session row exists: a failure here leaves nothing behind in the database.
+  if (options_.stacks) {
+    ASSIGN_OR_RETURN(stacks_, StackRegistry::Create({}));
+  }
+
   clock_ = NewSessionClock();
   if (options_.record) {
     RETURN_IF_ERROR(PrepareDatabaseLocation(options_.db_path));
@@ -104,10 +109,7 @@ Status Tracer::Start() {
   }
 
   SourceContext context;
-  if (options_.stacks) {
-    ASSIGN_OR_RETURN(stacks_, StackRegistry::Create({}));
-    context.stack_registry = stacks_.get();
-  }
+  context.stack_registry = stacks_.get();
   context.clock = clock_;
   context.sink = this;
   context.pids = options_.pids;
@@ -272,7 +274,7 @@ StatusOr<TraceSummary> Tracer::Stop() {
     StackStats st = stacks_->Stats();
     std::lock_guard<std::mutex> lock(notes_mu_);
     notes_.push_back("stacks: " + WithThousands(st.captures) + " captured, " +
-                     WithThousands(stacks_stored_) + " distinct stored" +
+                     WithThousands(stacks_stored_) + " distinct" +
                      (st.map_full + st.busy > 0
                           ? ", " + WithThousands(st.map_full + st.busy) +
                                 " events without a stack (stack map full or capture busy)"
