@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <random>
 #include <string>
 #include <vector>
@@ -23,6 +24,15 @@ namespace {
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// CPU seconds of a clock: the process (every thread, exited ones included) or the calling
+// thread. What storing a row costs is measured in CPU time too, because wall time alone swings
+// with the load of a shared machine.
+double CpuNow(clockid_t clock) {
+  struct timespec ts;
+  clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 int64_t FileBytes(const std::string& path) {
@@ -91,6 +101,7 @@ std::vector<Event> MakeMix(int64_t n, uint64_t seed) {
 struct Result {
   double rows_per_s;
   double bytes_per_row;
+  double cpu_ns_per_row;  // CPU of the thread that runs SQLite: the writer thread, or main
 };
 
 Result RunWriter(const std::string& path, const std::vector<Event>& events) {
@@ -102,14 +113,19 @@ Result RunWriter(const std::string& path, const std::vector<Event>& events) {
   }
   (void)(*writer)->BeginSession({});
   double t0 = Now();
+  double process0 = CpuNow(CLOCK_PROCESS_CPUTIME_ID);
+  double main0 = CpuNow(CLOCK_THREAD_CPUTIME_ID);
   const size_t kChunk = 4096;  // the drain thread hands over a few thousand events at a time
   for (size_t i = 0; i < events.size(); i += kChunk) {
     (*writer)->AppendEvents(events.data() + i, std::min(kChunk, events.size() - i));
   }
   if (!(*writer)->Close().ok()) std::exit(1);
   double secs = Now() - t0;
-  return {static_cast<double>(events.size()) / secs,
-          static_cast<double>(FileBytes(path)) / static_cast<double>(events.size())};
+  // The writer thread's CPU: the process's minus this (producer) thread's queueing.
+  double writer_cpu = (CpuNow(CLOCK_PROCESS_CPUTIME_ID) - process0) -
+                      (CpuNow(CLOCK_THREAD_CPUTIME_ID) - main0);
+  double n = static_cast<double>(events.size());
+  return {n / secs, static_cast<double>(FileBytes(path)) / n, writer_cpu * 1e9 / n};
 }
 
 Result RunPlainSqlite(const std::string& path, const std::vector<Event>& events, bool ts_index) {
@@ -124,6 +140,7 @@ Result RunPlainSqlite(const std::string& path, const std::vector<Event>& events,
   sqlite3_stmt* stmt = nullptr;
   sqlite3_prepare_v2(db, "INSERT INTO e VALUES (?,?,?,?,?,?,?)", -1, &stmt, nullptr);
   double t0 = Now();
+  double c0 = CpuNow(CLOCK_THREAD_CPUTIME_ID);
   for (size_t i = 0; i < events.size(); ++i) {
     if (i % 50000 == 0) sqlite3_exec(db, i ? "COMMIT; BEGIN" : "BEGIN", nullptr, nullptr, nullptr);
     const Event& e = events[i];
@@ -142,13 +159,37 @@ Result RunPlainSqlite(const std::string& path, const std::vector<Event>& events,
   sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", nullptr, nullptr, nullptr);
   sqlite3_close(db);
   double secs = Now() - t0;
-  return {static_cast<double>(events.size()) / secs,
-          static_cast<double>(FileBytes(path)) / static_cast<double>(events.size())};
+  double n = static_cast<double>(events.size());
+  return {n / secs, static_cast<double>(FileBytes(path)) / n,
+          (CpuNow(CLOCK_THREAD_CPUTIME_ID) - c0) * 1e9 / n};
 }
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// Each writer's results over the rounds.
+struct Series {
+  const char* name;
+  std::vector<Result> runs;
+};
+
+std::string Range(const std::vector<Result>& runs, double Result::*field) {
+  double lo = runs[0].*field, hi = lo;
+  for (const Result& r : runs) {
+    lo = std::min(lo, r.*field);
+    hi = std::max(hi, r.*field);
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0f-%.0f", lo, hi);
+  return buf;
+}
+
+double MedianOf(const std::vector<Result>& runs, double Result::*field) {
+  std::vector<double> v;
+  for (const Result& r : runs) v.push_back(r.*field);
+  return Median(v);
 }
 
 int Main(int argc, char** argv) {
@@ -162,31 +203,42 @@ int Main(int argc, char** argv) {
     else if (a == "--dir") dir = argv[i + 1];
   }
   std::vector<Event> events = MakeMix(n, 1);
-  std::vector<double> w_rate, w_bytes, p_rate, p_bytes, pi_rate, pi_bytes;
-  for (int r = 0; r < rounds; ++r) {  // interleaved so machine noise hits all three alike
-    Result w = RunWriter(dir + "/gw_bench_writer.db", events);
-    Result p = RunPlainSqlite(dir + "/gw_bench_plain.db", events, false);
-    Result pi = RunPlainSqlite(dir + "/gw_bench_plain_idx.db", events, true);
-    w_rate.push_back(w.rows_per_s); w_bytes.push_back(w.bytes_per_row);
-    p_rate.push_back(p.rows_per_s); p_bytes.push_back(p.bytes_per_row);
-    pi_rate.push_back(pi.rows_per_s); pi_bytes.push_back(pi.bytes_per_row);
-    std::fprintf(stderr, "round %d: writer %.0f rows/s %.1f B/row | plain %.0f rows/s %.1f B/row | "
-                 "plain+ts index %.0f rows/s %.1f B/row\n", r + 1, w.rows_per_s, w.bytes_per_row,
-                 p.rows_per_s, p.bytes_per_row, pi.rows_per_s, pi.bytes_per_row);
+  // The order a tracer hands events over: when each one ends (a sync row is emitted when the
+  // sync returns), so a batch is not in timestamp order and the writer has to sort it.
+  std::vector<Event> by_end = events;
+  std::stable_sort(by_end.begin(), by_end.end(), [](const Event& a, const Event& b) {
+    return a.ts_ns + a.duration_ns < b.ts_ns + b.duration_ns;
+  });
+  std::vector<Series> series = {{"gpuwhy StoreWriter, start order", {}},
+                                {"gpuwhy StoreWriter, end order  ", {}},
+                                {"plain SQLite, no index         ", {}},
+                                {"plain SQLite, ts index         ", {}}};
+  for (int r = 0; r < rounds; ++r) {  // interleaved so machine noise hits all alike
+    series[0].runs.push_back(RunWriter(dir + "/gw_bench_writer.db", events));
+    series[1].runs.push_back(RunWriter(dir + "/gw_bench_writer.db", by_end));
+    series[2].runs.push_back(RunPlainSqlite(dir + "/gw_bench_plain.db", events, false));
+    series[3].runs.push_back(RunPlainSqlite(dir + "/gw_bench_plain_idx.db", events, true));
+    std::fprintf(stderr, "round %d:", r + 1);
+    for (const Series& x : series) {
+      const Result& last = x.runs.back();
+      std::fprintf(stderr, " | %.0f rows/s %.0f ns/row %.1f B", last.rows_per_s,
+                   last.cpu_ns_per_row, last.bytes_per_row);
+    }
+    std::fprintf(stderr, "\n");
   }
-  auto spread = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return std::to_string(static_cast<int64_t>(v.front())) + "-" + std::to_string(static_cast<int64_t>(v.back()));
-  };
-  std::printf("events=%lld rounds=%d\n", static_cast<long long>(n), rounds);
-  std::printf("gpuwhy StoreWriter      : %9.0f rows/s (range %s)  %5.1f B/event (all indexes)\n",
-              Median(w_rate), spread(w_rate).c_str(), Median(w_bytes));
-  std::printf("plain SQLite, no index  : %9.0f rows/s (range %s)  %5.1f B/row\n", Median(p_rate),
-              spread(p_rate).c_str(), Median(p_bytes));
-  std::printf("plain SQLite, ts index  : %9.0f rows/s (range %s)  %5.1f B/row\n", Median(pi_rate),
-              spread(pi_rate).c_str(), Median(pi_bytes));
-  std::printf("ratio writer/plain      : %.2fx rows/s, %.2fx bytes\n", Median(w_rate) / Median(p_rate),
-              Median(w_bytes) / Median(p_bytes));
+  std::printf("events=%lld rounds=%d; medians (range)\n", static_cast<long long>(n), rounds);
+  for (const Series& x : series) {
+    std::printf("%s: %9.0f rows/s (%s)  %5.0f CPU ns/row (%s)  %5.1f B/row\n", x.name,
+                MedianOf(x.runs, &Result::rows_per_s), Range(x.runs, &Result::rows_per_s).c_str(),
+                MedianOf(x.runs, &Result::cpu_ns_per_row),
+                Range(x.runs, &Result::cpu_ns_per_row).c_str(),
+                MedianOf(x.runs, &Result::bytes_per_row));
+  }
+  double plain = MedianOf(series[2].runs, &Result::rows_per_s);
+  std::printf("ratio writer/plain (start order): %.2fx rows/s, %.2fx bytes\n",
+              MedianOf(series[0].runs, &Result::rows_per_s) / plain,
+              MedianOf(series[0].runs, &Result::bytes_per_row) /
+                  MedianOf(series[2].runs, &Result::bytes_per_row));
   for (const char* f : {"gw_bench_writer.db", "gw_bench_plain.db", "gw_bench_plain_idx.db"}) {
     unlink((dir + "/" + f).c_str());
   }

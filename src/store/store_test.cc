@@ -6,6 +6,7 @@
 
 #include "store/reader.h"
 #include "store/schema.h"
+#include "store/sqlite_util.h"
 #include "store/writer.h"
 
 namespace gw {
@@ -146,6 +147,65 @@ TEST_F(StoreTest, EventsWithEqualTimestampsAreAllKeptAcrossBatches) {
   auto t = (*r)->Query("SELECT COUNT(*) FROM events WHERE timestamp = 1000");
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(std::get<int64_t>(t->rows[0][0]), 15);
+}
+
+// Batches arrive out of order (rows are emitted when calls end) and overlap earlier batches in
+// time: every row is kept, in timestamp order, equal timestamps in arrival order.
+TEST_F(StoreTest, OutOfOrderAndLateRowsAreAllKeptInTimestampOrder) {
+  auto w = NewWriter();
+  ASSERT_TRUE(w->BeginSession({}).ok());
+  int64_t arrival = 0;
+  for (int batch = 0; batch < 4; ++batch) {
+    std::vector<Event> events;
+    for (int i = 0; i < 3000; ++i) {
+      // Timestamps step back and forth within the batch, repeat, and reach into the time span
+      // of the batches committed before.
+      int64_t ts = batch * 1000 + (i * 7919) % 2000 - 500;
+      events.push_back(Switch(ts, 1, arrival++));  // duration_ns records the arrival order
+    }
+    w->AppendEvents(events.data(), events.size());
+    ASSERT_TRUE(w->Flush().ok());
+  }
+  ASSERT_TRUE(w->Close().ok());
+  auto r = StoreReader::Open(path_);
+  ASSERT_TRUE(r.ok());
+  auto t = (*r)->Query("SELECT timestamp, duration_ns FROM events");  // key order
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->rows.size(), 12000u);
+  for (size_t i = 1; i < t->rows.size(); ++i) {
+    int64_t ts0 = std::get<int64_t>(t->rows[i - 1][0]), ts1 = std::get<int64_t>(t->rows[i][0]);
+    ASSERT_LE(ts0, ts1) << "row " << i;
+    // Within one batch equal timestamps keep arrival order (batches are 3000 arrivals apart).
+    int64_t a0 = std::get<int64_t>(t->rows[i - 1][1]), a1 = std::get<int64_t>(t->rows[i][1]);
+    if (ts0 == ts1 && a0 / 3000 == a1 / 3000) ASSERT_LT(a0, a1) << "row " << i;
+  }
+}
+
+// A row written into the session behind the writer's back makes the batch insert collide; the
+// batch then goes in row by row and nothing is lost.
+TEST_F(StoreTest, CollidingBatchFallsBackToRowByRow) {
+  auto w = NewWriter();
+  ASSERT_TRUE(w->BeginSession({}).ok());
+  w->AppendEvent(Switch(10, 1, 1));
+  ASSERT_TRUE(w->Flush().ok());
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
+    ScopedDb other(raw);
+    sqlite3_busy_timeout(raw, 5000);
+    ASSERT_TRUE(Exec(raw, "INSERT INTO event_rows(session, ts, seq, pid, tid, op, duration_ns) "
+                          "VALUES (" + std::to_string(w->session_id()) + ", 20, 0, 2, 2, 0, 0)")
+                    .ok());
+  }
+  std::vector<Event> later = {Switch(20, 1, 1), Switch(20, 1, 2), Switch(30, 1, 3)};
+  w->AppendEvents(later.data(), later.size());
+  ASSERT_TRUE(w->Close().ok());
+  auto r = StoreReader::Open(path_);
+  ASSERT_TRUE(r.ok());
+  auto t = (*r)->Query("SELECT COUNT(*), SUM(ts = 20) FROM event_rows");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(std::get<int64_t>(t->rows[0][0]), 5);
+  EXPECT_EQ(std::get<int64_t>(t->rows[0][1]), 3);
 }
 
 TEST_F(StoreTest, RowLimitFlagsTruncation) {

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 
+#include "store/event_batch.h"
 #include "store/schema.h"
 
 namespace gw {
@@ -34,6 +36,33 @@ Status StepDone(sqlite3* db, sqlite3_stmt* stmt, const char* what) {
   return Status::Ok();
 }
 
+// Stable LSD radix sort on ts: equal timestamps keep their arrival order. Batches arrive
+// nearly sorted but interleaved (rows are emitted when calls end), where comparison sorts
+// mispredict most branches; three or four 11-bit passes over 16-byte keys cost ~5 ns a row
+// against ~60 for std::sort (bench/store_bench.cc, "end order").
+void SortByTimestamp(std::vector<BatchRow>& rows, std::vector<BatchRow>& scratch) {
+  int64_t lo = rows.front().ts;
+  int64_t hi = lo;
+  for (const BatchRow& r : rows) {
+    lo = std::min(lo, r.ts);
+    hi = std::max(hi, r.ts);
+  }
+  uint64_t range = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo);
+  constexpr int kBits = 11;
+  constexpr size_t kBuckets = size_t{1} << kBits;
+  scratch.resize(rows.size());
+  for (int shift = 0; shift < 64 && (range >> shift) != 0; shift += kBits) {
+    auto digit = [&](const BatchRow& r) {
+      return ((static_cast<uint64_t>(r.ts) - static_cast<uint64_t>(lo)) >> shift) & (kBuckets - 1);
+    };
+    size_t start[kBuckets + 1] = {};
+    for (const BatchRow& r : rows) ++start[digit(r) + 1];
+    for (size_t b = 0; b < kBuckets; ++b) start[b + 1] += start[b];
+    for (const BatchRow& r : rows) scratch[start[digit(r)]++] = r;
+    rows.swap(scratch);
+  }
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& path,
@@ -46,8 +75,11 @@ StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& pa
   ScopedDb db(raw);
   if (rc != SQLITE_OK) return SqliteStatus(raw, rc, "open database " + path + " for writing");
   sqlite3_busy_timeout(db.get(), 5000);
-  // auto_vacuum must be chosen before the first table exists; harmless on existing files.
-  RETURN_IF_ERROR(Exec(db.get(), "PRAGMA auto_vacuum=INCREMENTAL").WithContext(path));
+  // Page size and auto_vacuum must be chosen before the first table exists (page size first);
+  // both are no-ops on existing files. 16 KiB pages: the clustered event table splits a quarter
+  // as often as with 4 KiB, ~12% less writer CPU for 0.3 more bytes a row (bench/store_bench.cc).
+  RETURN_IF_ERROR(Exec(db.get(), "PRAGMA page_size=16384; PRAGMA auto_vacuum=INCREMENTAL")
+                      .WithContext(path));
   Status st = Exec(db.get(), "PRAGMA journal_mode=WAL");
   if (!st.ok()) {
     if (st.code() == StatusCode::kDataLoss || st.message().find("not a database") != std::string::npos) {
@@ -56,8 +88,11 @@ StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& pa
     }
     return st.WithContext("open database " + path);
   }
+  // An 8 MiB page cache: appends touch only the right edge of each tree, and pages beyond that
+  // are recycled instead of allocated (a larger cache only grew the heap, page fault by page
+  // fault, for no hits).
   RETURN_IF_ERROR(Exec(db.get(), "PRAGMA synchronous=NORMAL; PRAGMA journal_size_limit=67108864;"
-                                 "PRAGMA cache_size=-65536")
+                                 "PRAGMA cache_size=-8192")
                       .WithContext(path));
   RETURN_IF_ERROR(CreateOrMigrateSchema(db.get()).WithContext("database " + path));
   std::unique_ptr<StoreWriter> writer(new StoreWriter(path, options, std::move(db)));
@@ -89,6 +124,12 @@ Status StoreWriter::PrepareStatements() {
                            "INSERT INTO event_rows(session, ts, pid, tid, op, duration_ns, ret, "
                            "bytes, kind, cpu, other_pid, runq_ns, addr, name_id, stack_id, seq) "
                            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+  RETURN_IF_ERROR(RegisterEventBatchTable(db, &batch_));
+  ASSIGN_OR_RETURN(insert_batch_,
+                   Prepare(db,
+                           "INSERT INTO event_rows(session, ts, seq, pid, tid, op, duration_ns, "
+                           "ret, bytes, kind, cpu, other_pid, runq_ns, addr, name_id, stack_id) "
+                           "SELECT * FROM gw_event_batch"));
   ASSIGN_OR_RETURN(upsert_process_,
                    Prepare(db,
                            "INSERT INTO processes(session, pid, ppid, name, comm, cmdline, "
@@ -148,6 +189,7 @@ StatusOr<int64_t> StoreWriter::BeginSession(const SessionInfo& info) {
   RETURN_IF_ERROR(StepDone(db, stmt.get(), "insert session"));
   session_id_ = sqlite3_last_insert_rowid(db);
   newest_sec_ = 0;
+  newest_ts_ = kNull;
   return session_id_;
 }
 
@@ -247,6 +289,7 @@ Status StoreWriter::Close() {
   closed_ = true;
   if (error_.ok()) error_ = WriteRollups(true);
   insert_event_.Reset();
+  insert_batch_.Reset();
   upsert_process_.Reset();
   insert_snapshot_.Reset();
   upsert_rollup_.Reset();
@@ -352,6 +395,87 @@ Status StoreWriter::WriteRollups(bool all) {
   return Status::Ok();
 }
 
+// Rows are clustered by (session, ts, seq): inserting each batch in key order keeps every
+// insert an append at the right edge of the tree.
+Status StoreWriter::InsertEvents(const std::vector<Event>& events) {
+  // One pass over the events (large batches do not fit in the CPU caches) keys them for the
+  // sort and folds them into the per-second rollups.
+  GW_CHECK(events.size() <= UINT32_MAX);  // BatchRow::index
+  batch_rows_.resize(events.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    batch_rows_[i] = {events[i].ts_ns, static_cast<uint32_t>(i), 0};
+    Aggregate(events[i]);
+  }
+  if (!std::is_sorted(batch_rows_.begin(), batch_rows_.end(),
+                      [](const BatchRow& a, const BatchRow& b) { return a.ts < b.ts; })) {
+    SortByTimestamp(batch_rows_, sort_scratch_);
+  }
+  // Rows up to the newest timestamp already committed may meet a row of an earlier batch with
+  // the same (ts, seq): those few (events that started before the last commit and arrived after
+  // it) go one by one. No committed row is later than newest_ts_, so the rest cannot collide
+  // and go in one statement.
+  auto fresh = std::upper_bound(batch_rows_.begin(), batch_rows_.end(), newest_ts_,
+                                [](int64_t ts, const BatchRow& row) { return ts < row.ts; });
+  RETURN_IF_ERROR(InsertOneByOne(events, batch_rows_.begin(), fresh));
+  int64_t prev_ts = kNull;
+  uint32_t seq = 0;
+  for (auto it = fresh; it != batch_rows_.end(); ++it) {
+    seq = (it->ts == prev_ts) ? seq + 1 : 0;
+    prev_ts = it->ts;
+    it->seq = seq;
+  }
+  if (fresh == batch_rows_.end()) return Status::Ok();
+  batch_ = {session_id_, events.data(), &*fresh, static_cast<size_t>(batch_rows_.end() - fresh)};
+  sqlite3* db = db_.get();
+  int rc = sqlite3_step(insert_batch_.get());
+  sqlite3_reset(insert_batch_.get());
+  batch_ = {};
+  if (rc == SQLITE_DONE) return Status::Ok();
+  // Only a row written behind this writer's back could collide; the failed statement left
+  // nothing behind, so insert the rows one by one, each taking the next free seq.
+  if (rc != SQLITE_CONSTRAINT) return SqliteStatus(db, rc, "insert events");
+  return InsertOneByOne(events, fresh, batch_rows_.end());
+}
+
+Status StoreWriter::InsertOneByOne(const std::vector<Event>& events,
+                                   std::vector<BatchRow>::const_iterator first,
+                                   std::vector<BatchRow>::const_iterator last) {
+  sqlite3* db = db_.get();
+  sqlite3_stmt* s = insert_event_.get();
+  int64_t prev_ts = kNull;
+  int64_t seq = 0;
+  for (auto it = first; it != last; ++it) {
+    const Event& e = events[it->index];
+    seq = (e.ts_ns == prev_ts) ? seq + 1 : 0;
+    prev_ts = e.ts_ns;
+    sqlite3_bind_int64(s, 1, session_id_);
+    sqlite3_bind_int64(s, 2, e.ts_ns);
+    sqlite3_bind_int64(s, 3, e.pid);
+    sqlite3_bind_int64(s, 4, e.tid);
+    sqlite3_bind_int64(s, 5, static_cast<int64_t>(e.op));
+    sqlite3_bind_int64(s, 6, e.duration_ns);
+    BindOptional(s, 7, e.ret);
+    BindOptional(s, 8, e.bytes);
+    BindOptional(s, 9, e.kind);
+    BindOptional(s, 10, e.cpu);
+    BindOptional(s, 11, e.other_pid);
+    BindOptional(s, 12, e.runq_ns);
+    BindOptional(s, 13, e.addr);
+    BindOptional(s, 14, e.name_id);
+    BindOptional(s, 15, e.stack_id);
+    // A row from an earlier batch may already hold (ts, seq): take the next free seq.
+    for (int attempt = 0;; ++attempt) {
+      sqlite3_bind_int64(s, 16, seq);
+      int rc = sqlite3_step(s);
+      sqlite3_reset(s);
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_CONSTRAINT || attempt >= 1000) return SqliteStatus(db, rc, "insert event");
+      ++seq;
+    }
+  }
+  return Status::Ok();
+}
+
 Status StoreWriter::CommitBatch(std::vector<Event>& events, std::vector<ProcessInfo>& processes,
                                 std::vector<SystemSnapshot>& snapshots,
                                 std::vector<OpCount>& counts,
@@ -378,44 +502,7 @@ Status StoreWriter::CommitBatch(std::vector<Event>& events, std::vector<ProcessI
       BindText(insert_string_.get(), 2, text);
       RETURN_IF_ERROR(StepDone(db, insert_string_.get(), "insert string"));
     }
-    // Rows are clustered by (session, ts, seq): sorting each batch keeps inserts appending.
-    if (!std::is_sorted(events.begin(), events.end(),
-                        [](const Event& a, const Event& b) { return a.ts_ns < b.ts_ns; })) {
-      std::stable_sort(events.begin(), events.end(),
-                       [](const Event& a, const Event& b) { return a.ts_ns < b.ts_ns; });
-    }
-    sqlite3_stmt* s = insert_event_.get();
-    int64_t prev_ts = kNull;
-    int64_t seq = 0;
-    for (const Event& e : events) {
-      seq = (e.ts_ns == prev_ts) ? seq + 1 : 0;
-      prev_ts = e.ts_ns;
-      sqlite3_bind_int64(s, 1, session_id_);
-      sqlite3_bind_int64(s, 2, e.ts_ns);
-      sqlite3_bind_int64(s, 3, e.pid);
-      sqlite3_bind_int64(s, 4, e.tid);
-      sqlite3_bind_int64(s, 5, static_cast<int64_t>(e.op));
-      sqlite3_bind_int64(s, 6, e.duration_ns);
-      BindOptional(s, 7, e.ret);
-      BindOptional(s, 8, e.bytes);
-      BindOptional(s, 9, e.kind);
-      BindOptional(s, 10, e.cpu);
-      BindOptional(s, 11, e.other_pid);
-      BindOptional(s, 12, e.runq_ns);
-      BindOptional(s, 13, e.addr);
-      BindOptional(s, 14, e.name_id);
-      BindOptional(s, 15, e.stack_id);
-      // A row from an earlier batch may already hold (ts, seq): take the next free seq.
-      for (int attempt = 0;; ++attempt) {
-        sqlite3_bind_int64(s, 16, seq);
-        int rc = sqlite3_step(s);
-        sqlite3_reset(s);
-        if (rc == SQLITE_DONE) break;
-        if (rc != SQLITE_CONSTRAINT || attempt >= 1000) return SqliteStatus(db, rc, "insert event");
-        ++seq;
-      }
-      Aggregate(e);
-    }
+    RETURN_IF_ERROR(InsertEvents(events));
     for (const OpCount& c : counts) {
       RollupKey key{c.sec, c.pid, static_cast<uint16_t>(c.op), c.name_id == kNull ? 0 : c.name_id};
       RollupValue& v = rollups_[key];
@@ -463,6 +550,7 @@ Status StoreWriter::CommitBatch(std::vector<Event>& events, std::vector<ProcessI
     return st.WithContext("write to " + path_);
   }
   RETURN_IF_ERROR(Exec(db, "COMMIT").WithContext("commit to " + path_));
+  if (!batch_rows_.empty()) newest_ts_ = std::max(newest_ts_, batch_rows_.back().ts);
   if (options_.max_db_bytes > 0) RETURN_IF_ERROR(PruneIfNeeded());
   return Status::Ok();
 }

@@ -22,6 +22,7 @@
 
 #include "base/status.h"
 #include "store/event.h"
+#include "store/event_batch.h"
 #include "store/sqlite_util.h"
 
 namespace gw {
@@ -81,15 +82,21 @@ class StoreWriter {
   Status CommitBatch(std::vector<Event>& events, std::vector<ProcessInfo>& processes,
                      std::vector<SystemSnapshot>& snapshots, std::vector<OpCount>& counts,
                      std::vector<std::pair<int64_t, std::string>>& strings, bool final_flush);
+  Status InsertEvents(const std::vector<Event>& events);
+  Status InsertOneByOne(const std::vector<Event>& events,
+                        std::vector<BatchRow>::const_iterator first,
+                        std::vector<BatchRow>::const_iterator last);
   void Aggregate(const Event& e);
   Status WriteRollups(bool all);
   Status PruneIfNeeded();
 
   std::string path_;
   WriterOptions options_;
+  EventBatch batch_;  // what gw_event_batch shows; declared before db_ so it outlives it
   ScopedDb db_;
   ScopedStmt insert_event_, upsert_process_, insert_snapshot_, upsert_rollup_, insert_string_;
   ScopedStmt insert_stack_;
+  ScopedStmt insert_batch_;  // INSERT ... SELECT FROM gw_event_batch (reads batch_)
   int64_t session_id_ = 0;
 
   std::mutex db_mu_;  // serializes all SQLite use of db_ (writer thread vs session calls)
@@ -145,6 +152,9 @@ class StoreWriter {
   };
   std::unordered_map<RollupKey, RollupValue, RollupKeyHash> rollups_;
   int64_t newest_sec_ = 0;
+  int64_t newest_ts_ = kNull;  // newest event_rows.ts committed in this session
+  std::vector<BatchRow> batch_rows_;  // the batch being committed, in key order
+  std::vector<BatchRow> sort_scratch_;
   std::atomic<int64_t> rows_pruned_{0};
 };
 
