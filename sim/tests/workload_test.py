@@ -173,10 +173,12 @@ def main():
 
         comm = f"gwtburn{tag}"
         t0 = time.monotonic()
+        # Stops by itself after --duration. The bound is loose: on a loaded machine (a parallel
+        # sanitizer build) a busy loop pinned to CPU 0 can wait seconds for that CPU.
         p = subprocess.run([competitor, "--duration", "0.5", "--cpu", "0", "--comm", comm],
-                           capture_output=True, text=True, timeout=10)
+                           capture_output=True, text=True, timeout=30)
         took = time.monotonic() - t0
-        if p.returncode != 0 or "gw_competitor: iterations=" not in p.stdout or took > 5:
+        if p.returncode != 0 or "gw_competitor: iterations=" not in p.stdout or took > 20:
             fail(f"competitor: rc={p.returncode} took={took:.1f}s out={p.stdout} err={p.stderr}")
         else:
             print(f"ok   competitor: {p.stdout.strip()} in {took:.2f} s")
