@@ -177,7 +177,9 @@ TEST_F(StoreTest, OutOfOrderAndLateRowsAreAllKeptInTimestampOrder) {
     ASSERT_LE(ts0, ts1) << "row " << i;
     // Within one batch equal timestamps keep arrival order (batches are 3000 arrivals apart).
     int64_t a0 = std::get<int64_t>(t->rows[i - 1][1]), a1 = std::get<int64_t>(t->rows[i][1]);
-    if (ts0 == ts1 && a0 / 3000 == a1 / 3000) ASSERT_LT(a0, a1) << "row " << i;
+    if (ts0 == ts1 && a0 / 3000 == a1 / 3000) {
+      ASSERT_LT(a0, a1) << "row " << i;
+    }
   }
 }
 
