@@ -34,9 +34,10 @@ def load_cmd(a, rate, seconds):
             "--seconds", str(seconds), "--threads", "1"]
 
 
-def one_repeat(a):
+def one_repeat(a, extra):
     untraced = run_report(load_cmd(a, a.rate, a.load_s), "gw_call_load")
-    run = TraceRun(f"{a.build}/gpuwhy", f"{a.build}/sim/lib", os.path.join(a.out, "footprint.db"))
+    run = TraceRun(f"{a.build}/gpuwhy", f"{a.build}/sim/lib", os.path.join(a.out, "footprint.db"),
+                   extra)
     c0 = proc_cpu_seconds(run.pid)
     time.sleep(a.idle_s)
     idle_core = (proc_cpu_seconds(run.pid) - c0) / a.idle_s
@@ -76,38 +77,44 @@ def main():
     p.add_argument("--load-s", type=float, default=20)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", default="/var/tmp/gpuwhy-bench")
+    p.add_argument("--variants", default="",
+                   help="'|'-separated extra `gpuwhy trace` arguments measured alternately in "
+                        "each repeat, e.g. '|--poll-interval 1ms' (default: one variant, none)")
     a = p.parse_args()
+    variants = [v.split() for v in a.variants.split("|")]
     if os.geteuid() != 0:
         sys.exit("footprint: needs root (BPF)")
     os.makedirs(a.out, exist_ok=True)
     print(f"footprint: {os.uname().release}, {os.cpu_count()} CPUs, "
           f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, load {a.rate:,} calls/s "
           f"({2 * a.rate:,} events/s) for {a.load_s:g} s, {a.repeats} repeats")
-    print(f"{'repeat':>6} {'events/s':>9} {'rec/exp':>17} {'drops':>5} {'agent idle':>10} "
-          f"{'agent load':>10} {'peak RSS MB':>11} {'RSS MB':>6} {'gen untraced':>12} "
+    print(f"{'repeat':>6} {'variant':>24} {'events/s':>9} {'rec/exp':>17} {'drops':>5} "
+          f"{'agent idle':>10} {'agent load':>10} {'peak RSS MB':>11} {'RSS MB':>6} {'gen untraced':>12} "
           f"{'gen traced':>10}")
-    results = []
+    results = [[] for _ in variants]
     for r in range(a.repeats):
-        x = one_repeat(a)
-        results.append(x)
-        print(f"{r + 1:>6} {x['events_s']:>9,.0f} {x['recorded']:>8,}/{x['expected']:<8,} "
-              f"{x['drops']:>5} {100 * x['idle_core']:>9.2f}% {100 * x['load_core']:>9.2f}% "
-              f"{x['hwm_mb']:>11.1f} {x['rss_mb']:>6.1f} {100 * x['gen_untraced_core']:>11.1f}% "
-              f"{100 * x['gen_traced_core']:>9.1f}%")
-        sys.stdout.flush()
+        for runs, extra in zip(results, variants):
+            x = one_repeat(a, extra)
+            runs.append(x)
+            print(f"{r + 1:>6} {' '.join(extra) or 'default':>24} {x['events_s']:>9,.0f} "
+                  f"{x['recorded']:>8,}/{x['expected']:<8,} {x['drops']:>5} "
+                  f"{100 * x['idle_core']:>9.2f}% {100 * x['load_core']:>9.2f}% "
+                  f"{x['hwm_mb']:>11.1f} {x['rss_mb']:>6.1f} "
+                  f"{100 * x['gen_untraced_core']:>11.1f}% {100 * x['gen_traced_core']:>9.1f}%")
+            sys.stdout.flush()
 
-    def line(name, key, scale=100, unit="%"):
-        m = median_range([x[key] * scale for x in results])
-        print(f"  {name}: {m[0]:.2f}{unit} ({m[1]:.2f}–{m[2]:.2f})")
+    for runs, extra in zip(results, variants):
+        def line(name, key, scale=100, unit="%"):
+            m = median_range([x[key] * scale for x in runs])
+            print(f"  {name}: {m[0]:.2f}{unit} ({m[1]:.2f}–{m[2]:.2f})")
 
-    print("\nsummary (median, min–max)")
-    line("agent CPU at load, % of a core (target ≤ 5%)", "load_core")
-    line("agent CPU idle, % of a core (reference)", "idle_core")
-    line("agent peak RSS, MB (target ≤ 150)", "hwm_mb", 1, " MB")
-    line("recorded events/s", "events_s", 1, "")
-    line("generator CPU untraced, % of a core", "gen_untraced_core")
-    line("generator CPU traced (probes included), % of a core", "gen_traced_core")
-
+        print(f"\nsummary, trace {' '.join(extra) or '(defaults)'} (median, min–max)")
+        line("agent CPU at load, % of a core (target ≤ 5%)", "load_core")
+        line("agent CPU idle, % of a core (reference)", "idle_core")
+        line("agent peak RSS, MB (target ≤ 150)", "hwm_mb", 1, " MB")
+        line("recorded events/s", "events_s", 1, "")
+        line("generator CPU untraced, % of a core", "gen_untraced_core")
+        line("generator CPU traced (probes included), % of a core", "gen_traced_core")
 
 if __name__ == "__main__":
     main()

@@ -204,7 +204,7 @@ void Tracer::DrainLoop() {
       live_.SetDrops(drops);
     }
     if (options_.json && options_.json_out) std::fflush(options_.json_out);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::nanoseconds(options_.poll_interval_ns));
   }
   // Clean stop, on this thread so sources never see two threads: detach (in reverse start
   // order), then drain until every ring is empty twice in a row.

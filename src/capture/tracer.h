@@ -8,8 +8,8 @@
 //           and every 50 ms drains captured stacks, symbolizes them and appends them to the
 //           store: symbolizing a big library the first time takes about a second, which the
 //           ring-buffer drain thread must not wait for.
-// Drain:    one thread polls every source every ~1 ms (ring buffers are written without
-//           wake-ups) and calls Rediscover() about once a second.
+// Drain:    one thread polls every source every poll_interval_ns (default 5 ms; ring buffers
+//           are written without wake-ups) and calls Rediscover() about once a second.
 // Stop():   the drain thread detaches every source, drains until the rings are empty, then
 //           the writer is flushed and the session closed with event and drop counts.
 #pragma once
@@ -46,6 +46,9 @@ struct TracerOptions {
   bool cuda = true;            // start the CUDA source (when built in)
   bool json = false;           // stream every event as a JSON line on `json_out`
   bool stacks = false;         // trace --stack: caller stacks on CUDA calls and off-CPU switches
+  // How often the drain thread empties the ring buffers. Each poll costs a few syscalls per
+  // source whether or not records are waiting; the rings (16-32 MiB) hold seconds of events.
+  int64_t poll_interval_ns = 5'000'000;
   FILE* json_out = nullptr;
   std::string version;
   std::string command_line;

@@ -42,6 +42,11 @@ out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$GPUWHY" trace --durat
 echo "$out" | grep -q "hint: run as root" && echo "$out" | grep -q "CAP_BPF" \
   && pass "unprivileged message has the hint" || fail "unprivileged message: $out"
 
+out=$("$GPUWHY" trace --poll-interval 0s --duration 1s --db "$WORK/bad.db" 2>&1); rc=$?
+[ $rc -ne 0 ] && echo "$out" | grep -q "poll-interval must be between 1ms and 100ms" \
+  && [ ! -e "$WORK/bad.db" ] && pass "bad --poll-interval refused before anything starts" \
+  || fail "bad --poll-interval: rc=$rc $out"
+
 # ---- 2. C++ loop started after trace, pinned competitor ---------------------------------------
 DB="$WORK/cpp.db"
 "$GPUWHY" trace --duration 10s --db "$DB" > "$WORK/trace1.out" 2>&1 &

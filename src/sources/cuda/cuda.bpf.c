@@ -15,7 +15,7 @@
 //                                  gw_cuda_enter): hostFun → device name.
 //   gw_cuda_name_exit              uretprobe of cuModuleGetFunction / cuLibraryGetKernel /
 //                                  cuKernelGetFunction: the out handle → name (or alias).
-// Records go to one ring buffer without wake-ups; user space drains it every ~1 ms.
+// Records go to one ring buffer without wake-ups; user space drains it every few ms.
 //
 // With trace --stack (capture_stacks), full rows and sampled launch rows carry the caller's
 // stack (native + Python, sources/stacks/stacks.bpf.h), captured at the entry uprobe. A driver

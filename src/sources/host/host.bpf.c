@@ -4,7 +4,7 @@
 //
 // Every program is tp_btf (BTF raw tracepoints): no tracefs needed, direct pointer access to
 // the tracepoint's arguments. Records go to one ring buffer, submitted without wake-up; the
-// loader drains it every ~1 ms. Every failed reserve is counted in `drops`.
+// loader drains it every few ms. Every failed reserve is counted in `drops`.
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
@@ -143,7 +143,7 @@ static __always_inline struct gw_host_record *reserve_record(__u32 family, __u8 
 }
 
 static __always_inline void submit_record(struct gw_host_record *r, __u32 family) {
-  bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);  // the loader polls every ~1 ms
+  bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);  // the loader polls every few ms
   count_slot(&emitted, family);
 }
 
