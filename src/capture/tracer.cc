@@ -150,8 +150,9 @@ Status Tracer::Start() {
 }
 
 void Tracer::WatchStacksOf(int32_t pid) {
+  if (!watch_seen_.insert(pid).second) return;  // the common case: no lock per event
   std::lock_guard<std::mutex> lock(watch_mu_);
-  if (watch_seen_.insert(pid).second) watch_queue_.push_back(pid);
+  watch_queue_.push_back(pid);
 }
 
 void Tracer::StackLoop() {

@@ -104,8 +104,8 @@ class Tracer : public EventSink {
   void DrainLoop();
   DropCounts CollectDrops() const;
   void WriteJson(const Event& e);
-  // --stack: queue a process for StackRegistry::Watch (any thread); the stack thread's loop
-  // and one round of it (watch queued processes, drain, store).
+  // --stack: queue a process for StackRegistry::Watch (Start, then the drain thread only);
+  // the stack thread's loop and one round of it (watch queued processes, drain, store).
   void WatchStacksOf(int32_t pid);
   void StackLoop();
   void DrainStacks();
@@ -131,7 +131,7 @@ class Tracer : public EventSink {
   std::atomic<bool> stop_stacks_{false};
   std::mutex watch_mu_;
   std::vector<int32_t> watch_queue_;          // guarded by watch_mu_
-  std::unordered_set<int32_t> watch_seen_;    // guarded by watch_mu_
+  std::unordered_set<int32_t> watch_seen_;    // Start, then the drain thread only
   int64_t stacks_stored_ = 0;                 // stack thread
 
   mutable std::mutex notes_mu_;

@@ -1,5 +1,6 @@
 # Shared by the e2e scripts (source it): TAP-like results, the root requirement, and helpers.
-#   . "$(dirname "$0")/lib.sh"; e2e_require_root NAME; pass "…"; fail "…"; e2e_finish NAME
+#   . "$(dirname "$0")/lib.sh"; e2e_require_root NAME; e2e_workdir NAME; pass "…"; fail "…";
+#   e2e_finish NAME
 failures=0
 pass() { echo "ok - $1"; }
 fail() { echo "FAIL - $1"; failures=$((failures + 1)); }
@@ -23,6 +24,14 @@ wait_for_line() {
     sleep 0.1
   done
   return 1
+}
+
+# e2e_workdir NAME: a scratch directory in $WORK, removed at exit together with every process
+# whose pid the script appended to $PIDS (only those: never by name).
+e2e_workdir() {
+  WORK=$(mktemp -d "/var/tmp/gw_$1.XXXXXX")
+  PIDS=""
+  trap 'for p in $PIDS; do kill "$p" 2>/dev/null; done; rm -rf "$WORK"' EXIT
 }
 
 e2e_finish() {

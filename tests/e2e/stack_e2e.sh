@@ -18,13 +18,7 @@ WORKLOADS=$4
 . "$(dirname "$0")/lib.sh"
 
 e2e_require_root stack_e2e
-WORK=$(mktemp -d /var/tmp/gw_stack_e2e.XXXXXX)
-cleanup() {
-  for p in ${PIDS:-}; do kill "$p" 2>/dev/null; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-PIDS=""
+e2e_workdir stack_e2e
 
 PY_SCRIPT="$WORKLOADS/train_loop.py"
 SYNC_LINE=$(grep -n 'rt.cudaStreamSynchronize(stream), "cudaStreamSynchronize")' "$PY_SCRIPT" | cut -d: -f1)

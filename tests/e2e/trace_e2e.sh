@@ -21,14 +21,7 @@ for f in "$SIM_BIN/gw_train_loop" "$SIM_BIN/gw_competitor" "$WORKLOADS/train_loo
   [ -e "$f" ] || { echo "FAIL - missing $f (build target gwsim_all)"; exit 1; }
 done
 
-WORK=$(mktemp -d /var/tmp/gw_trace_e2e.XXXXXX)
-cleanup() {
-  # Only processes this script started, by pid.
-  for p in ${PIDS:-}; do kill "$p" 2>/dev/null; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-PIDS=""
+e2e_workdir trace_e2e
 
 
 # The brief's Step-2 query, verbatim.

@@ -237,6 +237,8 @@ struct CudaSource::ProcessState {
   std::unordered_map<uint64_t, uint64_t> aliases;      // CUfunction → CUkernel
   std::unordered_map<uint64_t, int64_t> name_ids;      // kernel handle → interned name id
   std::unordered_set<uint64_t> unnamed_stubs;          // host stubs without a symbol
+  std::optional<ProcessMaps> maps;                     // for host stubs: read once, re-read
+                                                       // when a stub lies outside it
   std::pair<uint64_t, uint64_t> last_free{0, 0};       // pointer, size of the last free
 };
 
@@ -597,9 +599,14 @@ std::string CudaSource::HostStubName(uint32_t tgid, uint64_t handle) {
   // would stall this drain thread for seconds and hold its symbol table in memory, and such
   // libraries ship without the stubs' (local) symbols anyway.
   constexpr int64_t kMaxStubFileBytes = 256 << 20;
-  StatusOr<ProcessMaps> maps = ProcessMaps::Read(static_cast<int32_t>(tgid));
-  if (!maps.ok()) return "";
-  const MappedRegion* region = maps->Find(handle);
+  ProcessState& process = Process(tgid);
+  const MappedRegion* region = process.maps ? process.maps->Find(handle) : nullptr;
+  if (region == nullptr) {  // first stub of this process, or a library loaded since
+    StatusOr<ProcessMaps> maps = ProcessMaps::Read(static_cast<int32_t>(tgid));
+    if (!maps.ok()) return "";
+    process.maps = std::move(maps).value();
+    region = process.maps->Find(handle);
+  }
   if (region == nullptr || !region->executable || region->path.empty() ||
       region->path[0] == '[') {
     return "";
