@@ -183,7 +183,11 @@ TEST(CpuContentionTest, FixNamesCompetitorAndCoreList) {
   EXPECT_EQ(f.severity, Severity::kHigh);
   std::string fixes;
   for (const std::string& s : f.fix) fixes += s + "\n";
-  EXPECT_NE(fixes.find("taskset -c 0-3 python3 train.py"), std::string::npos) << fixes;
+  // Pids, never the job's own command line (untrusted text) pasted into a shell command.
+  EXPECT_NE(fixes.find("for p in 100 101 102 103 104; do taskset -apc 0-3 $p; done"),
+            std::string::npos)
+      << fixes;
+  EXPECT_EQ(fixes.find("train.py"), std::string::npos) << fixes;
   EXPECT_NE(fixes.find("renice -n 19 -p 900"), std::string::npos) << fixes;
   std::string contributing;
   for (const std::string& s : f.contributing) contributing += s + "\n";

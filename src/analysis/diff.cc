@@ -52,9 +52,10 @@ StatusOr<SessionMeasures> Measure(StoreReader& reader, int64_t session) {
       m.preemptions += 1;
     }
   }
-  int64_t wall = f.main_tl ? f.main_tl->end() - f.main_tl->begin() : 0;
+  // explain's definitions: the main thread's critical path over the job's lifetime.
+  int64_t wall = f.window_ns;
   for (size_t i = 0; i < kFeedCauseCount; ++i) {
-    m.feed_pct.push_back(wall > 0 ? 100.0 * static_cast<double>(f.main_totals[i]) / wall : 0);
+    m.feed_pct.push_back(wall > 0 ? 100.0 * static_cast<double>(f.path[i]) / wall : 0);
   }
   m.runq_share = m.feed_pct[static_cast<size_t>(FeedCause::kRunqWait)];
   std::vector<int64_t> syncs;
@@ -124,12 +125,12 @@ StatusOr<DiffReport> Diff(StoreReader& a, int64_t session_a, StoreReader& b, int
                          "ratio", per_kop(x), per_kop(y), true, 0.1);
   DiffRow total = Row("context switches on training process", "train_ctx_switches", "count",
                       x.ctx_switches, y.ctx_switches, true, 10);
-  total.verdict = per_work.verdict;
   d.rows.push_back(total);
   d.rows.push_back(per_work);
   d.rows.push_back(Row("preemptions of training process (involuntary switches)",
                        "train_preemptions", "count", x.preemptions, y.preemptions, true, 10));
-  d.rows.push_back(Row("main thread run-queue wait", "runq_wait_pct", "%", x.runq_share,
+  d.rows.push_back(Row("main thread's critical path: waiting for a CPU", "runq_wait_pct", "%",
+                       x.runq_share,
                        y.runq_share, true, 1.0));
   d.rows.push_back(Row("sync p50", "sync_p50_us", "us", x.sync_p50_us, y.sync_p50_us, true, 5));
   d.rows.push_back(Row("sync p99", "sync_p99_us", "us", x.sync_p99_us, y.sync_p99_us, true, 5));
@@ -137,9 +138,10 @@ StatusOr<DiffReport> Diff(StoreReader& a, int64_t session_a, StoreReader& b, int
                        y.cuda_ops_per_s, false, 1));
   for (size_t i = 0; i < kFeedCauseCount; ++i) {
     FeedCause c = static_cast<FeedCause>(i);
-    // Running and sync time going up is the GPU being fed; every other cause is loss.
-    bool lower = !(c == FeedCause::kRunning || c == FeedCause::kSync);
-    d.rows.push_back(Row(std::string("main thread: ") + FeedCauseLabel(c),
+    // Running, sync and helper time going up is the GPU being fed; every other cause is loss.
+    bool lower =
+        !(c == FeedCause::kRunning || c == FeedCause::kSync || c == FeedCause::kHelperWork);
+    d.rows.push_back(Row(std::string("critical path: ") + FeedCauseLabel(c),
                          std::string("feed_") + FeedCauseName(c) + "_pct", "%", x.feed_pct[i],
                          y.feed_pct[i], lower, 1.0));
   }

@@ -40,6 +40,10 @@ const char* FeedCauseName(FeedCause c) {
       return "memcpy";
     case FeedCause::kSync:
       return "sync";
+    case FeedCause::kHelperWork:
+      return "helper_work";
+    case FeedCause::kWorkerCompute:
+      return "worker_compute";
   }
   return "running";
 }
@@ -55,11 +59,15 @@ const char* FeedCauseLabel(FeedCause c) {
     case FeedCause::kPageFault:
       return "page faults / reclaim";
     case FeedCause::kBlockedOther:
-      return "blocked (workers, locks)";
+      return "blocked otherwise (idle, timers, locks)";
     case FeedCause::kMemcpy:
       return "in cudaMemcpy";
     case FeedCause::kSync:
       return "in CUDA sync";
+    case FeedCause::kHelperWork:
+      return "waiting for CUDA helper threads at work";
+    case FeedCause::kWorkerCompute:
+      return "waiting for workers computing a batch";
   }
   return "running";
 }
@@ -82,12 +90,20 @@ constexpr FeedCause kCauses[] = {
     FeedCause::kRunning,      FeedCause::kRunqWait, FeedCause::kBlockedIo, FeedCause::kPageFault,
     FeedCause::kBlockedOther, FeedCause::kMemcpy,   FeedCause::kSync};
 
-FeedTimeGroup MakeGroup(std::string name, int32_t threads, int64_t thread_ns, const CauseTimes& t) {
+constexpr FeedCause kPathCauses[] = {
+    FeedCause::kRunning,  FeedCause::kRunqWait,     FeedCause::kBlockedIo,
+    FeedCause::kPageFault, FeedCause::kBlockedOther, FeedCause::kMemcpy,
+    FeedCause::kSync,     FeedCause::kHelperWork,   FeedCause::kWorkerCompute};
+
+FeedTimeGroup MakeGroup(std::string name, int32_t threads, int64_t thread_ns, const CauseTimes& t,
+                        bool path = false) {
   FeedTimeGroup g;
   g.name = std::move(name);
   g.threads = threads;
   g.thread_seconds = static_cast<double>(thread_ns) / 1e9;
-  for (FeedCause c : kCauses) {
+  std::vector<FeedCause> causes(std::begin(kCauses), std::end(kCauses));
+  if (path) causes.assign(std::begin(kPathCauses), std::end(kPathCauses));
+  for (FeedCause c : causes) {
     FeedTimeRow row;
     row.cause = c;
     row.seconds = static_cast<double>(At(t, c)) / 1e9;
@@ -105,7 +121,15 @@ std::string Role(const Facts& f, int32_t pid) {
   if (std::find(f.cuda_pids.begin(), f.cuda_pids.end(), pid) != f.cuda_pids.end()) {
     return "gpu-peer";
   }
-  if (f.runq_holders.count(pid)) return "competitor";
+  if (std::find(f.child_pids.begin(), f.child_pids.end(), pid) != f.child_pids.end()) {
+    for (const Competitor& c : f.competitors) {
+      if (c.pid == pid) return "competitor";
+    }
+    return "child-program";
+  }
+  for (const Competitor& c : f.competitors) {
+    if (c.pid == pid) return "competitor";
+  }
   return "other";
 }
 
@@ -148,11 +172,34 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
         return static_cast<int>(a.severity) > static_cast<int>(b.severity);
       return a.lost_s > b.lost_s;
     });
+    // Drop LOW host-side findings that a stronger one of the same family explains better: one
+    // story per report.
+    {
+      auto host_family = [](const std::string& rule) {
+        return rule == "cpu-contention" || rule == "dataloader-starvation" ||
+               rule == "io-bottleneck" || rule == "memory-pressure";
+      };
+      double strongest = 0;
+      for (const Finding& x : r.findings) {
+        if (host_family(x.rule) && x.severity != Severity::kLow) {
+          strongest = std::max(strongest, x.lost_s);
+        }
+      }
+      r.findings.erase(std::remove_if(r.findings.begin(), r.findings.end(),
+                                      [&](const Finding& x) {
+                                        return host_family(x.rule) &&
+                                               x.severity == Severity::kLow &&
+                                               x.lost_s < thresholds::kFoldLowShare * strongest;
+                                      }),
+                       r.findings.end());
+    }
+    r.feed_time.push_back(MakeGroup("main thread's critical path (waits resolved by who woke it)",
+                                    1, f.window_ns, f.path, true));
     r.feed_time.push_back(MakeGroup("training threads (CUDA callers)",
                                     static_cast<int32_t>(f.train_tls.size()), f.train_thread_ns,
                                     f.train_totals));
     if (!f.worker_tls.empty()) {
-      r.feed_time.push_back(MakeGroup("DataLoader workers",
+      r.feed_time.push_back(MakeGroup("DataLoader workers (busiest thread of each)",
                                       static_cast<int32_t>(f.worker_tls.size()), f.worker_thread_ns,
                                       f.worker_totals));
     }

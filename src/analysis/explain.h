@@ -68,6 +68,9 @@ enum class FeedCause {
   kBlockedOther,  // sleeping otherwise: waiting for workers, locks, pipes
   kMemcpy,        // inside a cudaMemcpy* call (and on CPU)
   kSync,          // inside a CUDA synchronize call (and on CPU or waiting on the GPU)
+  // Critical path only (a waiting thread's time resolved through who woke it):
+  kHelperWork,    // waiting for a CUDA helper thread (autograd) while it ran or launched
+  kWorkerCompute, // waiting for a batch while the DataLoader worker that delivered it computed
 };
 const char* FeedCauseName(FeedCause c);   // stable key: "running", "runq_wait", ...
 const char* FeedCauseLabel(FeedCause c);  // human label
@@ -78,8 +81,9 @@ struct FeedTimeRow {
   double pct = 0;      // of the group's thread-seconds (threads x window)
 };
 
-// Attribution for one group of threads (the training process's CUDA-calling threads, or its
-// DataLoader workers).
+// Attribution for one group of threads: the training process's CUDA-calling threads, its
+// DataLoader workers (one representative thread per worker process: its busiest), or the
+// critical path of the main thread (its waits resolved through the threads that woke it).
 struct FeedTimeGroup {
   std::string name;               // "training threads (CUDA callers)" / "DataLoader workers"
   int32_t threads = 0;            // threads observed

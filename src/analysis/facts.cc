@@ -10,6 +10,8 @@ namespace gw {
 
 namespace {
 
+namespace th = thresholds;
+
 bool IsCudaOp(Op op) { return OpLayer(op) != Layer::kHost; }
 
 int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
@@ -30,7 +32,280 @@ void Lifetime(const WindowData& w, int32_t pid, int64_t* begin, int64_t* end) {
   if (it == w.processes.end()) return;
   if (it->second.first_ts != kNull) *begin = std::max(*begin, it->second.first_ts);
   if (it->second.exit_ts != kNull) *end = std::min(*end, it->second.exit_ts);
+  *end = std::max(*begin, *end);
 }
+
+// Rows of tracked processes in the window, a driver call nested in a runtime call on the same
+// thread dropped (the runtime call stands for both).
+std::vector<RawEvent> WithoutNestedDriverCalls(const std::vector<RawEvent>& rows) {
+  std::vector<RawEvent> out;
+  out.reserve(rows.size());
+  std::map<int32_t, int64_t> runtime_end;  // tid → end of its latest runtime call
+  for (const RawEvent& e : rows) {
+    Layer layer = OpLayer(e.op);
+    if (layer == Layer::kCudaDriver) {
+      auto it = runtime_end.find(e.tid);
+      if (it != runtime_end.end() && e.ts < it->second && e.End() <= it->second) continue;
+    } else if (layer == Layer::kCudaRuntime) {
+      int64_t& end = runtime_end[e.tid];
+      end = std::max(end, e.End());
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
+// One sleep of a thread: from leaving the CPU to being woken, and by whom.
+struct Sleep {
+  int64_t start = 0;
+  int64_t wake = 0;
+  int64_t waker_pid = kNull;
+  int64_t waker_tid = kNull;
+};
+
+// The job as the critical path sees it: who each thread is, where its time went, and what woke
+// it from each sleep.
+class JobGraph {
+ public:
+  JobGraph(const Facts& f, const std::map<int32_t, std::vector<const RawEvent*>>& rows_by_tid,
+           const std::map<int32_t, ThreadTimeline>& tls)
+      : f_(f), tls_(tls) {
+    for (const auto& [tid, rows] : rows_by_tid) {
+      std::vector<Sleep>& sleeps = sleeps_[tid];
+      for (const RawEvent* e : rows) {
+        if (e->op != Op::kSchedSwitch || e->kind == static_cast<int64_t>(SwitchKind::kPreempted)) {
+          continue;
+        }
+        int64_t runq = e->runq == kNull ? 0 : std::clamp<int64_t>(e->runq, 0, e->duration);
+        sleeps.push_back({e->ts, e->End() - runq, e->waker_pid, e->waker_tid});
+      }
+      std::sort(sleeps.begin(), sleeps.end(),
+                [](const Sleep& a, const Sleep& b) { return a.start < b.start; });
+    }
+    for (int32_t pid : f.worker_pids) workers_.insert(pid);
+    helpers_.insert(f.helper_tids.begin(), f.helper_tids.end());
+  }
+
+  // The main thread's own timeline with every "blocked otherwise" stretch resolved through the
+  // thread that ended it. Fills the batch and helper wait tallies.
+  CauseTimes ResolveMain(BatchWaits* batches, HelperWaits* helpers) {
+    CauseTimes out{};
+    const ThreadTimeline& tl = tls_.at(f_.main_tid);
+    AddTo(out, tl.Totals());
+    int64_t blocked = At(out, FeedCause::kBlockedOther);
+    At(out, FeedCause::kBlockedOther) = 0;
+    int64_t resolved = 0;
+    const std::vector<Sleep>* sleeps = SleepsOf(f_.main_tid);
+    for (const TimelineSegment& seg : tl.segments()) {
+      if (seg.cause != FeedCause::kBlockedOther) continue;
+      const Sleep* s = sleeps ? Containing(*sleeps, seg.start) : nullptr;
+      CauseTimes part = ResolveWait(f_.main_tid, s, seg.start, seg.end, 0);
+      for (int64_t v : part) resolved += v;
+      AddTo(out, part);
+    }
+    At(out, FeedCause::kBlockedOther) += blocked - resolved;  // rounding safety: totals hold
+    // Tally the waits per sleep (a sleep may span several segments).
+    if (sleeps) {
+      for (const Sleep& s : *sleeps) {
+        int64_t waited = At(tl.Overlap(s.start, s.wake), FeedCause::kBlockedOther);
+        if (waited < th::kBatchWaitMinNs) continue;
+        switch (Classify(s)) {
+          case WaitKind::kBatch:
+            ++batches->count;
+            batches->total_ns += waited;
+            batches->durations.push_back(waited);
+            AddTo(batches->delivered, DeliveringWorkerState(s, s.start, s.wake));
+            break;
+          case WaitKind::kHelper:
+            ++helpers->count;
+            helpers->total_ns += waited;
+            break;
+          case WaitKind::kOther:
+            break;
+        }
+      }
+    }
+    return out;
+  }
+
+ private:
+  enum class WaitKind { kBatch, kHelper, kOther };
+
+  const std::vector<Sleep>* SleepsOf(int32_t tid) const {
+    auto it = sleeps_.find(tid);
+    return it == sleeps_.end() ? nullptr : &it->second;
+  }
+
+  static const Sleep* Containing(const std::vector<Sleep>& sleeps, int64_t t) {
+    auto it = std::upper_bound(sleeps.begin(), sleeps.end(), t,
+                               [](int64_t v, const Sleep& s) { return v < s.start; });
+    if (it == sleeps.begin()) return nullptr;
+    --it;
+    return t < it->wake ? &*it : nullptr;
+  }
+
+  bool IsWorkerPid(int64_t pid) const {
+    return pid != kNull && workers_.count(static_cast<int32_t>(pid)) > 0;
+  }
+  bool IsMainProcess(int64_t pid) const { return pid == f_.main_pid; }
+
+  WaitKind Classify(const Sleep& s) const {
+    if (s.waker_tid == kNull) return f_.worker_pids.empty() ? WaitKind::kOther : WaitKind::kBatch;
+    if (IsWorkerPid(s.waker_pid)) return WaitKind::kBatch;
+    if (IsMainProcess(s.waker_pid) && s.waker_tid != f_.main_tid) {
+      if (helpers_.count(static_cast<int32_t>(s.waker_tid))) return WaitKind::kHelper;
+      return RelayedWorker(s) ? WaitKind::kBatch : WaitKind::kOther;
+    }
+    return WaitKind::kOther;
+  }
+
+  // A thread of the training process without CUDA calls that woke the main thread (the
+  // pin-memory thread): the worker that woke it last before that, if any.
+  std::optional<int32_t> RelayedWorker(const Sleep& s) const {
+    const std::vector<Sleep>* relay = SleepsOf(static_cast<int32_t>(s.waker_tid));
+    if (!relay) return std::nullopt;
+    int looked = 0;
+    for (auto it = relay->rbegin(); it != relay->rend() && looked < 8; ++it) {
+      if (it->wake > s.wake) continue;
+      ++looked;
+      if (IsWorkerPid(it->waker_pid)) return static_cast<int32_t>(it->waker_pid);
+    }
+    return std::nullopt;
+  }
+
+  // What the pipeline was doing during a batch wait: the delivering worker's busiest thread;
+  // without one, instant by instant the most blocking state of any worker.
+  CauseTimes DeliveringWorkerState(const Sleep& s, int64_t a, int64_t b) const {
+    std::optional<int32_t> worker;
+    if (IsWorkerPid(s.waker_pid)) {
+      worker = static_cast<int32_t>(s.waker_pid);
+    } else if (s.waker_tid != kNull && IsMainProcess(s.waker_pid)) {
+      worker = RelayedWorker(s);
+    }
+    if (worker) {
+      auto rep = f_.worker_rep_tid.find(*worker);
+      if (rep != f_.worker_rep_tid.end()) {
+        if (auto tl = tls_.find(rep->second); tl != tls_.end()) return tl->second.Overlap(a, b);
+      }
+    }
+    return AnyWorkerState(a, b);
+  }
+
+  // Instant by instant over the workers' busiest threads: waiting for a CPU > I/O > page fault >
+  // computing > idle.
+  CauseTimes AnyWorkerState(int64_t a, int64_t b) const {
+    CauseTimes out{};
+    if (b <= a) return out;
+    std::vector<const ThreadTimeline*> reps;
+    for (const auto& [pid, tid] : f_.worker_rep_tid) {
+      if (auto tl = tls_.find(tid); tl != tls_.end()) reps.push_back(&tl->second);
+    }
+    if (reps.empty()) {
+      At(out, FeedCause::kBlockedOther) = b - a;
+      return out;
+    }
+    std::vector<int64_t> cuts = {a, b};
+    for (const ThreadTimeline* tl : reps) {
+      for (const TimelineSegment& seg : tl->segments()) {
+        if (seg.end <= a || seg.start >= b) continue;
+        cuts.push_back(std::max(a, seg.start));
+        cuts.push_back(std::min(b, seg.end));
+      }
+      if (tl->begin() > a && tl->begin() < b) cuts.push_back(tl->begin());
+      if (tl->end() > a && tl->end() < b) cuts.push_back(tl->end());
+    }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    constexpr FeedCause kOrder[] = {FeedCause::kRunqWait, FeedCause::kBlockedIo,
+                                    FeedCause::kPageFault, FeedCause::kRunning};
+    for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+      int64_t x = cuts[i], y = cuts[i + 1];
+      FeedCause best = FeedCause::kBlockedOther;
+      int rank = 99;
+      for (const ThreadTimeline* tl : reps) {
+        if (tl->begin() > x || tl->end() < y) continue;
+        CauseTimes c = tl->Overlap(x, y);
+        for (int r = 0; r < 4; ++r) {
+          if (At(c, kOrder[r]) > 0 && r < rank) {
+            rank = r;
+            best = kOrder[r];
+          }
+        }
+      }
+      At(out, best) += y - x;
+    }
+    return out;
+  }
+
+  // A worker's state, as the critical path reads it: computing is the pipeline's own work.
+  static CauseTimes AsPipeline(CauseTimes c) {
+    At(c, FeedCause::kWorkerCompute) +=
+        At(c, FeedCause::kRunning) + At(c, FeedCause::kMemcpy) + At(c, FeedCause::kSync);
+    At(c, FeedCause::kRunning) = 0;
+    At(c, FeedCause::kMemcpy) = 0;
+    At(c, FeedCause::kSync) = 0;
+    return c;
+  }
+
+  // [a, b) of a sleep of `tid` (s: the sleep, or null when unknown), resolved through its waker.
+  CauseTimes ResolveWait(int32_t tid, const Sleep* s, int64_t a, int64_t b, int depth) const {
+    CauseTimes out{};
+    if (b <= a) return out;
+    auto other = [&] {
+      At(out, FeedCause::kBlockedOther) += b - a;
+      return out;
+    };
+    if (!s) return other();
+    if (s->waker_tid == kNull) {
+      // No waker recorded (an older recording): the main thread's sleeps are batch waits when
+      // the job has workers, split by what the workers were doing.
+      if (tid != f_.main_tid || f_.worker_pids.empty()) return other();
+      return AsPipeline(AnyWorkerState(a, b));
+    }
+    if (IsWorkerPid(s->waker_pid)) return AsPipeline(DeliveringWorkerState(*s, a, b));
+    if (!IsMainProcess(s->waker_pid) || s->waker_tid == tid || s->waker_tid == f_.main_tid ||
+        depth >= 3) {
+      return other();  // interrupt/timer, another program, or a cycle back to the main thread
+    }
+    int32_t waker = static_cast<int32_t>(s->waker_tid);
+    if (!helpers_.count(waker)) {
+      // A relay of the training process (pin-memory thread): a batch wait when a worker fed it.
+      if (RelayedWorker(*s) || !f_.worker_pids.empty()) {
+        return AsPipeline(DeliveringWorkerState(*s, a, b));
+      }
+      return other();
+    }
+    // A CUDA helper (autograd): its own time over [a, b), its sleeps resolved in turn.
+    auto tl = tls_.find(waker);
+    if (tl == tls_.end()) return other();
+    CauseTimes own = tl->second.Overlap(a, b);
+    At(out, FeedCause::kHelperWork) += At(own, FeedCause::kRunning);
+    for (FeedCause c : {FeedCause::kRunqWait, FeedCause::kBlockedIo, FeedCause::kPageFault,
+                        FeedCause::kMemcpy, FeedCause::kSync}) {
+      At(out, c) += At(own, c);
+    }
+    const std::vector<Sleep>* sleeps = SleepsOf(waker);
+    for (const TimelineSegment& seg : tl->second.segments()) {
+      if (seg.cause != FeedCause::kBlockedOther || seg.end <= a || seg.start >= b) continue;
+      int64_t x = std::max(a, seg.start), y = std::min(b, seg.end);
+      const Sleep* inner = sleeps ? Containing(*sleeps, x) : nullptr;
+      AddTo(out, ResolveWait(waker, inner, x, y, depth + 1));
+    }
+    // The helper's lifetime may not cover [a, b) entirely.
+    int64_t covered = 0;
+    for (int64_t v : out) covered += v;
+    if (covered < b - a) At(out, FeedCause::kBlockedOther) += (b - a) - covered;
+    return out;
+  }
+
+  const Facts& f_;
+  const std::map<int32_t, ThreadTimeline>& tls_;
+  std::map<int32_t, std::vector<Sleep>> sleeps_;
+  std::set<int32_t> workers_;
+  std::set<int32_t> helpers_;
+};
+
+bool IsKernelThread(const ProcessRecord& p) { return p.pid == 2 || p.ppid == 2; }
 
 }  // namespace
 
@@ -52,18 +327,39 @@ std::string ProcessLabel(const WindowData& w, int32_t pid) {
   return ProcessName(w, pid) + " (PID " + std::to_string(pid) + ")";
 }
 
+std::optional<int64_t> RecommendedWorkers(const Facts& f) {
+  int64_t workers = static_cast<int64_t>(f.worker_pids.size());
+  if (workers == 0 || f.cores <= 0) return std::nullopt;
+  int64_t fit = std::max<int64_t>(1, f.cores - 2);  // keep cores for the main thread and the OS
+  double contention = f.window_ns > 0 ? f.lost_contention / static_cast<double>(f.window_ns) : 0;
+  if (workers + 1 > f.cores) return fit;  // more feeders than cores: they fight each other
+  if (contention >= th::kMediumLostShare) return std::nullopt;  // more would fight for CPUs too
+  // Starved by busy workers, with cores to spare: add workers.
+  double starved = f.window_ns > 0 ? f.lost_starvation / static_cast<double>(f.window_ns) : 0;
+  int64_t wt = 0;
+  for (int64_t v : f.waits.delivered) wt += v;
+  double busy = Share(At(f.waits.delivered, FeedCause::kRunning), wt);
+  if (starved >= th::kLowLostShare && busy >= th::kStarvationWorkerBusyShare && fit > workers) {
+    return std::min(fit, 2 * workers);
+  }
+  return std::nullopt;
+}
+
 Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
   Facts f;
   f.w = &w;
-  f.window_ns = w.to - w.from;
-  f.window_s = static_cast<double>(f.window_ns) / 1e9;
   f.cores = w.cores;
   for (const SystemSnapshot& s : w.snapshots) {
     if (s.cores > 0) f.cores = s.cores;
   }
   for (const SwitchTotals& s : w.switch_totals) f.switches[s.pid] = s;
+  f.events = WithoutNestedDriverCalls(w.events);
+  f.job_begin = w.from;
+  f.job_end = w.to;
+  f.window_ns = w.to - w.from;
+  f.window_s = static_cast<double>(f.window_ns) / 1e9;
 
-  // ---- Roles: CUDA processes (by call count), then the main process's worker children.
+  // ---- Roles: CUDA processes (by call count), then the main process's descendants.
   std::map<int32_t, int64_t> cuda_calls;
   for (const OpSecondRow& r : w.op_seconds) {
     if (!IsCudaOp(r.op)) continue;
@@ -75,7 +371,7 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
       f.cuda_ops_per_sec[r.pid][r.sec] += r.count;
     }
   }
-  for (const RawEvent& e : w.events) {
+  for (const RawEvent& e : f.events) {
     if (IsCudaOp(e.op) && cuda_calls.count(e.pid) == 0) cuda_calls[e.pid] = 1;
   }
   std::set<int32_t> scope;
@@ -107,69 +403,170 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
     f.main_cmdline = it->second.cmdline;
   }
   if (f.main_name.empty()) f.main_name = "pid " + std::to_string(f.main_pid);
+  Lifetime(w, f.main_pid, &f.job_begin, &f.job_end);
+  f.window_ns = f.job_end - f.job_begin;
+  f.window_s = static_cast<double>(f.window_ns) / 1e9;
+
+  // Who woke whom, per process: a descendant whose threads woke the training process's threads
+  // feeds it.
+  std::set<int32_t> feeds_main;
+  for (const RawEvent& e : f.events) {
+    if (e.op == Op::kSchedSwitch && e.pid == f.main_pid && e.waker_pid != kNull &&
+        e.waker_pid != f.main_pid) {
+      feeds_main.insert(static_cast<int32_t>(e.waker_pid));
+    }
+    if (e.op == Op::kSchedSwitch && e.waker_tid != kNull) f.wakers_known = true;
+  }
   {
+    // Descendants without CUDA calls: forked ones (same command line as their parent, or a
+    // wake-up of the trainer by them) are DataLoader workers; exec'd ones are other programs.
     std::set<int32_t> family = {f.main_pid};
     bool grew = true;
     while (grew) {
       grew = false;
       for (const auto& [pid, p] : w.processes) {
-        if (p.tracked && family.count(p.ppid) && !family.count(pid) && !cuda_calls.count(pid)) {
-          family.insert(pid);
+        if (!p.tracked || !family.count(p.ppid) || family.count(pid) || cuda_calls.count(pid)) {
+          continue;
+        }
+        family.insert(pid);
+        grew = true;
+        auto parent = w.processes.find(p.ppid);
+        bool forked = parent != w.processes.end() && !p.cmdline.empty() &&
+                      p.cmdline == parent->second.cmdline;
+        bool known_parent_line = parent != w.processes.end() && !parent->second.cmdline.empty();
+        if (forked || feeds_main.count(pid) || p.cmdline.empty() || !known_parent_line) {
           f.worker_pids.push_back(pid);
-          grew = true;
+        } else {
+          f.child_pids.push_back(pid);
         }
       }
     }
+    // A child of an exec'd program (its own workers) is not the trainer's worker either.
     std::sort(f.worker_pids.begin(), f.worker_pids.end());
+    std::sort(f.child_pids.begin(), f.child_pids.end());
   }
 
-  // ---- Timelines of the main process's CUDA threads and of every worker thread.
-  std::map<int32_t, std::vector<const RawEvent*>> rows_by_tid;
-  std::map<int32_t, int64_t> cuda_rows_by_tid;
+  // ---- Timelines of every thread of the main process and of the workers.
   std::set<int32_t> workers(f.worker_pids.begin(), f.worker_pids.end());
-  std::map<int32_t, int32_t> worker_tid_pid;
-  for (const RawEvent& e : w.events) {
-    if (e.pid == f.main_pid || workers.count(e.pid)) rows_by_tid[e.tid].push_back(&e);
-    if (e.pid == f.main_pid && IsCudaOp(e.op)) ++cuda_rows_by_tid[e.tid];
-    if (workers.count(e.pid)) worker_tid_pid[e.tid] = e.pid;
+  std::map<int32_t, std::vector<const RawEvent*>> rows_by_tid;
+  std::map<int32_t, int32_t> tid_pid;
+  std::map<int32_t, int64_t> cuda_rows_by_tid, sync_rows_by_tid;
+  auto take = [&](const RawEvent& e) {
+    if (e.pid != f.main_pid && !workers.count(e.pid)) return;
+    rows_by_tid[e.tid].push_back(&e);
+    tid_pid[e.tid] = e.pid;
+  };
+  for (const RawEvent& e : w.carry_in) take(e);
+  for (const RawEvent& e : f.events) {
+    take(e);
+    if (e.pid == f.main_pid && IsCudaOp(e.op)) {
+      ++cuda_rows_by_tid[e.tid];
+      if (IsSync(e.op)) ++sync_rows_by_tid[e.tid];
+    }
+  }
+  for (const RawEvent& e : w.launch_samples) {
+    if (e.pid == f.main_pid) ++cuda_rows_by_tid[e.tid];
   }
   // A worker with no rows at all ran without ever leaving the CPU: its main thread still counts.
   for (int32_t pid : f.worker_pids) {
     bool seen = false;
-    for (const auto& [tid, owner] : worker_tid_pid) seen |= owner == pid;
-    if (!seen) worker_tid_pid[pid] = pid;
+    for (const auto& [tid, owner] : tid_pid) seen |= owner == pid;
+    if (!seen) tid_pid[pid] = pid;
   }
-  int64_t best = -1;
-  for (const auto& [tid, n] : cuda_rows_by_tid) {
-    if (n > best) {
-      best = n;
-      f.main_tid = tid;
+  // The main thread: the initial thread when it calls CUDA (CPython runs the script there);
+  // otherwise the CUDA thread that syncs most (it drives the loop), then the busiest caller.
+  if (cuda_rows_by_tid.count(f.main_pid)) {
+    f.main_tid = f.main_pid;
+  } else {
+    int64_t best = -1;
+    for (const auto& [tid, n] : cuda_rows_by_tid) {
+      int64_t key = sync_rows_by_tid[tid] * 1'000'000 + n;
+      if (key > best) {
+        best = key;
+        f.main_tid = tid;
+      }
     }
   }
   if (f.main_tid == 0) f.main_tid = f.main_pid;
-  int64_t begin = 0, end = 0;
-  Lifetime(w, f.main_pid, &begin, &end);
-  std::set<int32_t> train_tids;
-  for (const auto& [tid, n] : cuda_rows_by_tid) train_tids.insert(tid);
-  train_tids.insert(f.main_tid);
+  for (const auto& [tid, n] : cuda_rows_by_tid) {
+    if (tid != f.main_tid) f.helper_tids.push_back(tid);
+  }
+  std::map<int32_t, ThreadTimeline> tls;
+  tid_pid[f.main_tid] = f.main_pid;
+  for (const auto& [tid, pid] : tid_pid) {
+    int64_t b = 0, e = 0;
+    Lifetime(w, pid, &b, &e);
+    tls.emplace(tid, ThreadTimeline::Build(pid, tid, b, e, rows_by_tid[tid]));
+  }
+  f.main_tl = tls.at(f.main_tid);
+  f.main_totals = f.main_tl->Totals();
+  std::vector<int32_t> train_tids = {f.main_tid};
+  train_tids.insert(train_tids.end(), f.helper_tids.begin(), f.helper_tids.end());
   for (int32_t tid : train_tids) {
-    ThreadTimeline tl = ThreadTimeline::Build(f.main_pid, tid, begin, end, rows_by_tid[tid]);
+    const ThreadTimeline& tl = tls.at(tid);
     AddTo(f.train_totals, tl.Totals());
     f.train_thread_ns += tl.end() - tl.begin();
-    if (tid == f.main_tid) f.main_tl = tl;
-    f.train_tls.push_back(std::move(tl));
+    f.train_tls.push_back(tl);
   }
-  f.main_totals = f.main_tl->Totals();
-  for (const auto& [tid, pid] : worker_tid_pid) {
-    int64_t wb = 0, we = 0;
-    Lifetime(w, pid, &wb, &we);
-    ThreadTimeline tl = ThreadTimeline::Build(pid, tid, wb, we, rows_by_tid[tid]);
+  // Each worker process is judged by its busiest thread (a pool of idle threads beside one
+  // computing thread is a busy worker).
+  for (int32_t pid : f.worker_pids) {
+    int32_t rep = 0;
+    int64_t best = -1;
+    for (const auto& [tid, owner] : tid_pid) {
+      if (owner != pid) continue;
+      int64_t running = At(tls.at(tid).Totals(), FeedCause::kRunning);
+      if (running > best) {
+        best = running;
+        rep = tid;
+      }
+    }
+    if (rep == 0) continue;
+    f.worker_rep_tid[pid] = rep;
+    const ThreadTimeline& tl = tls.at(rep);
     AddTo(f.worker_totals, tl.Totals());
     f.worker_thread_ns += tl.end() - tl.begin();
-    f.worker_tls.push_back(std::move(tl));
+    f.worker_tls.push_back(tl);
   }
-  for (const ThreadTimeline& tl : f.train_tls) tl.RunqByHolder(w.from, w.to, &f.runq_holders);
-  for (const ThreadTimeline& tl : f.worker_tls) tl.RunqByHolder(w.from, w.to, &f.runq_holders);
+  // Run-queue time of every feeding thread by who held the CPU.
+  for (const auto& [tid, tl] : tls) tl.RunqByHolder(w.from, w.to, &f.runq_holders);
+
+  // ---- Competitors: who took CPUs from the feeders, never the job itself, the tracer, the
+  // idle task or kernel threads, and not below a floor of CPU time.
+  {
+    int64_t total = 0;
+    for (const auto& [pid, ns] : f.runq_holders) total += ns;
+    int64_t floor =
+        std::max<int64_t>(th::kCompetitorMinNs,
+                          static_cast<int64_t>(th::kCompetitorMinShare * static_cast<double>(total)));
+    std::set<int32_t> children(f.child_pids.begin(), f.child_pids.end());
+    for (const auto& [pid, ns] : f.runq_holders) {
+      if (pid <= 0 || pid == f.main_pid || workers.count(pid) || pid == w.tracer_pid) continue;
+      if (ns < floor) continue;
+      auto p = w.processes.find(pid);
+      if (p != w.processes.end() && IsKernelThread(p->second)) continue;
+      if (p != w.processes.end() && p->second.tracked && !children.count(pid) &&
+          std::find(f.cuda_pids.begin(), f.cuda_pids.end(), pid) == f.cuda_pids.end()) {
+        continue;  // a descendant of another traced job's tree: not this job's competitor
+      }
+      f.competitors.push_back({pid, ns, children.count(pid) > 0});
+    }
+    std::sort(f.competitors.begin(), f.competitors.end(),
+              [](const Competitor& a, const Competitor& b) {
+                return a.ns != b.ns ? a.ns > b.ns : a.pid < b.pid;
+              });
+  }
+
+  // ---- Critical path of the main thread: its waits resolved through who woke it.
+  {
+    JobGraph graph(f, rows_by_tid, tls);
+    f.path = graph.ResolveMain(&f.waits, &f.helper_waits);
+    f.lost_contention = static_cast<double>(At(f.path, FeedCause::kRunqWait));
+    f.lost_io = static_cast<double>(At(f.path, FeedCause::kBlockedIo));
+    f.lost_memory = static_cast<double>(At(f.path, FeedCause::kPageFault));
+    f.lost_starvation = static_cast<double>(At(f.path, FeedCause::kWorkerCompute));
+    f.lost_wait_other = static_cast<double>(At(f.path, FeedCause::kBlockedOther));
+  }
 
   auto workers_during = [&](int64_t a, int64_t b) {
     CauseTimes sum{};
@@ -177,49 +574,10 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
     return sum;
   };
 
-  // ---- Batch waits: the main thread asleep outside CUDA calls (waiting for workers/locks).
-  for (const RawEvent* e : rows_by_tid[f.main_tid]) {
-    if (e->op != Op::kSchedSwitch || e->kind != static_cast<int64_t>(SwitchKind::kBlocked)) {
-      continue;
-    }
-    int64_t runq = e->runq == kNull ? 0 : std::clamp<int64_t>(e->runq, 0, e->duration);
-    int64_t wake = e->End() - runq;
-    int64_t waited = At(f.main_tl->Overlap(e->ts, wake), FeedCause::kBlockedOther);
-    if (waited < thresholds::kBatchWaitMinNs) continue;
-    ++f.waits.count;
-    f.waits.total_ns += waited;
-    f.waits.durations.push_back(waited);
-    AddTo(f.waits.workers, workers_during(e->ts, wake));
-  }
-  {
-    const CauseTimes& m = f.main_totals;
-    double wait = static_cast<double>(At(m, FeedCause::kBlockedOther));
-    int64_t wt = 0;
-    for (int64_t v : f.waits.workers) wt += v;
-    f.lost_contention = static_cast<double>(At(m, FeedCause::kRunqWait));
-    f.lost_io = static_cast<double>(At(m, FeedCause::kBlockedIo));
-    f.lost_memory = static_cast<double>(At(m, FeedCause::kPageFault));
-    // Only the batch-wait part of blocked time is split by what the workers were doing; the
-    // rest (short sleeps) stays "other".
-    double batch = static_cast<double>(f.waits.total_ns);
-    if (wt > 0) {
-      const CauseTimes& x = f.waits.workers;
-      f.lost_contention += batch * Share(At(x, FeedCause::kRunqWait), wt);
-      f.lost_io += batch * Share(At(x, FeedCause::kBlockedIo), wt);
-      f.lost_memory += batch * Share(At(x, FeedCause::kPageFault), wt);
-      f.lost_starvation = batch * Share(At(x, FeedCause::kRunning) + At(x, FeedCause::kMemcpy) +
-                                            At(x, FeedCause::kSync),
-                                        wt);
-      f.lost_wait_other = (wait - batch) + batch * Share(At(x, FeedCause::kBlockedOther), wt);
-    } else {
-      f.lost_wait_other = wait;
-    }
-  }
-
   // ---- Syncs of the main process, buckets, baseline and peak.
   std::map<Op, int64_t> sync_ops;
   std::vector<const RawEvent*> syncs;
-  for (const RawEvent& e : w.events) {
+  for (const RawEvent& e : f.events) {
     if (e.pid == f.main_pid && IsSync(e.op)) {
       ++sync_ops[e.op];
       syncs.push_back(&e);
@@ -233,33 +591,31 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
       f.sync_op = std::string(OpName(op));
     }
   }
-  for (int64_t b = FloorDiv(w.from, thresholds::kBucketNs); b * thresholds::kBucketNs < w.to; ++b) {
+  for (int64_t b = FloorDiv(w.from, th::kBucketNs); b * th::kBucketNs < w.to; ++b) {
     Bucket bucket;
-    bucket.start = std::max(w.from, b * thresholds::kBucketNs);
-    bucket.end = std::min(w.to, (b + 1) * thresholds::kBucketNs);
+    bucket.start = std::max(w.from, b * th::kBucketNs);
+    bucket.end = std::min(w.to, (b + 1) * th::kBucketNs);
     CauseTimes feed{};
     int64_t thread_ns = 0;
-    for (const ThreadTimeline& tl : f.train_tls) {
+    auto add_feed = [&](const ThreadTimeline& tl) {
       AddTo(feed, tl.Overlap(bucket.start, bucket.end));
       thread_ns +=
           std::max<int64_t>(0, std::min(tl.end(), bucket.end) - std::max(tl.begin(), bucket.start));
-    }
-    for (const ThreadTimeline& tl : f.worker_tls) {
-      AddTo(feed, tl.Overlap(bucket.start, bucket.end));
-      thread_ns +=
-          std::max<int64_t>(0, std::min(tl.end(), bucket.end) - std::max(tl.begin(), bucket.start));
-    }
+    };
+    for (const ThreadTimeline& tl : f.train_tls) add_feed(tl);
+    for (const ThreadTimeline& tl : f.worker_tls) add_feed(tl);
     bucket.host_wait_share = Share(HostWait(feed), thread_ns);
     int64_t ops = 0;
     for (const auto& [sec, n] : f.cuda_ops_per_sec[f.main_pid]) {
       int64_t s = sec * 1'000'000'000;
-      if (s >= bucket.start && s + 1'000'000'000 <= bucket.end) {
-        ops += n;
-      }
+      if (s >= bucket.start && s + 1'000'000'000 <= bucket.end) ops += n;
     }
-    // Seconds with no CUDA row at all still count as full seconds of zero throughput.
+    // Seconds with no CUDA row at all still count as full seconds of zero throughput, while
+    // the job existed.
+    int64_t live_start = std::max(bucket.start, f.job_begin);
+    int64_t live_end = std::min(bucket.end, f.job_end);
     bucket.full_seconds = static_cast<int>(std::max<int64_t>(
-        0, FloorDiv(bucket.end, 1'000'000'000) - (bucket.start + 999'999'999) / 1'000'000'000));
+        0, FloorDiv(live_end, 1'000'000'000) - (live_start + 999'999'999) / 1'000'000'000));
     bucket.cuda_ops_per_s =
         bucket.full_seconds > 0 ? static_cast<double>(ops) / bucket.full_seconds : 0;
     f.buckets.push_back(std::move(bucket));
@@ -276,8 +632,8 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
     Bucket& b = f.buckets[i];
     b.sync_p50 = Percentile(b.sync_ns, 50);
     b.sync_p99 = Percentile(b.sync_ns, 99);
-    bool enough = static_cast<int64_t>(b.sync_ns.size()) >= thresholds::kMinSyncsPerBucket &&
-                  b.end - b.start >= thresholds::kBucketNs / 2;
+    bool enough = static_cast<int64_t>(b.sync_ns.size()) >= th::kMinSyncsPerBucket &&
+                  b.end - b.start >= th::kBucketNs / 2;
     if (!enough) continue;
     int idx = static_cast<int>(i);
     if (f.base_bucket < 0 || b.host_wait_share < f.buckets[f.base_bucket].host_wait_share) {
@@ -297,7 +653,7 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
   }
   for (size_t i = 0; i < f.buckets.size(); ++i) {
     const Bucket& b = f.buckets[i];
-    if (b.full_seconds * 2 < thresholds::kBucketNs / 1'000'000'000) continue;
+    if (b.full_seconds * 2 < th::kBucketNs / 1'000'000'000) continue;
     int idx = static_cast<int>(i);
     if (f.tput_peak_bucket < 0 || b.cuda_ops_per_s > f.buckets[f.tput_peak_bucket].cuda_ops_per_s) {
       f.tput_peak_bucket = idx;
@@ -309,8 +665,7 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
 
   // ---- Per-call attribution of slow syncs.
   f.slow.threshold_ns = std::max<int64_t>(
-      thresholds::kSlowSyncFloorNs,
-      static_cast<int64_t>(thresholds::kSlowSyncFactor * static_cast<double>(f.base_p50)));
+      th::kSlowSyncFloorNs, static_cast<int64_t>(th::kSlowSyncFactor * static_cast<double>(f.base_p50)));
   for (const RawEvent* e : syncs) {
     if (e->duration < f.slow.threshold_ns) continue;
     ++f.slow.count;

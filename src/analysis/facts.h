@@ -26,11 +26,20 @@ struct Bucket {
   int full_seconds = 0;
 };
 
+// The main thread's waits for a batch: sleeps ended (directly, or through a relay thread of
+// the training process such as the pin-memory thread) by a DataLoader worker.
 struct BatchWaits {
   int64_t count = 0;
   int64_t total_ns = 0;
   std::vector<int64_t> durations;
-  CauseTimes workers{};  // worker thread-ns by cause while the main thread waited
+  CauseTimes delivered{};  // the delivering worker's state during the waits (busiest thread)
+};
+
+// The main thread's waits for CUDA helper threads of its own process (in PyTorch: backward,
+// run by the autograd engine's thread).
+struct HelperWaits {
+  int64_t count = 0;
+  int64_t total_ns = 0;
 };
 
 struct SlowSyncs {
@@ -42,33 +51,55 @@ struct SlowSyncs {
   std::map<int32_t, int64_t> runq_holders;  // who held the CPU while the syncing thread waited
 };
 
+// A process that is not one of the job's feeders and held a CPU while a feeder waited for one.
+struct Competitor {
+  int32_t pid = 0;
+  int64_t ns = 0;      // CPU time taken from feeders
+  bool child = false;  // started by the job (exec'd descendant), e.g. subprocess.Popen
+};
+
 struct Facts {
   const WindowData* w = nullptr;
+  // The job's lifetime inside the window (the main process's, clipped to the window): every
+  // "% of wall clock" and rate uses it.
+  int64_t job_begin = 0;
+  int64_t job_end = 0;
   int64_t window_ns = 0;
   double window_s = 0;
   int64_t cores = 0;
+  // Tracked rows of the window with driver calls nested in a runtime call removed (a runtime
+  // call and the driver calls it makes count once: calls, bytes and time).
+  std::vector<RawEvent> events;
 
-  // Roles.
+  // Roles (docs/detections.md, "Roles"). The main thread is the process's initial thread
+  // (tid == pid, CPython's main thread) when it calls CUDA; helpers are its other CUDA threads.
   int32_t main_pid = 0;
   int32_t main_tid = 0;
+  std::vector<int32_t> helper_tids;  // other CUDA-calling threads of the main process
   std::vector<int32_t> cuda_pids;    // tracked processes with CUDA calls (main first)
-  std::vector<int32_t> worker_pids;  // tracked children of the main process without CUDA calls
+  std::vector<int32_t> worker_pids;  // DataLoader workers: forked descendants / batch feeders
+  std::vector<int32_t> child_pids;   // exec'd descendants that do not feed: other programs
+  std::map<int32_t, int32_t> worker_rep_tid;  // worker pid → its busiest thread
   std::string main_name;
   std::string main_cmdline;
 
   // Timelines.
   std::optional<ThreadTimeline> main_tl;
   std::vector<ThreadTimeline> train_tls;   // CUDA-calling threads of the main process
-  std::vector<ThreadTimeline> worker_tls;  // every worker thread seen
-  CauseTimes main_totals{};
+  std::vector<ThreadTimeline> worker_tls;  // one per worker process: its busiest thread
+  CauseTimes main_totals{};                // the main thread's own time
+  CauseTimes path{};                       // the main thread's time, waits resolved
   CauseTimes train_totals{};
   CauseTimes worker_totals{};
   int64_t train_thread_ns = 0;
   int64_t worker_thread_ns = 0;
   std::map<int32_t, int64_t> runq_holders;  // feeders' run-queue time by CPU holder
+  std::vector<Competitor> competitors;      // biggest first, above the floor
 
   // Critical path of the main thread (ns).
   BatchWaits waits;
+  HelperWaits helper_waits;
+  bool wakers_known = false;  // the recording has waker columns filled
   double lost_contention = 0;
   double lost_io = 0;
   double lost_memory = 0;
@@ -96,6 +127,10 @@ struct Facts {
 Facts ComputeFacts(const WindowData& w, const ExplainOptions& options);
 // Rules: each appends zero or more findings.
 void RunRules(const Facts& f, std::vector<Finding>* out);
+
+// The DataLoader size every finding recommends (one answer per report, so no two fixes
+// contradict); nullopt = leave it as it is.
+std::optional<int64_t> RecommendedWorkers(const Facts& f);
 
 int64_t Percentile(std::vector<int64_t> v, double p);        // nearest-rank, 0 for empty
 std::string ProcessLabel(const WindowData& w, int32_t pid);  // "name (PID n)"

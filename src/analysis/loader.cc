@@ -41,11 +41,20 @@ RawEvent ReadRawEvent(sqlite3_stmt* s) {
   e.kind = ColInt(s, 7);
   e.other_pid = ColInt(s, 8);
   e.runq = ColInt(s, 9);
+  e.waker_pid = ColInt(s, 10);
+  e.waker_tid = ColInt(s, 11);
   return e;
 }
 
-constexpr const char* kRawColumns =
-    "ts, duration_ns, pid, tid, op, ret, bytes, kind, other_pid, runq_ns";
+// Schema 3 added the waker columns; older files read them as NULL.
+std::string RawColumns(bool wakers) {
+  return std::string("ts, duration_ns, pid, tid, op, ret, bytes, kind, other_pid, runq_ns, ") +
+         (wakers ? "waker_pid, waker_tid" : "NULL, NULL");
+}
+
+// How far before the window an interval that ends inside it may have begun (a thread asleep
+// since before the window): rows from this far back are read for the timelines.
+constexpr int64_t kCarryInNs = 60'000'000'000;
 
 }  // namespace
 
@@ -75,12 +84,22 @@ StatusOr<WindowData> LoadWindow(StoreReader& reader, const WindowRequest& reques
     w.session = request.session;
   }
   bool found = false;
-  RETURN_IF_ERROR(reader.ForEach("SELECT COALESCE(cores, 0), drops FROM sessions WHERE id = ?1",
-                                 {w.session}, [&](sqlite3_stmt* s) {
-                                   found = true;
-                                   w.cores = sqlite3_column_int64(s, 0);
-                                   w.drops = sqlite3_column_int64(s, 1);
-                                 }));
+  // Schema 3 added sessions.tracer_pid and the waker columns.
+  ASSIGN_OR_RETURN(int64_t version, SingleInt(reader,
+                                              "SELECT CAST(value AS INTEGER) FROM meta WHERE key "
+                                              "= 'schema_version'",
+                                              {}, 0));
+  bool v3 = version >= 3;
+  RETURN_IF_ERROR(reader.ForEach(
+      std::string("SELECT COALESCE(cores, 0), drops, ") +
+          (v3 ? "COALESCE(tracer_pid, 0)" : "0") + " FROM sessions WHERE id = ?1",
+      {w.session}, [&](sqlite3_stmt* s) {
+        found = true;
+        w.cores = sqlite3_column_int64(s, 0);
+        w.drops = sqlite3_column_int64(s, 1);
+        w.tracer_pid = static_cast<int32_t>(sqlite3_column_int64(s, 2));
+      }));
+  const std::string raw_columns = RawColumns(v3);
   if (!found) {
     return NotFound("session " + std::to_string(w.session) + " is not in " + reader.path() +
                     " — hint: `gpuwhy query \"SELECT id, kind, events FROM sessions\"` lists them");
@@ -113,7 +132,9 @@ StatusOr<WindowData> LoadWindow(StoreReader& reader, const WindowRequest& reques
   if (request.whole_session) {
     w.label = "whole session";
   } else if (relative) {
-    w.label = WindowLabel(0, request.since_ns, true);  // what was asked, even if clipped
+    // The length the recording really covers: a 21 s recording asked for 2 min is "last 21 s".
+    int64_t covered = w.to - std::max(w.from, w.session_first_ts);
+    w.label = WindowLabel(0, std::min(request.since_ns, covered), true);
   } else {
     w.label = WindowLabel(w.from, w.to, false);
   }
@@ -137,15 +158,24 @@ StatusOr<WindowData> LoadWindow(StoreReader& reader, const WindowRequest& reques
 
   // Tracked processes' rows (launches excluded), plus OOM kills of any process.
   RETURN_IF_ERROR(reader.ForEach(
-      std::string("SELECT ") + kRawColumns +
+      "SELECT " + raw_columns +
           " FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3 AND op NOT IN (" +
           kLaunchOpList +
           ") AND (pid IN (SELECT pid FROM processes WHERE session = ?1 AND tracked = 1) "
           "OR op = 210) ORDER BY ts",
       range, [&](sqlite3_stmt* s) { w.events.push_back(ReadRawEvent(s)); }));
+  // Intervals that began before the window and end inside it (sleeps, syncs, copies).
+  RETURN_IF_ERROR(reader.ForEach(
+      "SELECT " + raw_columns +
+          " FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3 AND ts + duration_ns > ?3 "
+          "AND op IN (10, 11, 12, 13, 14, 15, 18, 19, 20, 104, 105, 106, 107, 108, 109, 110, 111, "
+          "112, 113, 114, 200) AND pid IN (SELECT pid FROM processes WHERE session = ?1 AND "
+          "tracked = 1) ORDER BY ts",
+      {w.session, w.from - kCarryInNs, w.from},
+      [&](sqlite3_stmt* s) { w.carry_in.push_back(ReadRawEvent(s)); }));
 
   RETURN_IF_ERROR(reader.ForEach(
-      std::string("SELECT ") + kRawColumns + " FROM event_rows WHERE session = ?1 AND op IN (" +
+      "SELECT " + raw_columns + " FROM event_rows WHERE session = ?1 AND op IN (" +
           kLaunchOpList + ") AND ts >= ?2 AND ts < ?3 LIMIT 20000",
       range, [&](sqlite3_stmt* s) { w.launch_samples.push_back(ReadRawEvent(s)); }));
 

@@ -132,8 +132,12 @@ int64_t TrainingCores(const Facts& f) {
   return std::clamp<int64_t>(want, 1, std::max<int64_t>(1, cores / 2));
 }
 
-std::string TrainCommand(const Facts& f) {
-  return f.main_cmdline.empty() ? f.main_name : f.main_cmdline;
+// The job's processes as a shell word list: pids only, never a traced process's own text
+// (a command line or name is untrusted input and must not be pasted into a command).
+std::string FeederPids(const Facts& f) {
+  std::string s = std::to_string(f.main_pid);
+  for (int32_t pid : f.worker_pids) s += " " + std::to_string(pid);
+  return s;
 }
 
 bool IsFeeder(const Facts& f, int32_t pid) {
@@ -141,26 +145,8 @@ bool IsFeeder(const Facts& f, int32_t pid) {
          std::find(f.worker_pids.begin(), f.worker_pids.end(), pid) != f.worker_pids.end();
 }
 
-bool IsTracked(const Facts& f, int32_t pid) {
-  auto it = f.w->processes.find(pid);
-  return it != f.w->processes.end() && it->second.tracked;
-}
-
-// Untracked processes that held the CPU while feeders waited, biggest first (>= 2% of it).
-std::vector<std::pair<int32_t, int64_t>> Competitors(const Facts& f,
-                                                     const std::map<int32_t, int64_t>& holders) {
-  int64_t total = 0;
-  for (const auto& [pid, ns] : holders) total += ns;
-  std::vector<std::pair<int32_t, int64_t>> out;
-  for (const auto& [pid, ns] : holders) {
-    if (pid <= 0 || IsTracked(f, pid)) continue;
-    if (static_cast<double>(ns) < 0.02 * static_cast<double>(total)) continue;
-    out.push_back({pid, ns});
-  }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
-    return a.second != b.second ? a.second > b.second : a.first < b.first;
-  });
-  return out;
+std::string Plural(int64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
 // Workers that started after the training process had been running a while (not the first
@@ -207,12 +193,11 @@ void AddThroughputEffect(const Facts& f, Finding* out) {
   out->metrics.push_back({"cuda_ops_per_s_low", low, "ops/s"});
 }
 
-std::string HolderList(const Facts& f, const std::vector<std::pair<int32_t, int64_t>>& list,
-                       size_t max) {
+std::string HolderList(const Facts& f, const std::vector<Competitor>& list, size_t max) {
   std::string s;
   for (size_t i = 0; i < list.size() && i < max; ++i) {
     if (!s.empty()) s += ", ";
-    s += ProcessLabel(*f.w, list[i].first) + " " + FormatSeconds(Sec(list[i].second)) + " s";
+    s += ProcessLabel(*f.w, list[i].pid) + " " + FormatSeconds(Sec(list[i].ns)) + " s";
   }
   return s;
 }
@@ -241,13 +226,14 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
   for (int32_t pid : f.worker_pids) {
     if (auto it = f.switches.find(pid); it != f.switches.end()) worker_switches += it->second.count;
   }
+  int64_t workers = static_cast<int64_t>(f.worker_pids.size());
   x.root.push_back(Fmt("%s context switches on training process (PID %d)%s",
                        FormatCount(main_switches).c_str(), f.main_pid,
-                       f.worker_pids.empty()
-                           ? ""
-                           : Fmt(", %s on its %zu DataLoader workers",
-                                 FormatCount(worker_switches).c_str(), f.worker_pids.size())
-                                 .c_str()));
+                       workers == 0 ? ""
+                                    : Fmt(", %s on its %s", FormatCount(worker_switches).c_str(),
+                                          Plural(workers, "DataLoader worker", "DataLoader workers")
+                                              .c_str())
+                                          .c_str()));
   const CauseTimes& m = f.main_totals;
   int64_t runq = At(m, FeedCause::kRunqWait);
   int64_t off = runq + At(m, FeedCause::kBlockedIo) + At(m, FeedCause::kPageFault) +
@@ -257,8 +243,14 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
           "but waiting for a CPU",
           FormatSeconds(Sec(off)).c_str(), FormatSeconds(f.window_s).c_str(),
           FormatPct(Share(Sec(off), f.window_s)).c_str(), FormatSeconds(Sec(runq)).c_str()));
+  double through_others = f.lost_contention - static_cast<double>(runq);
+  if (Sec(through_others) >= 0.05) {
+    x.root.push_back(Fmt("Main thread waited %s s more for helper threads and workers that were "
+                         "themselves waiting for a CPU",
+                         FormatSeconds(Sec(through_others)).c_str()));
+  }
   int64_t wrunq = At(f.worker_totals, FeedCause::kRunqWait);
-  if (!f.worker_pids.empty()) {
+  if (workers > 0) {
     x.root.push_back(
         Fmt("DataLoader workers waited %s s for a CPU (%s of their time)",
             FormatSeconds(Sec(wrunq)).c_str(),
@@ -267,7 +259,7 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
   }
   AddSyncEffect(f, &x);
   AddThroughputEffect(f, &x);
-  if (f.slow.count > 0) {
+  if (f.slow.count > 0 && f.slow.total_ns >= 50'000'000) {
     int64_t sr = At(f.slow.thread, FeedCause::kRunqWait);
     x.effects.push_back(Fmt(
         "%s slow syncs (> %s) lasted %s s; the syncing thread waited for a "
@@ -276,32 +268,36 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
         FormatSeconds(Sec(f.slow.total_ns)).c_str(),
         FormatPct(Share(static_cast<double>(sr), static_cast<double>(f.slow.total_ns))).c_str()));
   }
-  if (f.waits.total_ns > 0 && !f.worker_pids.empty()) {
+  if (f.waits.total_ns >= 50'000'000 && workers > 0) {
     int64_t wt = 0;
-    for (int64_t v : f.waits.workers) wt += v;
+    for (int64_t v : f.waits.delivered) wt += v;
     x.effects.push_back(
-        Fmt("Main thread waited %s s for batches; meanwhile workers were "
-            "runnable-but-waiting %s of their time",
+        Fmt("Main thread waited %s s for batches; meanwhile the delivering workers were "
+            "runnable-but-waiting %s of the time",
             FormatSeconds(Sec(f.waits.total_ns)).c_str(),
-            FormatPct(Share(static_cast<double>(At(f.waits.workers, FeedCause::kRunqWait)),
+            FormatPct(Share(static_cast<double>(At(f.waits.delivered, FeedCause::kRunqWait)),
                             static_cast<double>(wt)))
                 .c_str()));
   }
-  auto competitors = Competitors(f, f.runq_holders);
+  const std::vector<Competitor>& competitors = f.competitors;
+  int64_t children = 0;
+  for (const Competitor& c : competitors) children += c.child ? 1 : 0;
+  int64_t background = static_cast<int64_t>(competitors.size()) - children;
+  std::string who = Plural(workers, "DataLoader worker", "DataLoader workers");
+  if (children > 0) who += " + " + Plural(children, "program the job started", "programs the job started");
+  who += " + " + Plural(background, "background process", "background processes");
   x.contributing.push_back(
-      Fmt("%zu DataLoader workers + %zu background processes competing for "
-          "%lld cores",
-          f.worker_pids.size(), competitors.size(), static_cast<long long>(f.cores)));
+      Fmt("%s competing for %s", who.c_str(), Plural(f.cores, "core", "cores").c_str()));
   if (!competitors.empty()) {
     x.contributing.push_back("CPU held while feeders waited: " + HolderList(f, competitors, 4));
   }
   int64_t k = TrainingCores(f);
-  x.fix.push_back(Fmt("pin training to dedicated cores: taskset -c %s %s",
-                      CoreRange(0, k - 1).c_str(), TrainCommand(f).c_str()));
+  x.fix.push_back(Fmt("pin the job to dedicated cores: for p in %s; do taskset -apc %s $p; done",
+                      FeederPids(f).c_str(), CoreRange(0, k - 1).c_str()));
   if (!competitors.empty()) {
     std::string pids;
     for (size_t i = 0; i < competitors.size() && i < 4; ++i) {
-      pids += " " + std::to_string(competitors[i].first);
+      pids += " " + std::to_string(competitors[i].pid);
     }
     x.fix.push_back("lower the competitors' priority: renice -n 19 -p" + pids);
     if (k < f.cores) {
@@ -310,11 +306,14 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
               "$p; done (or a cgroup: systemd-run --scope -p CPUWeight=10 ...)",
               pids.c_str(), CoreRange(k, f.cores - 1).c_str()));
     }
+    if (children > 0) {
+      x.fix.push_back("the job's own helper programs compete too: start them with nice -n 19, "
+                      "or on cores outside the training set");
+    }
   }
-  if (static_cast<int64_t>(f.worker_pids.size()) + 1 > f.cores) {
-    x.fix.push_back(Fmt("size the DataLoader to the machine: num_workers=%lld (%lld cores)",
-                        static_cast<long long>(std::max<int64_t>(1, f.cores - 2)),
-                        static_cast<long long>(f.cores)));
+  if (std::optional<int64_t> n = RecommendedWorkers(f); n && *n < workers) {
+    x.fix.push_back(Fmt("size the DataLoader to the machine: num_workers=%lld (%s)",
+                        static_cast<long long>(*n), Plural(f.cores, "core", "cores").c_str()));
   }
   if (WorkerRespawns(f) > 0) {
     x.fix.push_back(
@@ -325,6 +324,7 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
   x.metrics.push_back({"main_runq_s", Sec(runq), "s"});
   x.metrics.push_back({"main_off_cpu_s", Sec(off), "s"});
   x.metrics.push_back({"workers_runq_s", Sec(wrunq), "s"});
+  x.metrics.push_back({"competitors", static_cast<double>(competitors.size()), "count"});
   x.metrics.push_back({"lost_s", x.lost_s, "s"});
   x.evidence = {SwitchesByProcess(f), RunqHolders(f), SyncBuckets(f), Throughput(f)};
   out->push_back(std::move(x));
@@ -336,13 +336,13 @@ void DataLoaderStarvation(const Facts& f, std::vector<Finding>* out) {
   std::optional<Severity> sev = Ladder(share);
   if (!sev) return;
   int64_t wt = 0;
-  for (int64_t v : f.waits.workers) wt += v;
-  double busy = Share(static_cast<double>(wt - At(f.waits.workers, FeedCause::kRunqWait) -
-                                          At(f.waits.workers, FeedCause::kBlockedIo) -
-                                          At(f.waits.workers, FeedCause::kPageFault) -
-                                          At(f.waits.workers, FeedCause::kBlockedOther)),
-                      static_cast<double>(wt));
-  if (busy < th::kStarvationWorkerBusyShare) sev = Min(*sev, Severity::kLow);
+  for (int64_t v : f.waits.delivered) wt += v;
+  const CauseTimes& d = f.waits.delivered;
+  double busy = Share(static_cast<double>(At(d, FeedCause::kRunning)), static_cast<double>(wt));
+  // Waits the workers spent waiting for a CPU, on I/O or in page faults belong to those
+  // findings; this one is about workers that compute too slowly.
+  if (busy < th::kStarvationWorkerBusyShare) return;
+  int64_t workers = static_cast<int64_t>(f.worker_pids.size());
   Finding x;
   x.rule = "dataloader-starvation";
   x.severity = *sev;
@@ -355,28 +355,32 @@ void DataLoaderStarvation(const Facts& f, std::vector<Finding>* out) {
           FormatCount(f.waits.count).c_str(), FormatSeconds(Sec(f.waits.total_ns)).c_str(),
           FormatPct(Share(Sec(f.waits.total_ns), f.window_s)).c_str(),
           FormatNs(Percentile(f.waits.durations, 99)).c_str()));
-  x.root.push_back(
-      Fmt("During those waits the %zu workers were busy computing %s of the time "
-          "(not preempted, not blocked on I/O): they are too slow or too few",
-          f.worker_pids.size(), FormatPct(busy).c_str()));
+  x.root.push_back(Fmt(
+      "During those waits the worker that delivered the batch was computing %s of the time "
+      "(waiting for a CPU %s, on I/O %s): the workers are too slow%s",
+      FormatPct(busy).c_str(),
+      FormatPct(Share(static_cast<double>(At(d, FeedCause::kRunqWait)), static_cast<double>(wt)))
+          .c_str(),
+      FormatPct(Share(static_cast<double>(At(d, FeedCause::kBlockedIo)), static_cast<double>(wt)))
+          .c_str(),
+      workers < f.cores - 1 ? " or too few" : ""));
   AddThroughputEffect(f, &x);
   AddSyncEffect(f, &x);
-  x.contributing.push_back(Fmt("%zu DataLoader workers on %lld cores", f.worker_pids.size(),
-                               static_cast<long long>(f.cores)));
-  int64_t target = std::max<int64_t>(
-      static_cast<int64_t>(f.worker_pids.size()) + 1,
-      std::min<int64_t>(f.cores - 2, 2 * static_cast<int64_t>(f.worker_pids.size())));
-  if (target > static_cast<int64_t>(f.worker_pids.size())) {
+  x.contributing.push_back(Fmt("%s on %s", Plural(workers, "DataLoader worker", "DataLoader workers").c_str(),
+                               Plural(f.cores, "core", "cores").c_str()));
+  if (std::optional<int64_t> n = RecommendedWorkers(f); n && *n > workers) {
     x.fix.push_back(
-        Fmt("add workers: DataLoader(num_workers=%lld) (%lld cores, keep 2 for the "
-            "training loop and the OS)",
-            static_cast<long long>(target), static_cast<long long>(f.cores)));
+        Fmt("add workers: DataLoader(num_workers=%lld) (%s; keep 2 for the training loop and "
+            "the OS)",
+            static_cast<long long>(*n), Plural(f.cores, "core", "cores").c_str()));
   }
   x.fix.push_back(
       "queue more batches ahead: DataLoader(prefetch_factor=4, persistent_workers=True)");
   x.fix.push_back(
       "move heavy augmentation to the GPU (torchvision.transforms.v2 on CUDA tensors, "
       "DALI) or precompute it offline");
+  x.fix.push_back("if one worker is slower than the rest, look for uneven samples (sizes, "
+                  "decode cost) in the dataset's __getitem__");
   x.metrics.push_back({"batch_wait_s", Sec(f.waits.total_ns), "s"});
   x.metrics.push_back({"batch_waits", static_cast<double>(f.waits.count), "count"});
   x.metrics.push_back({"workers_busy_share", busy * 100, "%"});
@@ -396,7 +400,7 @@ void IoBottleneck(const Facts& f, std::vector<Finding>* out) {
   std::vector<int64_t> read_ns;
   int64_t base_end = f.base_bucket >= 0 ? f.buckets[f.base_bucket].end : f.w->from;
   int64_t base_start = f.base_bucket >= 0 ? f.buckets[f.base_bucket].start : f.w->from;
-  for (const RawEvent& e : f.w->events) {
+  for (const RawEvent& e : f.events) {
     if (!IsFeeder(f, e.pid)) continue;
     if (e.op == Op::kBlockIo) {
       lat.push_back(e.duration);
@@ -451,11 +455,8 @@ void IoBottleneck(const Facts& f, std::vector<Finding>* out) {
   x.fix.push_back(
       "pre-cache the dataset in RAM: copy it to tmpfs (cp -r DATASET /dev/shm/) or "
       "warm the page cache (vmtouch -t DATASET)");
-  x.fix.push_back(
-      Fmt("overlap reads with compute: DataLoader(num_workers=%lld, "
-          "prefetch_factor=4, persistent_workers=True)",
-          static_cast<long long>(std::max<int64_t>(static_cast<int64_t>(f.worker_pids.size()),
-                                                   std::max<int64_t>(1, f.cores - 2)))));
+  x.fix.push_back("overlap reads with compute: DataLoader(prefetch_factor=4, "
+                  "persistent_workers=True), and more workers only while cores are idle");
   x.fix.push_back("pack small files into large shards (WebDataset/TFRecord) to read sequentially");
   x.metrics.push_back({"workers_io_s", Sec(wio), "s"});
   x.metrics.push_back({"lost_s", x.lost_s, "s"});
@@ -472,7 +473,7 @@ void IoBottleneck(const Facts& f, std::vector<Finding>* out) {
 
 void MemoryPressure(const Facts& f, std::vector<Finding>* out) {
   int64_t major = 0, reclaim_n = 0, reclaim_ns = 0;
-  for (const RawEvent& e : f.w->events) {
+  for (const RawEvent& e : f.events) {
     if (!IsFeeder(f, e.pid)) continue;
     if (e.op == Op::kMajorFault) ++major;
     if (e.op == Op::kDirectReclaim) {
@@ -519,10 +520,8 @@ void MemoryPressure(const Facts& f, std::vector<Finding>* out) {
       "free host memory for the job: stop or cap other jobs (systemd-run --scope -p "
       "MemoryMax=8G CMD), or move them to another machine");
   x.fix.push_back(
-      Fmt("fewer copies of the dataset: DataLoader(num_workers=%lld) with a "
-          "memory-mapped or shared-memory dataset instead of per-worker lists",
-          static_cast<long long>(
-              std::max<int64_t>(1, static_cast<int64_t>(f.worker_pids.size()) / 2))));
+      "fewer copies of the dataset: a memory-mapped or shared-memory dataset instead of "
+      "per-worker lists (each DataLoader worker holds its own copy of Python objects)");
   if (swap_max > 0) {
     x.fix.push_back(
         "keep the job out of swap: sysctl vm.swappiness=10, or MemorySwapMax=0 on "
@@ -550,7 +549,7 @@ void MemoryPressure(const Facts& f, std::vector<Finding>* out) {
 void MemcpyBottleneck(const Facts& f, std::vector<Finding>* out) {
   int64_t n = 0, ns = 0;
   double bytes = 0, pageable_bytes = 0, pageable_ns = 0, pinned_bytes = 0, pinned_ns = 0;
-  for (const RawEvent& e : f.w->events) {
+  for (const RawEvent& e : f.events) {
     if (e.pid != f.main_pid || !IsMemcpy(e.op)) continue;
     ++n;
     ns += e.duration;
@@ -567,7 +566,8 @@ void MemcpyBottleneck(const Facts& f, std::vector<Finding>* out) {
       pageable_ns += static_cast<double>(e.duration);
     }
   }
-  int64_t main_memcpy = At(f.main_totals, FeedCause::kMemcpy);
+  // The main thread's own copies, plus copies of the helper threads it waited for.
+  int64_t main_memcpy = At(f.path, FeedCause::kMemcpy);
   double share = Share(static_cast<double>(main_memcpy), static_cast<double>(f.window_ns));
   std::optional<Severity> graded =
       Ladder(share, th::kMemcpyHighShare, th::kMemcpyMediumShare, th::kMemcpyLowShare);
@@ -850,7 +850,7 @@ void ColdStart(const Facts& f, std::vector<Finding>* out) {
   if (f.w->from > f.w->session_first_ts + 1'000'000'000) return;
   int64_t first_call = -1;
   std::map<Op, std::pair<int64_t, int64_t>> early;  // op -> (calls, ns) before steady state
-  for (const RawEvent& e : f.w->events) {
+  for (const RawEvent& e : f.events) {
     if (e.pid != f.main_pid || OpLayer(e.op) == Layer::kHost) continue;
     if (first_call < 0) first_call = e.ts;
   }
@@ -876,7 +876,7 @@ void ColdStart(const Facts& f, std::vector<Finding>* out) {
   int64_t ready = ready_sec * 1'000'000'000;
   int64_t cold_ns = ready - first_call;
   if (cold_ns < th::kColdStartMinNs) return;
-  for (const RawEvent& e : f.w->events) {
+  for (const RawEvent& e : f.events) {
     if (e.pid != f.main_pid || OpLayer(e.op) == Layer::kHost || e.ts >= ready) continue;
     early[e.op].first += 1;
     early[e.op].second += e.duration;
@@ -951,7 +951,7 @@ void GpuSharing(const Facts& f, std::vector<Finding>* out) {
   double overlap =
       Share(static_cast<double>(shared_secs.size()), static_cast<double>(main_ops->second.size()));
   std::vector<int64_t> alone, shared;
-  for (const RawEvent& e : f.w->events) {
+  for (const RawEvent& e : f.events) {
     if (e.pid != f.main_pid || !IsSync(e.op)) continue;
     (shared_secs.count(e.ts / 1'000'000'000) ? shared : alone).push_back(e.duration);
   }
@@ -1007,7 +1007,7 @@ void GpuSharing(const Facts& f, std::vector<Finding>* out) {
 
 void OomKills(const Facts& f, std::vector<Finding>* out) {
   std::vector<const RawEvent*> kills;
-  for (const RawEvent& e : f.w->events) {
+  for (const RawEvent& e : f.events) {
     if (e.op == Op::kOomKill) kills.push_back(&e);
   }
   if (kills.empty()) return;
@@ -1022,10 +1022,8 @@ void OomKills(const Facts& f, std::vector<Finding>* out) {
   }
   x.root.push_back(Fmt("%zu OOM kill(s): %s", kills.size(), victims.c_str()));
   x.fix.push_back(
-      Fmt("reduce host memory per worker or the worker count: "
-          "DataLoader(num_workers=%lld)",
-          static_cast<long long>(
-              std::max<int64_t>(1, static_cast<int64_t>(f.worker_pids.size()) / 2))));
+      "reduce host memory per DataLoader worker (memory-mapped datasets), or run fewer "
+      "workers");
   x.fix.push_back(
       "cap other jobs' memory (systemd-run --scope -p MemoryMax=...) so the kernel "
       "does not pick the trainer");
@@ -1042,7 +1040,7 @@ void AllocFailures(const Facts& f, std::vector<Finding>* out) {
   int64_t failed = 0;
   int64_t largest = 0;
   std::set<int64_t> codes;
-  for (const RawEvent& e : f.w->events) {
+  for (const RawEvent& e : f.events) {
     if (!IsAlloc(e.op) || e.ret == kNull || e.ret == 0) continue;
     ++failed;
     codes.insert(e.ret);

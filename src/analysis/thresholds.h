@@ -29,6 +29,11 @@ inline constexpr int64_t kBatchWaitMinNs = 1'000'000;  // 1 ms
 // long preemption on an idle box stays LOW.
 inline constexpr double kContentionRunqShareMin = 0.02;
 
+// Competitors: a process is named only when it took at least this much CPU from the feeders,
+// and this share of all CPU time taken from them.
+inline constexpr int64_t kCompetitorMinNs = 50'000'000;  // 50 ms
+inline constexpr double kCompetitorMinShare = 0.02;
+
 // DataLoader starvation: worker state while the main thread waited for a batch. Workers
 // "busy" (running) for at least this share of that time means they are too slow or too few.
 inline constexpr double kStarvationWorkerBusyShare = 0.5;
@@ -80,6 +85,10 @@ inline constexpr double kColdStartHighShare = 0.15;
 // both) as a share of the main process's active seconds, and sync p50 inflation while shared.
 inline constexpr double kGpuShareOverlapMin = 0.2;
 inline constexpr double kGpuShareHighInflation = 2.0;
+
+// A LOW host-side finding is dropped when a MEDIUM/HIGH one of the same family (contention,
+// starvation, I/O, memory) explains at least 1/kFoldLowShare times its lost time.
+inline constexpr double kFoldLowShare = 0.5;
 
 // diff: a change counts as better/worse beyond this relative change (noise band).
 inline constexpr double kDiffNoiseShare = 0.10;

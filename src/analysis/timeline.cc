@@ -66,6 +66,9 @@ int CausePrecedence(FeedCause cause) {
       return 5;
     case FeedCause::kRunqWait:
       return 6;
+    case FeedCause::kHelperWork:      // never in a thread's own timeline
+    case FeedCause::kWorkerCompute:
+      return 0;
   }
   return 0;
 }

@@ -24,6 +24,8 @@ struct RawEvent {
   int64_t kind = kNull;
   int64_t other_pid = kNull;
   int64_t runq = kNull;
+  int64_t waker_pid = kNull;  // sched_switch of a blocked task: who woke it (0 = interrupt)
+  int64_t waker_tid = kNull;
   int64_t End() const { return ts + duration; }
 };
 
@@ -88,6 +90,10 @@ struct WindowData {
   std::string label;                           // "last 2 min"
   std::map<int32_t, ProcessRecord> processes;  // every process of the session
   std::vector<RawEvent> events;          // tracked processes' non-launch rows in the window, by ts
+  // Rows of tracked processes that began before the window but end inside it (off-CPU
+  // intervals, syncs, copies): for timelines only, never counted.
+  std::vector<RawEvent> carry_in;
+  int32_t tracer_pid = 0;  // the recording gpuwhy (sessions.tracer_pid), 0 = unknown
   std::vector<RawEvent> launch_samples;  // a bounded sample of launch rows (durations)
   std::vector<OpSecondRow> op_seconds;   // window seconds, every pid
   std::vector<SwitchTotals> switch_totals;  // every pid with sched_switch rows in the window

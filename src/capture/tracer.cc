@@ -104,6 +104,7 @@ Status Tracer::Start() {
     if (!hi.gpus.empty()) info.gpu_model = hi.gpus.front().model;
     info.version = options_.version;
     info.command_line = options_.command_line;
+    info.tracer_pid = static_cast<int32_t>(getpid());
     ASSIGN_OR_RETURN(int64_t session, writer_->BeginSession(info));
     (void)session;
   }

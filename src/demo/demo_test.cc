@@ -142,7 +142,7 @@ TEST(DemoTest, SameSeedSameRecording) {
     auto reader = StoreReader::Open(db);
     ASSERT_TRUE(reader.ok());
     StatusOr<Report> r = Explain(**reader, ExplainOptions{});
-    ASSERT_TRUE(r.ok());
+    ASSERT_TRUE(r.ok()) << r.status().message();
     texts[i] = ReportToJson(*r);
   }
   EXPECT_EQ(texts[0], texts[1]);
@@ -182,6 +182,12 @@ TEST(DiffTest, ContentionBeforeHealthyAfter) {
   EXPECT_EQ(row("runq_wait_pct").verdict, Verdict::kBetter);
   EXPECT_EQ(row("sync_p99_us").verdict, Verdict::kBetter);
   EXPECT_EQ(row("cuda_ops_per_s").verdict, Verdict::kBetter);
+  // Every verdict agrees with the numbers printed beside it.
+  for (const DiffRow& r : d->rows) {
+    if (r.verdict == Verdict::kSame) continue;
+    bool went_down = r.after < r.before;
+    EXPECT_EQ(r.verdict == Verdict::kBetter, went_down == r.lower_is_better) << r.key;
+  }
   // Reversed, the same rows are worse; a session against itself is the same everywhere.
   StatusOr<DiffReport> back = Diff(**b, 2, **a, 1);
   ASSERT_TRUE(back.ok());

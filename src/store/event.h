@@ -28,6 +28,8 @@ struct Event {
   int64_t addr = kNull;     // device pointer, stream handle, faulting address, sector
   int64_t name_id = kNull;  // strings.id: kernel name, file name
   int64_t stack_id = kNull; // stacks.id (trace --stack)
+  int64_t waker_pid = kNull;  // sched_switch of a blocked task: who woke it (0 = interrupt)
+  int64_t waker_tid = kNull;  // that task's thread (0 = interrupt)
 };
 
 // A process seen during a session. `name` is the display name used by process_names
@@ -87,6 +89,7 @@ struct SessionInfo {
   std::string gpu_driver;
   std::string version;
   std::string command_line;
+  int32_t tracer_pid = 0;     // the recording gpuwhy process (0 = none: synthetic)
 };
 
 struct SessionTotals {

@@ -9,7 +9,8 @@ namespace {
 // The optional arguments after duration_ns, in column order.
 constexpr int64_t Event::*kOptionalColumns[] = {
     &Event::ret,     &Event::bytes, &Event::kind,    &Event::cpu,     &Event::other_pid,
-    &Event::runq_ns, &Event::addr,  &Event::name_id, &Event::stack_id};
+    &Event::runq_ns, &Event::addr,  &Event::name_id, &Event::stack_id, &Event::waker_pid,
+    &Event::waker_tid};
 constexpr int kFirstOptionalColumn = 7;
 
 struct BatchTable {
@@ -26,7 +27,8 @@ struct BatchCursor {
 int Connect(sqlite3* db, void* aux, int, const char* const*, sqlite3_vtab** out, char**) {
   int rc = sqlite3_declare_vtab(db,
                                 "CREATE TABLE x(session, ts, seq, pid, tid, op, duration_ns, ret, "
-                                "bytes, kind, cpu, other_pid, runq_ns, addr, name_id, stack_id)");
+                                "bytes, kind, cpu, other_pid, runq_ns, addr, name_id, stack_id, "
+                                "waker_pid, waker_tid)");
   if (rc != SQLITE_OK) return rc;
   auto* table = new BatchTable{};
   table->batch = static_cast<const EventBatch*>(aux);

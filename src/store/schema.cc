@@ -127,6 +127,33 @@ CREATE VIEW stack_frames AS
   FROM stacks s, json_each(s.frames) j;
 )sql";
 
+// Version 3 (additive): who woke a blocked task, on its sched_switch row (sched_waking runs in
+// the waker's context). NULL = no wake-up seen (preempted, or an older recording); 0 = woken
+// from interrupt/softirq context. The views gain the two columns at the end. Sessions record
+// the tracer's own pid, so analysis never names gpuwhy as a competitor.
+constexpr const char* kMigrationV3 = R"sql(
+ALTER TABLE event_rows ADD COLUMN waker_pid INTEGER;
+ALTER TABLE event_rows ADD COLUMN waker_tid INTEGER;
+ALTER TABLE sessions ADD COLUMN tracer_pid INTEGER;
+DROP VIEW events_all;
+DROP VIEW events;
+CREATE VIEW events_all AS
+  SELECT r.session AS session, r.ts AS timestamp, r.pid AS pid, r.tid AS tid, o.name AS op,
+         r.duration_ns AS duration_ns, r.ret AS ret, r.bytes AS bytes, r.kind AS kind,
+         r.cpu AS cpu, r.other_pid AS other_pid, r.runq_ns AS runq_ns, r.addr AS addr,
+         s.text AS name, r.stack_id AS stack_id, r.op AS op_id, r.waker_pid AS waker_pid,
+         r.waker_tid AS waker_tid
+  FROM event_rows r JOIN op_names o ON o.id = r.op LEFT JOIN strings s ON s.id = r.name_id;
+CREATE VIEW events AS
+  SELECT r.ts AS timestamp, r.pid AS pid, r.tid AS tid, o.name AS op,
+         r.duration_ns AS duration_ns, r.ret AS ret, r.bytes AS bytes, r.kind AS kind,
+         r.cpu AS cpu, r.other_pid AS other_pid, r.runq_ns AS runq_ns, r.addr AS addr,
+         s.text AS name, r.stack_id AS stack_id, r.op AS op_id, r.session AS session,
+         r.waker_pid AS waker_pid, r.waker_tid AS waker_tid
+  FROM event_rows r JOIN op_names o ON o.id = r.op LEFT JOIN strings s ON s.id = r.name_id
+  WHERE r.session = (SELECT MAX(id) FROM sessions);
+)sql";
+
 Status WriteOpNames(sqlite3* db) {
   size_t n = 0;
   const OpInfo* ops = AllOps(&n);
@@ -186,6 +213,7 @@ Status CreateOrMigrateSchema(sqlite3* db) {
     }
     // Migrations, oldest first; each is additive so older readers' queries keep working.
     if (version < 2) RETURN_IF_ERROR(Exec(db, kMigrationV2));
+    if (version < 3) RETURN_IF_ERROR(Exec(db, kMigrationV3));
     RETURN_IF_ERROR(Exec(db, "UPDATE meta SET value='" + std::to_string(kSchemaVersion) +
                                  "' WHERE key='schema_version'"));
     return WriteOpNames(db);

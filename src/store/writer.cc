@@ -122,14 +122,14 @@ Status StoreWriter::PrepareStatements() {
   ASSIGN_OR_RETURN(insert_event_,
                    Prepare(db,
                            "INSERT INTO event_rows(session, ts, pid, tid, op, duration_ns, ret, "
-                           "bytes, kind, cpu, other_pid, runq_ns, addr, name_id, stack_id, seq) "
-                           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+                           "bytes, kind, cpu, other_pid, runq_ns, addr, name_id, stack_id, waker_pid, "
+                           "waker_tid, seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
   RETURN_IF_ERROR(RegisterEventBatchTable(db, &batch_));
   ASSIGN_OR_RETURN(insert_batch_,
                    Prepare(db,
                            "INSERT INTO event_rows(session, ts, seq, pid, tid, op, duration_ns, "
-                           "ret, bytes, kind, cpu, other_pid, runq_ns, addr, name_id, stack_id) "
-                           "SELECT * FROM gw_event_batch"));
+                           "ret, bytes, kind, cpu, other_pid, runq_ns, addr, name_id, stack_id, "
+                           "waker_pid, waker_tid) SELECT * FROM gw_event_batch"));
   ASSIGN_OR_RETURN(upsert_process_,
                    Prepare(db,
                            "INSERT INTO processes(session, pid, ppid, name, comm, cmdline, "
@@ -173,7 +173,7 @@ StatusOr<int64_t> StoreWriter::BeginSession(const SessionInfo& info) {
                    Prepare(db,
                            "INSERT INTO sessions(kind, wall_start_ns, mono_start_ns, host, "
                            "kernel, cpu_model, cores, mem_bytes, gpu_model, gpu_driver, "
-                           "gpuwhy_version, command_line) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"));
+                           "gpuwhy_version, command_line, tracer_pid) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"));
   BindText(stmt.get(), 1, info.kind);
   sqlite3_bind_int64(stmt.get(), 2, info.wall_start_ns);
   sqlite3_bind_int64(stmt.get(), 3, info.mono_start_ns);
@@ -186,6 +186,11 @@ StatusOr<int64_t> StoreWriter::BeginSession(const SessionInfo& info) {
   if (info.gpu_driver.empty()) sqlite3_bind_null(stmt.get(), 10); else BindText(stmt.get(), 10, info.gpu_driver);
   BindText(stmt.get(), 11, info.version);
   BindText(stmt.get(), 12, info.command_line);
+  if (info.tracer_pid > 0) {
+    sqlite3_bind_int64(stmt.get(), 13, info.tracer_pid);
+  } else {
+    sqlite3_bind_null(stmt.get(), 13);
+  }
   RETURN_IF_ERROR(StepDone(db, stmt.get(), "insert session"));
   session_id_ = sqlite3_last_insert_rowid(db);
   newest_sec_ = 0;
@@ -463,9 +468,11 @@ Status StoreWriter::InsertOneByOne(const std::vector<Event>& events,
     BindOptional(s, 13, e.addr);
     BindOptional(s, 14, e.name_id);
     BindOptional(s, 15, e.stack_id);
+    BindOptional(s, 16, e.waker_pid);
+    BindOptional(s, 17, e.waker_tid);
     // A row from an earlier batch may already hold (ts, seq): take the next free seq.
     for (int attempt = 0;; ++attempt) {
-      sqlite3_bind_int64(s, 16, seq);
+      sqlite3_bind_int64(s, 18, seq);
       int rc = sqlite3_step(s);
       sqlite3_reset(s);
       if (rc == SQLITE_DONE) break;

@@ -63,6 +63,9 @@ struct task_state {
   __u64 switch_fault_ts;
   __u64 switch_fault_addr;
   __u64 stack_id;    // capture_stacks: where the task left the CPU (0 = not sampled)
+  __u32 waker_tgid;  // who woke the blocked task (sched_waking), valid when woken
+  __u32 waker_tid;   // 0 with woken set: woken from interrupt/softirq context
+  __u8 woken;        // sched_waking was seen for the pending interval
   __u16 cpu;
   __u8 kind;         // GW_SWITCH_*
   __u8 competitor;   // the interval belongs to a competitor, not a tracked task
@@ -214,6 +217,7 @@ int BPF_PROG(gw_sched_switch, bool preempt, struct task_struct *prev, struct tas
         }
         st->off_ts = now;
         st->wake_ts = 0;
+        st->woken = 0;
         st->other_tgid = next_tgid;
         st->cpu = (__u16)cpu;
         st->kind = kind;
@@ -249,6 +253,11 @@ int BPF_PROG(gw_sched_switch, bool preempt, struct task_struct *prev, struct tas
       r->cpu = st->cpu;
       r->kind = st->kind;
       r->flags = st->competitor;
+      if (st->woken) {
+        r->flags |= GW_OFF_CPU_WOKEN;
+        r->waker_tgid = st->waker_tgid;
+        r->waker_tid = st->waker_tid;
+      }
       r->stack_id = st->stack_id;
       if (st->switch_fault) {
         r->aux1 = st->switch_fault_addr;
@@ -261,18 +270,67 @@ int BPF_PROG(gw_sched_switch, bool preempt, struct task_struct *prev, struct tas
     }
     st->off_ts = 0;
     st->wake_ts = 0;
+    st->woken = 0;
   }
   return 0;
 }
 
-static __always_inline void mark_runnable(struct task_struct *p) {
-  struct task_state *st = bpf_task_storage_get(&task_states, p, 0, 0);
-  if (st && st->off_ts && !st->wake_ts) st->wake_ts = bpf_ktime_get_ns();
+// Interrupt context: a per-CPU nesting depth kept by the interrupt tracepoints below. In an
+// interrupt `current` is whichever task was interrupted, so a wake-up there is attributed to
+// "interrupt" (waker 0), not to that task. Per-CPU variables such as __preempt_count are not
+// reachable from BPF without CONFIG_KALLSYMS_ALL, which these kernels lack.
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, __s32);
+} irq_depth SEC(".maps");
+
+static __always_inline void irq_enter(int delta) {
+  __u32 zero = 0;
+  __s32 *d = bpf_map_lookup_elem(&irq_depth, &zero);
+  if (!d) return;
+  __s32 v = *d + delta;
+  *d = v < 0 ? 0 : v;  // an exit seen without its entry (attached mid-interrupt)
 }
 
-SEC("tp_btf/sched_wakeup")
-int BPF_PROG(gw_sched_wakeup, struct task_struct *p) {
-  mark_runnable(p);
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(gw_irq_entry) { irq_enter(1); return 0; }
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(gw_irq_exit) { irq_enter(-1); return 0; }
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(gw_softirq_entry) { irq_enter(1); return 0; }
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(gw_softirq_exit) { irq_enter(-1); return 0; }
+// hrtimer callbacks run in the timer interrupt, which has no irq_handler_* events: sleeps with
+// a timeout (nanosleep, futex, poll) end here.
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(gw_hrtimer_entry) { irq_enter(1); return 0; }
+SEC("tp_btf/hrtimer_expire_exit")
+int BPF_PROG(gw_hrtimer_exit) { irq_enter(-1); return 0; }
+
+// sched_waking runs in the waker's context (sched_wakeup may run later on the wakee's CPU):
+// it gives both the moment the task became runnable and who made it so.
+SEC("tp_btf/sched_waking")
+int BPF_PROG(gw_sched_waking, struct task_struct *p) {
+  struct task_state *st = bpf_task_storage_get(&task_states, p, 0, 0);
+  if (!st || !st->off_ts || st->woken) return 0;
+  // Only blocked intervals have a waker; a preempted task is runnable already.
+  if (st->kind == GW_SWITCH_PREEMPTED) return 0;
+  st->wake_ts = bpf_ktime_get_ns();
+  st->woken = 1;
+  __u32 zero = 0;
+  __s32 *depth = bpf_map_lookup_elem(&irq_depth, &zero);
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 tid = (__u32)id;
+  // The idle task only wakes others from interrupts it serves.
+  if ((depth && *depth > 0) || tid == 0) {
+    st->waker_tgid = 0;
+    st->waker_tid = 0;
+  } else {
+    st->waker_tgid = (__u32)(id >> 32);
+    st->waker_tid = tid;
+  }
   return 0;
 }
 
@@ -292,6 +350,7 @@ int BPF_PROG(gw_sched_wakeup_new, struct task_struct *p) {
   st->kind = GW_SWITCH_PREEMPTED;
   st->competitor = 0;
   st->switch_fault = 0;
+  st->woken = 0;
   return 0;
 }
 

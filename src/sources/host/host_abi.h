@@ -71,11 +71,18 @@ struct gw_host_record {
   __u16 cpu;          // OFF_CPU: CPU it left; others: CPU it happened on
   __u8 type;          // enum gw_host_record_type
   __u8 kind;          // OFF_CPU: GW_SWITCH_*; BLOCK_IO: GW_BIO_*
-  __u32 flags;        // OFF_CPU: 1 when the task is a competitor (not tracked)
+  __u32 flags;        // OFF_CPU: GW_OFF_CPU_* bits
   char comm[16];      // EXEC/FORK(child)/EXIT/NAME/OOM: comm of the process's leader
   __u64 stack_id;     // OFF_CPU with trace --stack: where the task was when it left the CPU
                       // (key into gw_stacks, sources/stacks/stacks.bpf.h); 0 = not sampled
+  __u32 waker_tgid;   // OFF_CPU with GW_OFF_CPU_WOKEN: process of the task that woke it
+                      // (sched_waking, in the waker's context); 0 = interrupt/softirq
+  __u32 waker_tid;    // OFF_CPU with GW_OFF_CPU_WOKEN: that task's thread id; 0 = interrupt
 };
+
+// OFF_CPU flags.
+#define GW_OFF_CPU_COMPETITOR 0x1u  // the task is a competitor, not tracked
+#define GW_OFF_CPU_WOKEN 0x2u       // a blocked task whose wake-up was seen: waker_* are set
 
 // ---- Counters (per-CPU arrays) -------------------------------------------------------------
 // Failed ring-buffer reserves and other losses, by probe family.

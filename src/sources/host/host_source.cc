@@ -25,7 +25,7 @@
 
 namespace gw {
 
-static_assert(sizeof(gw_host_record) == 88, "gw_host_record layout changed: update both sides");
+static_assert(sizeof(gw_host_record) == 96, "gw_host_record layout changed: update both sides");
 
 namespace {
 
@@ -105,6 +105,29 @@ int32_t ReadPpid(const std::string& proc_root, int32_t pid) {
   int ppid = 0;
   if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) != 2) return 0;
   return ppid;
+}
+
+// When the process started, in CLOCK_MONOTONIC ns (/proc/PID/stat field 22 counts clock ticks
+// of CLOCK_BOOTTIME); 0 when unknown.
+int64_t ReadStartMonoNs(const std::string& proc_root, int32_t pid) {
+  std::string stat = ReadSmallFile(proc_root + "/" + std::to_string(pid) + "/stat");
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(stat.substr(close + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i < 22) continue;
+    long ticks_per_s = sysconf(_SC_CLK_TCK);
+    unsigned long long ticks = std::strtoull(field.c_str(), nullptr, 10);
+    if (ticks_per_s <= 0 || ticks == 0) return 0;
+    timespec boot{}, mono{};
+    clock_gettime(CLOCK_BOOTTIME, &boot);
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    int64_t suspended = (boot.tv_sec - mono.tv_sec) * 1'000'000'000LL + (boot.tv_nsec - mono.tv_nsec);
+    int64_t start_boot = static_cast<int64_t>(ticks) * (1'000'000'000LL / ticks_per_s);
+    return start_boot - suspended;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -189,6 +212,7 @@ Status HostSource::Start(const SourceContext& context) {
   }
   bpf_program* prog = nullptr;
   bpf_object__for_each_program(prog, skel->obj) {
+    if (!bpf_program__autoload(prog)) continue;
     std::string section = bpf_program__section_name(prog);
     std::string tp = section.substr(section.find('/') + 1);
     if (btf__find_by_name_kind(vmlinux, ("btf_trace_" + tp).c_str(), BTF_KIND_TYPEDEF) < 0) {
@@ -412,6 +436,9 @@ void HostSource::NameProcess(int32_t pid, const std::string& fallback_comm, bool
   if (info.comm.empty()) info.comm = "pid " + std::to_string(pid);
   info.name = ProcessDisplayName(info.comm, argv);
   info.ppid = ppid > 0 ? ppid : ReadPpid(options_.proc_root, pid);
+  if (int64_t start = ReadStartMonoNs(options_.proc_root, pid); start > 0) {
+    info.first_ts_ns = context_.clock.ToSession(static_cast<uint64_t>(start));
+  }
   info.tracked = tracked;
   known_[pid] = KnownProcess{info.comm, tracked, false, argv};
   if (context_.sink) context_.sink->OnProcess(info);
@@ -499,7 +526,11 @@ void HostSource::Decode(const gw_host_record& r) {
       e.kind = r.kind;
       e.other_pid = r.other_tgid;
       if (r.stack_id != 0) e.stack_id = static_cast<int64_t>(r.stack_id);
-      NameProcess(pid, "", r.flags == 0, 0);
+      if ((r.flags & GW_OFF_CPU_WOKEN) != 0) {
+        e.waker_pid = r.waker_tgid;
+        e.waker_tid = r.waker_tid;
+      }
+      NameProcess(pid, "", (r.flags & GW_OFF_CPU_COMPETITOR) == 0, 0);
       NameProcess(static_cast<int32_t>(r.other_tgid), "", false, 0);
       batch_.push_back(e);
       if (r.kind == GW_SWITCH_BLOCKED_FAULT && r.value > 0) {

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -184,7 +185,10 @@ TEST(HostSourceTest, ProcessDisplayNameAddsScriptForInterpreters) {
 TEST(HostSourceTest, ForkedChildrenJoinTrackedSetAndLifecycleRowsAppear) {
   REQUIRE_ROOT();
   Capture cap;
-  ASSERT_TRUE(cap.Start().ok());
+  {
+    Status started = cap.Start();
+    ASSERT_TRUE(started.ok()) << started.message();
+  }
   int go[2], back[2];
   ASSERT_EQ(pipe(go), 0);
   ASSERT_EQ(pipe(back), 0);
@@ -234,7 +238,10 @@ TEST(HostSourceTest, ForkedChildrenJoinTrackedSetAndLifecycleRowsAppear) {
 TEST(HostSourceTest, PinnedCompetitorShowsAsPreemptorWithRunQueueWait) {
   REQUIRE_ROOT();
   Capture cap;
-  ASSERT_TRUE(cap.Start().ok());
+  {
+    Status started = cap.Start();
+    ASSERT_TRUE(started.ok()) << started.message();
+  }
   int go[2];
   ASSERT_EQ(pipe(go), 0);
   // The tracked task: 5 ms of work (longer than a scheduler slice), 1 ms of sleep, for 2 s,
@@ -289,6 +296,66 @@ TEST(HostSourceTest, PinnedCompetitorShowsAsPreemptorWithRunQueueWait) {
   EXPECT_EQ(cap.source().RecordsEmitted(), cap.source().RecordsConsumed());
 }
 
+// Wake-up causality: a blocked task's sched_switch row names who woke it. In a tracked child,
+// a reader thread sleeps on a pipe that a writer thread (its tid reported back) fills 50 ms
+// later, 20 times; then the reader sleeps in nanosleep, which a timer interrupt ends.
+TEST(HostSourceTest, BlockedRowsNameTheirWaker) {
+  REQUIRE_ROOT();
+  Capture cap;
+  {
+    Status started = cap.Start();
+    ASSERT_TRUE(started.ok()) << started.message();
+  }
+  int go[2], tids[2];
+  ASSERT_EQ(pipe(go), 0);
+  ASSERT_EQ(pipe(tids), 0);
+  pid_t child = ForkWaiting(go[0], [&] {
+    int data[2];
+    if (pipe(data) != 0) return 1;
+    std::atomic<int> writer_tid{0};
+    std::thread writer([&] {
+      writer_tid = static_cast<int>(syscall(SYS_gettid));
+      for (int i = 0; i < 20; ++i) {
+        usleep(50'000);
+        if (write(data[1], "x", 1) != 1) return;
+      }
+    });
+    while (writer_tid == 0) usleep(100);
+    int reader = static_cast<int>(syscall(SYS_gettid));
+    int pair[2] = {reader, writer_tid.load()};
+    if (write(tids[1], pair, sizeof pair) != sizeof pair) return 1;
+    char c;
+    for (int i = 0; i < 20; ++i) {
+      if (read(data[0], &c, 1) != 1) return 1;
+    }
+    writer.join();
+    for (int i = 0; i < 10; ++i) usleep(20'000);  // timer wake-ups
+    return 0;
+  });
+  ASSERT_TRUE(cap.source().Track(child, GW_TRACKED_FILTER).ok());
+  ASSERT_EQ(write(go[1], "g", 1), 1);
+  int pair[2] = {0, 0};
+  ASSERT_EQ(read(tids[0], pair, sizeof pair), static_cast<ssize_t>(sizeof pair));
+  EXPECT_EQ(WaitExit(child), 0);
+  cap.Stop();
+  int pipe_wakes = 0, timer_wakes = 0, preempted_with_waker = 0;
+  for (const Event& e : cap.sink().EventsOf(Op::kSchedSwitch, child)) {
+    if (e.kind == static_cast<int64_t>(SwitchKind::kPreempted)) {
+      if (e.waker_tid != kNull) ++preempted_with_waker;
+      continue;
+    }
+    if (e.tid != pair[0] || e.waker_tid == kNull) continue;
+    if (e.waker_tid == pair[1] && e.waker_pid == child && e.duration_ns >= 30'000'000) {
+      ++pipe_wakes;
+    }
+    if (e.waker_tid == 0 && e.waker_pid == 0 && e.duration_ns >= 15'000'000) ++timer_wakes;
+  }
+  EXPECT_GE(pipe_wakes, 15) << "reads woken by the writer thread name it";
+  EXPECT_GE(timer_wakes, 8) << "nanosleep ends in a timer interrupt: waker 0";
+  EXPECT_EQ(preempted_with_waker, 0) << "a preempted task was runnable, nobody woke it";
+  EXPECT_EQ(cap.source().RecordsEmitted(), cap.source().RecordsConsumed());
+}
+
 std::string MakeColdFile(size_t bytes) {
   // On the real disk (not tmpfs) so reads reach the block layer.
   char path[] = "/var/tmp/gw_host_test_XXXXXX";
@@ -309,7 +376,10 @@ TEST(HostSourceTest, DirectReadShowsBlockIoAndFileMappingShowsFaults) {
   std::string path = MakeColdFile(kBytes);
   ASSERT_FALSE(path.empty());
   Capture cap;
-  ASSERT_TRUE(cap.Start().ok());
+  {
+    Status started = cap.Start();
+    ASSERT_TRUE(started.ok()) << started.message();
+  }
   int go[2];
   ASSERT_EQ(pipe(go), 0);
   pid_t reader = ForkWaiting(go[0], [&] {
