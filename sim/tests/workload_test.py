@@ -108,6 +108,189 @@ def run_sigkill(name, cmd, env, comm):
             os.kill(pid, signal.SIGKILL)
 
 
+def read_text(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def thread_comms(pid):
+    """{tid: comm} of a process's threads."""
+    comms = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return comms
+    for tid in tids:
+        comm = read_text(f"/proc/{pid}/task/{tid}/comm")
+        if comm is not None:
+            comms[int(tid)] = comm.strip()
+    return comms
+
+
+def children_of(ppid):
+    """{pid: comm} of the live processes whose parent is ppid."""
+    kids = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        stat = read_text(f"/proc/{entry}/stat")
+        if stat is None:
+            continue
+        # pid (comm) state ppid ...: comm may hold spaces, so split after the last ')'.
+        fields = stat[stat.rfind(")") + 2:].split()
+        if int(fields[1]) == ppid and fields[0] != "Z":
+            kids[int(entry)] = stat[stat.find("(") + 1:stat.rfind(")")]
+    return kids
+
+
+def exe_of(pid):
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None
+
+
+def read_thread_calls(counts_dir, pid):
+    """{(tid, comm): {api: count}} from gw_train_loop's per-thread ground truth."""
+    calls = {}
+    text = read_text(os.path.join(counts_dir, f"gw_train_loop.{pid}.threads")) or ""
+    for line in text.splitlines():
+        tid, comm, api, count = line.split()
+        calls.setdefault((int(tid), comm), {})[api] = int(count)
+    return calls
+
+
+def read_counts(counts_dir, library, pid):
+    counts = {}
+    text = read_text(os.path.join(counts_dir, f"{library}.{pid}.counts")) or ""
+    for line in text.splitlines():
+        name, count = line.split()
+        counts[name] = int(count)
+    return counts
+
+
+def run_pytorch_shape(name, cmd, env, comm, helper_comm, helpers, counts_dir):
+    """--shape pytorch: the threads and processes of a PyTorch job, seen in /proc while it runs;
+    SIGTERM stops it and leaves no child; the per-thread call counts match the libraries'."""
+    p = subprocess.Popen(cmd, env=dict(env, GWSIM_CALL_COUNTS_DIR=counts_dir),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    want = {"pt_autograd_0", "pt_pin_memory"}
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        kids = children_of(p.pid)
+        workers = [k for k, c in kids.items() if c == comm]
+        ready = (want <= set(thread_comms(p.pid).values()) and len(workers) == 2
+                 and all(len(thread_comms(w)) >= 3 for w in workers)
+                 and sum(c == helper_comm for c in kids.values()) == helpers)
+        if ready:
+            break
+        time.sleep(0.05)
+    threads = thread_comms(p.pid)
+    kids = children_of(p.pid)
+    workers = [k for k, c in kids.items() if c == comm]
+    helper_pids = [k for k, c in kids.items() if c == helper_comm]
+    missing = want - set(threads.values())
+    if missing:
+        fail(f"{name}: trainer threads {sorted(threads.values())} lack {sorted(missing)}")
+    if threads.get(p.pid) != "gw_train_loop":
+        fail(f"{name}: the main thread (tid == pid) is {threads.get(p.pid)!r}")
+    if len(workers) != 2:
+        fail(f"{name}: {len(workers)} workers named {comm} are children of the trainer: {kids}")
+    for w in workers:
+        n = len(thread_comms(w))
+        if n < 3:
+            fail(f"{name}: worker {w} has {n} threads, expected >= 3 (1 busy + 2 idle pool)")
+        if exe_of(w) != exe_of(p.pid):
+            fail(f"{name}: worker {w} runs {exe_of(w)}, not the trainer's binary (not forked?)")
+    if len(helper_pids) != helpers:
+        fail(f"{name}: {len(helper_pids)} helpers named {helper_comm}, expected {helpers}: {kids}")
+    for h in helper_pids:
+        if exe_of(h) == exe_of(p.pid) or read_text(f"/proc/{h}/cmdline") == read_text(
+                f"/proc/{p.pid}/cmdline"):
+            fail(f"{name}: helper {h} runs the trainer's program (not exec'd)")
+    if not failures:
+        print(f"ok   {name}: trainer threads {sorted(set(threads.values()))}, "
+              f"{len(workers)} workers x >=3 threads, {len(helper_pids)} exec'd helpers "
+              f"({os.path.basename(exe_of(helper_pids[0]) or '?') if helper_pids else '-'})")
+    all_kids = set(kids)
+    time.sleep(1.0)
+    p.send_signal(signal.SIGTERM)
+    try:
+        out, err = p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        fail(f"{name}: did not exit within 10 s of SIGTERM")
+        return
+    if p.returncode != 0:
+        fail(f"{name}: exit {p.returncode} after SIGTERM\nstderr:{err}")
+    check_report(name + " (SIGTERM)", out, min_steps=1)
+    left = [k for k in all_kids if os.path.exists(f"/proc/{k}")
+            and (read_text(f"/proc/{k}/stat") or "Z").split(")")[-1].split()[0] != "Z"]
+    if left:
+        fail(f"{name}: children {left} left behind after SIGTERM")
+    if not wait_gone(comm) or not wait_gone(helper_comm):
+        fail(f"{name}: processes named {comm}/{helper_comm} left behind after SIGTERM")
+
+    # Ground truth per thread: backward on the autograd thread, which makes the most calls.
+    calls = read_thread_calls(counts_dir, p.pid)
+    by_comm = {comm: apis for (tid, comm), apis in calls.items()}
+    by_tid = {tid: apis for (tid, comm), apis in calls.items()}
+    autograd = by_comm.get("pt_autograd_0", {})
+    main = by_tid.get(p.pid, {})  # the process's initial thread
+    pin = by_comm.get("pt_pin_memory", {})
+    if not (autograd.get("cudaLaunchKernel", 0) > 0 and autograd.get("cudaMemsetAsync", 0) > 0):
+        fail(f"{name}: the autograd thread made no backward launches/memsets: {calls}")
+    if not (main.get("cudaMemcpyAsync", 0) > 0 and main.get("cudaDeviceSynchronize", 0) > 0
+            and main.get("cudaLaunchKernel", 0) > 0):
+        fail(f"{name}: the main thread lacks copies, launches or syncs: {main}")
+    if pin.get("cudaHostAlloc", 0) == 0:
+        fail(f"{name}: the pin-memory thread allocated no pinned memory: {pin}")
+    totals = {comm: sum(apis.values()) for (tid, comm), apis in calls.items()}
+    if totals and max(totals, key=totals.get) != "pt_autograd_0":
+        fail(f"{name}: the autograd thread is not the busiest CUDA thread: {totals}")
+    runtime = read_counts(counts_dir, "libcudart", p.pid)
+    launches = sum(apis.get("cudaLaunchKernel", 0) for apis in calls.values())
+    if launches != runtime.get("cudaLaunchKernel"):
+        fail(f"{name}: per-thread launches {launches} != libcudart's "
+             f"{runtime.get('cudaLaunchKernel')}")
+    if not failures:
+        print(f"ok   {name}: CUDA calls per thread {totals}, launches {launches} = libcudart's")
+
+
+def run_steps_per_s(cmd, env):
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    m = REPORT.search(p.stdout)
+    if p.returncode != 0 or not m:
+        fail(f"{cmd}: exit {p.returncode}\nstdout:{p.stdout}\nstderr:{p.stderr}")
+        return None, None
+    return int(m.group(1)), float(m.group(2))
+
+
+def run_slow_worker(name, base, env):
+    """One slow worker of two bounds the job: worker 0 makes every other batch, each costing at
+    least batch-cpu-ms + slow-worker-ms of CPU, so steps <= 2 * (seconds / cost + prefetch) + 1.
+    A healthy run has no such bound (the GPU's 8 ms per step allows 125 steps/s)."""
+    healthy = run_steps_per_s(base, env)
+    slow = run_steps_per_s(base + ["--slow-worker-ms", "100"], env)
+    if healthy[0] is None or slow[0] is None:
+        return
+    h_sps, s_sps = healthy[0] / healthy[1], slow[0] / slow[1]
+    bound = 2 * (slow[1] / 0.105 + 2) + 1
+    if slow[0] > bound:
+        fail(f"{name}: {slow[0]} steps in {slow[1]} s with a 100 ms worker, bound {bound:.0f}")
+    if not s_sps < h_sps:
+        fail(f"{name}: slow worker {s_sps:.1f} steps/s, not below healthy {h_sps:.1f}")
+    gpu_bound = healthy[1] / 0.008 + 1
+    if healthy[0] > gpu_bound:
+        fail(f"{name}: healthy ran {healthy[0]} steps in {healthy[1]} s, over the GPU's "
+             f"{gpu_bound:.0f}")
+    print(f"ok   {name}: healthy {h_sps:.1f} steps/s, one 100 ms worker {s_sps:.1f} steps/s")
+
+
 def odirect_supported(path):
     try:
         os.close(os.open(path, os.O_RDONLY | os.O_DIRECT))
@@ -170,6 +353,32 @@ def main():
             run(f"{lang} no workers", common + ["--duration", "1", "--workers", "0"], env, comm)
             run_sigterm(f"{lang} sigterm", common + ["--duration", "60"], env, comm)
             run_sigkill(f"{lang} sigkill", common + ["--duration", "60"], env, comm)
+
+        # --shape pytorch (C++ only): the same faults on a PyTorch job's threads and processes.
+        comm = f"gwtpt{tag}"
+        helper_comm = f"gwthelp{tag}"
+        pt = [train, "--report", "--shape", "pytorch", "--worker-comm", comm,
+              "--helper-comm", helper_comm]
+        run("pt default 2 s", pt + ["--duration", "2"], env, comm)
+        run("pt fixed steps", pt + ["--steps", "20", "--duration", "0", "--kernel-us", "200"],
+            env, comm, expect_steps=20)
+        run("pt pageable+io+faults+malloc", pt + [
+            "--duration", "2", "--pageable", "--workers", "3", "--batch-bytes", "1M",
+            "--touch-mb", "4", "--malloc-per-step", "--sync-every", "2"] + io, env, comm)
+        run("pt pinned+io+faults+malloc", pt + [
+            "--duration", "2", "--workers", "3", "--batch-bytes", "1M", "--touch-mb", "4",
+            "--malloc-per-step", "--sync-every", "0"] + io, env, comm)
+        run("pt no workers", pt + ["--duration", "1", "--workers", "0"], env, comm)
+        counts_dir = os.path.join(tmp, "counts")
+        os.mkdir(counts_dir)
+        run_pytorch_shape("pt structure", pt + ["--duration", "60", "--exec-helpers", "2"], env,
+                          comm, helper_comm, 2, counts_dir)
+        run_slow_worker("pt slow worker", pt + ["--duration", "3", "--batch-cpu-ms", "2"], env)
+        run_sigkill("pt sigkill", pt + ["--duration", "60", "--exec-helpers", "1"], env, comm)
+        if not wait_gone(helper_comm):
+            fail(f"pt sigkill: orphaned helpers {processes_named(helper_comm)}")
+            for pid in processes_named(helper_comm):
+                os.kill(pid, signal.SIGKILL)
 
         comm = f"gwtburn{tag}"
         t0 = time.monotonic()

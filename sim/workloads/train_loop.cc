@@ -6,27 +6,41 @@
 // batch in order, copies it to the device (pinned: the slots are page-locked with
 // cudaHostRegister, like pin_memory=True, and copied asynchronously; pageable: the driver stages
 // the copy on the main thread), launches K kernels, synchronizes every
-// --sync-every steps and reads a "loss" back every --dtoh-every steps.
+// --sync-every steps and reads a "loss" back every --dtoh-every steps. That is --shape simple;
+// --shape pytorch (below, RunPytorchSteps) splits the step across a main, an autograd and a
+// pin-memory thread and gives the workers idle pool threads, like a real PyTorch job.
+// --exec-helpers adds CPU-burning child programs started with fork+exec.
 //
 // Kernel convention of the simulator: the first kernel argument is a uint64_t duration in ns.
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cinttypes>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "gwsim/cuda_runtime.h"
@@ -84,7 +98,14 @@ __attribute__((constructor)) void RegisterKernels() {
 
 // ----------------------------------------------------------------------------- options
 
+// How the job is laid out in threads and processes (see RunPytorchSteps for the second).
+enum class Shape {
+  kSimple,   // one trainer thread does everything; single-threaded workers
+  kPytorch,  // main + autograd + pin-memory threads; multi-threaded workers
+};
+
 struct Options {
+  Shape shape = Shape::kSimple;
   long steps = 0;            // 0: until --duration
   double duration_s = 10.0;  // 0: until --steps
   int workers = 2;
@@ -101,7 +122,11 @@ struct Options {
   int dtoh_every = 10;
   bool malloc_per_step = false;
   std::string worker_comm = "pt_data_worker";
-  int prefetch = 2;  // batches in flight per worker (DataLoader prefetch_factor)
+  int prefetch = 2;           // batches in flight per worker (DataLoader prefetch_factor)
+  double slow_worker_ms = 0;  // extra CPU ms per batch for worker 0 only
+  int exec_helpers = 0;       // helper programs started with fork+exec
+  int helper_cpu = -1;        // CPU the helpers are pinned to; -1: not pinned
+  std::string helper_comm = "gw_helper";
   bool report = false;
 };
 
@@ -128,6 +153,14 @@ void Usage(FILE* out) {
           "  --malloc-per-step     cudaMalloc/cudaFree a batch-sized buffer every step\n"
           "  --worker-comm NAME    worker process name (default pt_data_worker)\n"
           "  --prefetch N          batches in flight per worker (default 2)\n"
+          "  --shape simple|pytorch  thread/process layout (default simple: one trainer\n"
+          "                        thread; pytorch: main thread + pt_autograd_0 (backward) +\n"
+          "                        pt_pin_memory threads, workers with 2 idle pool threads)\n"
+          "  --slow-worker-ms MS   worker 0 spends MS more CPU ms per batch (default 0)\n"
+          "  --exec-helpers N      start N CPU-burning helper programs with fork+exec\n"
+          "                        (gw_competitor next to this binary, else /bin/sh loop)\n"
+          "  --helper-cpu C        pin the helpers to CPU C (default: not pinned)\n"
+          "  --helper-comm NAME    helper process name (default gw_helper)\n"
           "  --report              print throughput at exit:\n"
           "                        gw_train_loop: steps=N seconds=S steps_per_s=X "
           "samples_per_s=Y\n"
@@ -182,6 +215,11 @@ enum OptionId {
   kOptMallocPerStep,
   kOptWorkerComm,
   kOptPrefetch,
+  kOptShape,
+  kOptSlowWorkerMs,
+  kOptExecHelpers,
+  kOptHelperCpu,
+  kOptHelperComm,
   kOptReport,
   kOptHelp,
 };
@@ -207,6 +245,11 @@ int ParseOptions(int argc, char** argv, Options* o) {
       {"malloc-per-step", no_argument, nullptr, kOptMallocPerStep},
       {"worker-comm", required_argument, nullptr, kOptWorkerComm},
       {"prefetch", required_argument, nullptr, kOptPrefetch},
+      {"shape", required_argument, nullptr, kOptShape},
+      {"slow-worker-ms", required_argument, nullptr, kOptSlowWorkerMs},
+      {"exec-helpers", required_argument, nullptr, kOptExecHelpers},
+      {"helper-cpu", required_argument, nullptr, kOptHelperCpu},
+      {"helper-comm", required_argument, nullptr, kOptHelperComm},
       {"report", no_argument, nullptr, kOptReport},
       {"help", no_argument, nullptr, kOptHelp},
       {nullptr, 0, nullptr, 0},
@@ -276,6 +319,24 @@ int ParseOptions(int argc, char** argv, Options* o) {
       case kOptPrefetch:
         ok = ParseInt(optarg, &n) && n > 0 && n <= 64;
         o->prefetch = static_cast<int>(n);
+        break;
+      case kOptShape:
+        ok = strcmp(optarg, "simple") == 0 || strcmp(optarg, "pytorch") == 0;
+        o->shape = strcmp(optarg, "pytorch") == 0 ? Shape::kPytorch : Shape::kSimple;
+        break;
+      case kOptSlowWorkerMs:
+        ok = ParseDouble(optarg, &o->slow_worker_ms);
+        break;
+      case kOptExecHelpers:
+        ok = ParseInt(optarg, &n) && n <= 64;
+        o->exec_helpers = static_cast<int>(n);
+        break;
+      case kOptHelperCpu:
+        ok = ParseInt(optarg, &n) && n < CPU_SETSIZE;
+        o->helper_cpu = static_cast<int>(n);
+        break;
+      case kOptHelperComm:
+        o->helper_comm = optarg;
         break;
       case kOptReport:
         o->report = true;
@@ -376,6 +437,63 @@ bool Check(cudaError_t e, const char* what) {
   return false;
 }
 
+// ----------------------------------------------------------------------------- per-thread calls
+
+// Which thread made which CUDA runtime call. The sim libraries count calls per process
+// (GWSIM_CALL_COUNTS_DIR); with --shape pytorch the trainer adds the per-thread split, written
+// at exit to <dir>/gw_train_loop.<pid>.threads as "tid comm api count" lines (runtime calls
+// only; each nests its driver calls on the same thread). Each tally is written by its own
+// thread only and read after that thread is joined.
+struct ThreadCalls {
+  pid_t tid = 0;
+  char comm[17] = {};
+  std::vector<std::pair<const char*, uint64_t>> counts;
+};
+
+std::mutex g_thread_calls_mu;
+std::vector<std::unique_ptr<ThreadCalls>> g_thread_calls;
+thread_local ThreadCalls* t_calls = nullptr;
+
+// Names the calling thread (nullptr: keeps its name) and starts its tally.
+void RegisterThread(const char* name) {
+  if (name != nullptr) pthread_setname_np(pthread_self(), name);
+  auto calls = std::make_unique<ThreadCalls>();
+  calls->tid = static_cast<pid_t>(syscall(SYS_gettid));
+  prctl(PR_GET_NAME, calls->comm, 0, 0, 0);
+  t_calls = calls.get();
+  std::lock_guard<std::mutex> lock(g_thread_calls_mu);
+  g_thread_calls.push_back(std::move(calls));
+}
+
+// Counts a runtime call of the calling thread and checks its result.
+bool Call(const char* api, cudaError_t e) {
+  if (t_calls != nullptr) {
+    auto it = t_calls->counts.begin();
+    while (it != t_calls->counts.end() && strcmp(it->first, api) != 0) ++it;
+    if (it == t_calls->counts.end()) {
+      t_calls->counts.emplace_back(api, 1);
+    } else {
+      ++it->second;
+    }
+  }
+  return Check(e, api);
+}
+
+void WriteThreadCalls() {
+  const char* dir = getenv("GWSIM_CALL_COUNTS_DIR");
+  if (dir == nullptr || *dir == '\0') return;
+  std::string path = std::string(dir) + "/gw_train_loop." + std::to_string(getpid()) + ".threads";
+  FILE* f = fopen(path.c_str(), "w");
+  if (f == nullptr) return;
+  std::lock_guard<std::mutex> lock(g_thread_calls_mu);
+  for (const auto& t : g_thread_calls) {
+    for (const auto& [api, count] : t->counts) {
+      fprintf(f, "%d %s %s %" PRIu64 "\n", static_cast<int>(t->tid), t->comm, api, count);
+    }
+  }
+  fclose(f);
+}
+
 // ----------------------------------------------------------------------------- workers
 
 // Announces that a slot holds batch `seq`.
@@ -395,7 +513,7 @@ struct Worker {
 
 // The work of one batch: optional file read, optional page faults, then CPU work that fills
 // the slot; returns a checksum of the slot.
-uint64_t ProduceBatch(const Options& o, int io_fd, char* io_buffer, size_t io_chunk,
+uint64_t ProduceBatch(const Options& o, double cpu_ms, int io_fd, char* io_buffer, size_t io_chunk,
                       off_t* io_offset, off_t io_size, char* slot, uint64_t seed) {
   double cpu_start = ThreadCpuMs();
   if (io_fd >= 0 && io_size > 0) {
@@ -424,7 +542,7 @@ uint64_t ProduceBatch(const Options& o, int io_fd, char* io_buffer, size_t io_ch
     }
   }
   // "Decode and augment": fill the batch with generated data, then keep transforming it until
-  // the batch has cost batch_cpu_ms of CPU time.
+  // the batch has cost cpu_ms of CPU time.
   uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
   auto* words = reinterpret_cast<uint64_t*>(slot);
   size_t nwords = o.batch_bytes / sizeof(uint64_t);
@@ -435,7 +553,7 @@ uint64_t ProduceBatch(const Options& o, int io_fd, char* io_buffer, size_t io_ch
     words[i] = x;
   }
   size_t i = 0;
-  while (ThreadCpuMs() - cpu_start < o.batch_cpu_ms && !g_stop) {
+  while (ThreadCpuMs() - cpu_start < cpu_ms && !g_stop) {
     for (int k = 0; k < 4096 && nwords > 0; ++k) {
       words[i] = (words[i] * 6364136223846793005ull + 1442695040888963407ull) ^ (words[i] >> 29);
       if (++i == nwords) i = 0;
@@ -446,10 +564,37 @@ uint64_t ProduceBatch(const Options& o, int io_fd, char* io_buffer, size_t io_ch
   return sum;
 }
 
+// PyTorch's workers also run intra-op pool threads that sleep almost all the time: a worker
+// process has one busy thread among several.
+constexpr int kWorkerPoolThreads = 2;
+
+void* IdlePoolThread(void*) {
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  static pthread_cond_t never = PTHREAD_COND_INITIALIZER;
+  pthread_mutex_lock(&mu);
+  for (;;) pthread_cond_wait(&never, &mu);  // never signalled; _exit ends the process
+  return nullptr;
+}
+
+// Started with every signal blocked, so SIGTERM always reaches the computing thread.
+void StartIdlePoolThreads(int n) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  for (int i = 0; i < n; ++i) {
+    pthread_t t;
+    if (pthread_create(&t, nullptr, IdlePoolThread, nullptr) == 0) pthread_detach(t);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
 [[noreturn]] void WorkerMain(const Options& o, int index, const Worker& w) {
   prctl(PR_SET_NAME, o.worker_comm.c_str(), 0, 0, 0);
   prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);  // never outlive the trainer
   if (getppid() == 1) _exit(0);
+  if (o.shape == Shape::kPytorch) StartIdlePoolThreads(kWorkerPoolThreads);
+  // --slow-worker-ms: worker 0 is the slow one (a bad shard, a slow decoder).
+  double cpu_ms = o.batch_cpu_ms + (index == 0 ? o.slow_worker_ms : 0);
   int io_fd = -1;
   off_t io_size = 0;
   char* io_buffer = nullptr;
@@ -483,7 +628,8 @@ uint64_t ProduceBatch(const Options& o, int io_fd, char* io_buffer, size_t io_ch
     free_slots.pop_back();
     char* data = w.slots + static_cast<size_t>(slot) * o.batch_bytes;
     BatchMessage m{slot, 0, seq, 0};
-    m.checksum = ProduceBatch(o, io_fd, io_buffer, io_chunk, &io_offset, io_size, data, seq);
+    m.checksum =
+        ProduceBatch(o, cpu_ms, io_fd, io_buffer, io_chunk, &io_offset, io_size, data, seq);
     if (!WriteAll(w.data_fd, &m, sizeof(m))) break;
     seq += static_cast<uint64_t>(o.workers);
   }
@@ -546,6 +692,63 @@ void StopWorkers(std::vector<Worker>* workers) {
   }
 }
 
+// ----------------------------------------------------------------------------- helper programs
+
+// --exec-helpers: programs the training script starts itself, like subprocess.Popen: children
+// of the trainer started with fork+exec (their /proc/PID/exe is not the trainer's), burning CPU,
+// but not DataLoader workers. gw_competitor from this binary's folder when it is there (named
+// --helper-comm), else a /bin/sh busy loop. They die with the trainer (PR_SET_PDEATHSIG).
+std::vector<pid_t> StartHelpers(const Options& o) {
+  std::vector<pid_t> pids;
+  if (o.exec_helpers == 0) return pids;
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::string dir = n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string();
+  dir = dir.substr(0, dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/'));
+  std::string competitor = dir + "/gw_competitor";
+  std::vector<std::string> args;
+  if (!dir.empty() && access(competitor.c_str(), X_OK) == 0) {
+    args = {competitor, "--duration", "0", "--comm", o.helper_comm};
+  } else {
+    args = {"/bin/sh", "-c", "while :; do :; done"};
+  }
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (o.helper_cpu >= 0) CPU_SET(o.helper_cpu, &cpus);
+  int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);  // keep the report alone on stdout
+  pid_t trainer = getpid();
+  for (int i = 0; i < o.exec_helpers; ++i) {
+    pid_t pid = fork();
+    if (pid < 0) {
+      perror("gw_train_loop: fork helper");
+      break;
+    }
+    if (pid == 0) {                               // only async-signal-safe calls until exec
+      prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);  // kept across exec
+      if (getppid() != trainer) _exit(0);
+      if (o.helper_cpu >= 0) sched_setaffinity(0, sizeof(cpus), &cpus);
+      if (devnull >= 0) dup2(devnull, STDOUT_FILENO);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  if (devnull >= 0) close(devnull);
+  return pids;
+}
+
+void StopHelpers(std::vector<pid_t>* pids) {
+  for (pid_t pid : *pids) kill(pid, SIGTERM);
+  for (pid_t pid : *pids) {
+    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  pids->clear();
+}
+
 // ----------------------------------------------------------------------------- training
 
 struct Trainer {
@@ -599,7 +802,8 @@ bool RunSteps(Trainer& t, std::vector<Worker>& workers, long* steps_done, double
     BatchMessage m{};
     if (workers.empty()) {
       char* local = o.pinned ? static_cast<char*>(t.h_local_pinned) : t.local_batch.data();
-      ProduceBatch(o, -1, nullptr, 0, &no_offset, 0, local, static_cast<uint64_t>(step));
+      ProduceBatch(o, o.batch_cpu_ms, -1, nullptr, 0, &no_offset, 0, local,
+                   static_cast<uint64_t>(step));
       batch = local;
     } else {
       from = &workers[static_cast<size_t>(step) % workers.size()];
@@ -684,6 +888,326 @@ bool RunSteps(Trainer& t, std::vector<Worker>& workers, long* steps_done, double
   return true;
 }
 
+// ----------------------------------------------------------------------------- pytorch shape
+//
+// --shape pytorch lays the job out in threads and processes the way a PyTorch DataLoader job
+// is (FACTS.md), so a tracer sees the same structure and the same wake-ups:
+//
+//   worker process (forked, --worker-comm; 1 computing thread + 2 idle pool threads)
+//     --pipe write--> pt_pin_memory thread: copies the batch into a pinned block
+//                     (cudaHostAlloc, reused after cudaEventQuery)
+//     --condvar-->    main thread (tid == pid): gives the worker its slot back (a pipe write
+//                     that wakes a waiting worker), cudaMemcpyAsync H->D, cudaEventRecord,
+//                     forward kernels, then asks for backward and sleeps on a condvar
+//     --condvar-->    pt_autograd_0 thread: cudaMemsetAsync + cudaLaunchKernel per backward
+//                     kernel (the most CUDA calls of any thread), then wakes the main thread
+//     --condvar-->    main thread: optimizer kernel, cudaDeviceSynchronize every
+//                     --sync-every steps, loss read-back every --dtoh-every steps.
+//
+// Waits for a batch or a pinned block are timed (200 ms slices, to notice a stop signal): a
+// longer wait is several sleeps, all but the last ended by the timer, the last by the waker.
+//
+// With --pageable (pin_memory=False) there is no pin-memory thread: the main thread reads the
+// worker pipes itself and copies with a synchronous cudaMemcpy of the pageable slot.
+
+// The --kernels-per-step split: backward has about twice forward's kernels, one optimizer
+// kernel (a fused AdamW).
+struct KernelSplit {
+  int forward = 0;
+  int backward = 0;
+  int optimizer = 0;
+};
+
+KernelSplit SplitKernels(int k) {
+  KernelSplit s;
+  s.optimizer = k >= 3 ? 1 : 0;
+  s.forward = k >= 2 ? std::max(1, (k - s.optimizer) / 3) : k;
+  s.backward = k - s.forward - s.optimizer;
+  return s;
+}
+
+constexpr size_t kGradBytes = 64u << 10;  // one gradient buffer the backward pass zeroes
+constexpr int kGradBuffers = 8;
+constexpr auto kWaitSlice = std::chrono::milliseconds(200);  // re-check g_stop this often
+
+// A pinned block of the pin-memory thread's pool, like PyTorch's CachingHostAllocator:
+// allocated with cudaHostAlloc when first needed, reused once the event recorded after its
+// last copy has completed.
+struct HostBlock {
+  void* data = nullptr;
+  cudaEvent_t released = nullptr;
+};
+
+// A batch the pin-memory thread has copied out of a worker's slot. The slot goes back to its
+// worker only when the main thread takes the batch, as a DataLoader sends a worker its next
+// index from the main thread: at most --prefetch batches per worker are in flight.
+struct PinnedBatch {
+  int block;
+  Worker* worker;
+  uint32_t slot;
+};
+
+struct PytorchJob {
+  PytorchJob(Trainer& trainer, std::vector<Worker>& w)
+      : o(trainer.o), t(trainer), workers(w), split(SplitKernels(trainer.o.kernels_per_step)) {}
+  const Options& o;
+  Trainer& t;
+  std::vector<Worker>& workers;
+  const KernelSplit split;
+  const cudaStream_t stream = nullptr;  // the legacy default stream, shared by all threads
+  uint64_t kernel_ns = 0;
+  char* d_grad = nullptr;
+  std::atomic<bool> failed{false};
+  std::atomic<bool> stopping{false};
+
+  // pin-memory thread -> main thread
+  std::mutex pin_mu;
+  std::condition_variable batch_ready;  // the main thread waits; the pin-memory thread wakes it
+  std::condition_variable block_free;   // the pin-memory thread waits for a block
+  std::deque<PinnedBatch> ready;        // the next batches, in order
+  std::deque<int> free_blocks;          // oldest released first
+  std::vector<HostBlock> blocks;        // sized once; blocks[0, allocated) exist
+  size_t allocated = 0;
+  bool pin_finished = false;
+
+  // main thread <-> autograd thread
+  std::mutex grad_mu;
+  std::condition_variable backward_asked;  // the autograd thread waits; the main thread wakes it
+  std::condition_variable backward_done;   // the main thread waits; the autograd thread wakes it
+  long backward_requested = 0;
+  long backward_finished = 0;
+  bool autograd_stop = false;
+};
+
+bool Launch(PytorchJob& j, const KernelEntry& kernel) {
+  void* args[] = {&j.kernel_ns, &j.t.d_batch, &j.t.d_loss};
+  return Call("cudaLaunchKernel",
+              cudaLaunchKernel(reinterpret_cast<const void*>(kernel.stub), dim3(kernel.grid),
+                               dim3(kernel.block), args, 0, j.stream));
+}
+
+void AutogradThread(PytorchJob* job) {
+  PytorchJob& j = *job;
+  RegisterThread("pt_autograd_0");
+  std::unique_lock<std::mutex> lock(j.grad_mu);
+  for (;;) {
+    j.backward_asked.wait(
+        lock, [&j] { return j.autograd_stop || j.backward_requested > j.backward_finished; });
+    if (j.autograd_stop) return;
+    long step = j.backward_requested;
+    lock.unlock();
+    bool ok = true;
+    for (int k = 0; k < j.split.backward && ok; ++k) {
+      char* grad = j.d_grad + static_cast<size_t>(k % kGradBuffers) * kGradBytes;
+      ok = Call("cudaMemsetAsync", cudaMemsetAsync(grad, 0, kGradBytes, j.stream)) &&
+           Launch(j, kKernels[k % 2 == 0 ? 3 : 2]);  // relu_backward, ampere_sgemm
+    }
+    lock.lock();
+    if (!ok) j.failed = true;
+    j.backward_finished = step;
+    j.backward_done.notify_one();
+  }
+}
+
+// A pinned block for the next batch, or -1 when stopping. As the caching host allocator does:
+// the oldest released block if its copy has completed (cudaEventQuery), else a new block while
+// the pool may grow, else wait for the oldest one (cudaEventSynchronize).
+int AcquireBlock(PytorchJob& j) {
+  std::unique_lock<std::mutex> lock(j.pin_mu);
+  for (;;) {
+    if (j.stopping || j.failed) return -1;
+    bool can_grow = j.allocated < j.blocks.size();
+    if (!j.free_blocks.empty()) {
+      int b = j.free_blocks.front();
+      j.free_blocks.pop_front();
+      lock.unlock();
+      cudaEvent_t e = j.blocks[static_cast<size_t>(b)].released;
+      cudaError_t q = cudaEventQuery(e);
+      if (q != cudaErrorNotReady) return Call("cudaEventQuery", q) ? b : -1;
+      Call("cudaEventQuery", cudaSuccess);  // counted; not ready is not an error
+      if (!can_grow) return Call("cudaEventSynchronize", cudaEventSynchronize(e)) ? b : -1;
+      lock.lock();
+      j.free_blocks.push_front(b);  // still being copied from: leave it for later
+    }
+    if (j.allocated < j.blocks.size()) {
+      int b = static_cast<int>(j.allocated++);
+      lock.unlock();
+      HostBlock& block = j.blocks[static_cast<size_t>(b)];
+      bool ok = Call("cudaHostAlloc",
+                     cudaHostAlloc(&block.data, j.o.batch_bytes, cudaHostAllocDefault)) &&
+                Call("cudaEventCreateWithFlags",
+                     cudaEventCreateWithFlags(&block.released, cudaEventDefault));
+      return ok ? b : -1;
+    }
+    j.block_free.wait_for(lock, kWaitSlice);
+  }
+}
+
+void PinMemoryThread(PytorchJob* job) {
+  PytorchJob& j = *job;
+  RegisterThread("pt_pin_memory");
+  for (uint64_t seq = 0;; ++seq) {
+    Worker& w = j.workers[seq % j.workers.size()];
+    BatchMessage m{};
+    if (!ReadAll(w.data_fd, &m, sizeof(m))) {  // the pipe blocks until the worker writes
+      if (!j.stopping && !g_stop) fprintf(stderr, "gw_train_loop: a data worker exited\n");
+      break;
+    }
+    int b = AcquireBlock(j);
+    if (b < 0) break;
+    memcpy(j.blocks[static_cast<size_t>(b)].data,
+           w.slots + static_cast<size_t>(m.slot) * j.o.batch_bytes, j.o.batch_bytes);
+    std::lock_guard<std::mutex> lock(j.pin_mu);
+    j.ready.push_back(PinnedBatch{b, &w, m.slot});
+    j.batch_ready.notify_one();
+  }
+  std::lock_guard<std::mutex> lock(j.pin_mu);
+  j.pin_finished = true;
+  j.batch_ready.notify_all();
+}
+
+// The next pinned batch from the pin-memory thread; false when there is none.
+bool NextPinnedBatch(PytorchJob& j, PinnedBatch* out) {
+  std::unique_lock<std::mutex> lock(j.pin_mu);
+  while (j.ready.empty()) {
+    if (j.pin_finished || g_stop) return false;
+    j.batch_ready.wait_for(lock, kWaitSlice);
+  }
+  *out = j.ready.front();
+  j.ready.pop_front();
+  return true;
+}
+
+// One step's host-to-device copy of the next batch; false to stop.
+bool CopyNextBatch(PytorchJob& j, long step) {
+  const Options& o = j.o;
+  if (j.workers.empty()) {  // num_workers=0: the main thread loads (and pins) itself
+    char* local = o.pinned ? static_cast<char*>(j.t.h_local_pinned) : j.t.local_batch.data();
+    ProduceBatch(o, o.batch_cpu_ms, -1, nullptr, 0, nullptr, 0, local, static_cast<uint64_t>(step));
+    return o.pinned ? Call("cudaMemcpyAsync", cudaMemcpyAsync(j.t.d_batch, local, o.batch_bytes,
+                                                              cudaMemcpyHostToDevice, j.stream))
+                    : Call("cudaMemcpy",
+                           cudaMemcpy(j.t.d_batch, local, o.batch_bytes, cudaMemcpyHostToDevice));
+  }
+  if (!o.pinned) {  // pin_memory=False: read the worker's pipe, copy the pageable slot
+    Worker& w = j.workers[static_cast<size_t>(step) % j.workers.size()];
+    BatchMessage m{};
+    if (!ReadAll(w.data_fd, &m, sizeof(m))) {
+      if (!g_stop) fprintf(stderr, "gw_train_loop: a data worker exited\n");
+      return false;
+    }
+    const char* slot = w.slots + static_cast<size_t>(m.slot) * o.batch_bytes;
+    return Call("cudaMemcpy",
+                cudaMemcpy(j.t.d_batch, slot, o.batch_bytes, cudaMemcpyHostToDevice)) &&
+           WriteAll(w.free_fd, &m.slot, sizeof(m.slot));
+  }
+  PinnedBatch batch{};
+  if (!NextPinnedBatch(j, &batch)) return false;
+  // The worker may produce into that slot again (the pipe write wakes it).
+  if (!WriteAll(batch.worker->free_fd, &batch.slot, sizeof(batch.slot))) return false;
+  int b = batch.block;
+  HostBlock& block = j.blocks[static_cast<size_t>(b)];
+  bool ok = Call("cudaMemcpyAsync", cudaMemcpyAsync(j.t.d_batch, block.data, o.batch_bytes,
+                                                    cudaMemcpyHostToDevice, j.stream)) &&
+            Call("cudaEventRecord", cudaEventRecord(block.released, j.stream));
+  std::lock_guard<std::mutex> lock(j.pin_mu);  // the block goes back to the pool
+  j.free_blocks.push_back(b);
+  j.block_free.notify_one();
+  return ok;
+}
+
+// Hands backward to the autograd thread and sleeps until it is done.
+bool RunBackward(PytorchJob& j, long step) {
+  std::unique_lock<std::mutex> lock(j.grad_mu);
+  j.backward_requested = step;
+  j.backward_asked.notify_one();
+  j.backward_done.wait(lock, [&j, step] { return j.backward_finished >= step; });
+  return !j.failed;
+}
+
+bool RunPytorchSteps(Trainer& t, std::vector<Worker>& workers, long* steps_done, double* seconds) {
+  const Options& o = t.o;
+  PytorchJob j(t, workers);
+  j.kernel_ns = static_cast<uint64_t>(o.kernel_us * 1000.0);
+  RegisterThread(nullptr);  // the main thread keeps the process name, like python's
+  void* grad = nullptr;
+  if (!Call("cudaMalloc", cudaMalloc(&grad, kGradBytes * kGradBuffers))) return false;
+  j.d_grad = static_cast<char*>(grad);
+  bool pin_thread = o.pinned && !workers.empty();
+  if (pin_thread) j.blocks.resize(workers.size() * static_cast<size_t>(o.prefetch) + 2);
+
+  // The helper threads block SIGTERM/SIGINT, so a stop signal interrupts the main thread.
+  sigset_t stop_signals, old_mask;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
+  std::thread autograd(AutogradThread, &j);
+  std::thread pin_memory;
+  if (pin_thread) pin_memory = std::thread(PinMemoryThread, &j);
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+
+  double start = NowS();
+  long step = 0;
+  bool ok = true;
+  while (!g_stop && ok && !j.failed) {
+    if (o.steps > 0 && step >= o.steps) break;
+    if (o.duration_s > 0 && NowS() - start >= o.duration_s) break;
+    void* scratch = nullptr;
+    if (o.malloc_per_step && !Call("cudaMalloc", cudaMalloc(&scratch, o.batch_bytes))) {
+      ok = false;
+      break;
+    }
+    if (!CopyNextBatch(j, step)) {
+      ok = g_stop || j.stopping;  // a worker that exited is an error, a stop signal is not
+      if (scratch != nullptr) cudaFree(scratch);
+      break;
+    }
+    for (int k = 0; k < j.split.forward && ok; ++k) ok = Launch(j, kKernels[k % 2]);
+    ok = ok && RunBackward(j, step + 1);
+    for (int k = 0; k < j.split.optimizer && ok; ++k) ok = Launch(j, kKernels[4]);
+    if (scratch != nullptr) ok = Call("cudaFree", cudaFree(scratch)) && ok;
+    if (!ok) break;
+    ++step;
+    if (o.sync_every > 0 && step % o.sync_every == 0) {
+      ok = Call("cudaDeviceSynchronize", cudaDeviceSynchronize());
+    }
+    if (ok && o.dtoh_every > 0 && step % o.dtoh_every == 0) {  // loss.item()
+      ok = Call("cudaMemcpyAsync", cudaMemcpyAsync(&t.loss, t.d_loss, sizeof(t.loss),
+                                                   cudaMemcpyDeviceToHost, j.stream)) &&
+           Call("cudaStreamSynchronize", cudaStreamSynchronize(j.stream));
+    }
+  }
+  *steps_done = step;
+  *seconds = NowS() - start;
+  ok = Call("cudaDeviceSynchronize", cudaDeviceSynchronize()) && ok && !j.failed;
+
+  {
+    std::lock_guard<std::mutex> lock(j.grad_mu);
+    j.autograd_stop = true;
+    j.backward_asked.notify_one();
+  }
+  autograd.join();
+  if (pin_memory.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(j.pin_mu);
+      j.stopping = true;
+      j.block_free.notify_all();
+    }
+    // A pin-memory thread blocked on a worker's pipe sees EOF once the worker has exited.
+    for (const Worker& w : workers) {
+      if (w.pid > 0) kill(w.pid, SIGTERM);
+    }
+    pin_memory.join();
+  }
+  for (size_t b = 0; b < j.allocated; ++b) {
+    if (j.blocks[b].data != nullptr) cudaFreeHost(j.blocks[b].data);
+    if (j.blocks[b].released != nullptr) cudaEventDestroy(j.blocks[b].released);
+  }
+  cudaFree(j.d_grad);
+  return ok;
+}
+
 int Run(const Options& o) {
   int count = 0;
   if (!Check(cudaGetDeviceCount(&count), "cudaGetDeviceCount") ||
@@ -714,8 +1238,10 @@ int Run(const Options& o) {
 
   std::vector<Worker> workers;
   bool started = StartWorkers(o, &workers);
-  if (started && o.pinned) {
-    // Page-lock the shared batch slots, so the copies out of them are asynchronous DMA.
+  bool simple = o.shape == Shape::kSimple;
+  if (started && o.pinned && simple) {
+    // Page-lock the shared batch slots, so the copies out of them are asynchronous DMA. (The
+    // pytorch shape's pin-memory thread copies them into pinned blocks instead.)
     for (const Worker& w : workers) {
       size_t bytes = static_cast<size_t>(o.prefetch) * o.batch_bytes;
       started = started && Check(cudaHostRegister(w.slots, bytes, 0), "cudaHostRegister");
@@ -723,14 +1249,18 @@ int Run(const Options& o) {
   }
   long steps = 0;
   double seconds = 0;
-  bool ok = started && RunSteps(t, workers, &steps, &seconds);
+  std::vector<pid_t> helpers = StartHelpers(o);
+  bool ok = started && (simple ? RunSteps(t, workers, &steps, &seconds)
+                               : RunPytorchSteps(t, workers, &steps, &seconds));
   StopWorkers(&workers);
-  if (o.pinned) {
+  StopHelpers(&helpers);
+  if (o.pinned && simple) {
     for (const Worker& w : workers) cudaHostUnregister(w.slots);
   }
   if (t.h_local_pinned != nullptr) cudaFreeHost(t.h_local_pinned);
   cudaFree(t.d_batch);
   cudaFree(t.d_loss);
+  WriteThreadCalls();
   if (o.report) {
     double sps = seconds > 0 ? static_cast<double>(steps) / seconds : 0;
     printf("gw_train_loop: steps=%ld seconds=%.3f steps_per_s=%.2f samples_per_s=%.1f\n", steps,
