@@ -148,8 +148,10 @@ class Simulation {
     if (e.op == Op::kMajorFault) ++faults_per_sec_[e.ts_ns / kSec];
     events_.push_back(e);
   }
+  // `waker`: who ends a sleep, as capture records it (sched_waking): a thread (its pid and tid),
+  // 0 for an interrupt (disk, GPU, timer), kNull for none (preempted).
   void Switch(int32_t pid, int32_t tid, int64_t ts, int64_t sleep, SwitchKind kind, int64_t runq,
-              int32_t other) {
+              int32_t other, int64_t waker = kNull) {
     Event e;
     e.ts_ns = ts;
     e.pid = pid;
@@ -160,6 +162,10 @@ class Simulation {
     e.runq_ns = runq;
     e.other_pid = other;
     e.cpu = rng_.Pick(kCores);
+    if (kind != SwitchKind::kPreempted) {
+      e.waker_pid = waker == kNull ? 0 : waker;  // unnamed sleeps end in a timer/interrupt
+      e.waker_tid = e.waker_pid;                 // the simulated processes are single-threaded
+    }
     Emit(e);
   }
   void Call(int32_t pid, int32_t tid, Op op, int64_t ts, int64_t dur, int64_t bytes = kNull,
@@ -312,7 +318,7 @@ int64_t Simulation::ProduceBatch(int64_t step) {
   if (gate > t + 20 * kUs) {
     // Waiting for the main process to ask for another batch (index queue).
     int64_t runq = WakeDelay(gate);
-    Switch(pid, pid, t, gate - t, SwitchKind::kBlocked, runq, SleepHolder(t));
+    Switch(pid, pid, t, gate - t, SwitchKind::kBlocked, runq, SleepHolder(t), kTrainPid);
     t = gate + runq;
   }
   // Read the samples: page-cache hits cost CPU only; misses go to the disk.
@@ -393,7 +399,8 @@ void Simulation::TrainingLoop() {
     int64_t ready = ProduceBatch(step);
     if (ready > now) {
       int64_t runq = WakeDelay(ready);
-      Switch(kTrainPid, kTrainPid, now, ready - now, SwitchKind::kBlocked, runq, SleepHolder(now));
+      Switch(kTrainPid, kTrainPid, now, ready - now, SwitchKind::kBlocked, runq, SleepHolder(now),
+             WorkerPid(static_cast<int>(step % k_.workers)));
       now = ready + runq;
     }
     consumed_.push_back(now);

@@ -32,16 +32,27 @@ class SchemaMigrationTest : public ::testing::Test {
   std::string path_;
 };
 
-// Version 2 only added `stacks` and `stack_frames` to version 1, so a v1 file is a v2 file
-// without them and with schema_version 1.
+// Version 2 only added `stacks` and `stack_frames` to version 1, and version 3 the waker
+// columns (with the views that show them) and sessions.tracer_pid: a v1 file is a v3 file
+// without them, with version 1's views and schema_version 1.
 void DowngradeToV1(sqlite3* db) {
   ASSERT_TRUE(Exec(db,
-                   "DROP VIEW stack_frames; DROP TABLE stacks; "
+                   "DROP VIEW stack_frames; DROP TABLE stacks; DROP VIEW events; "
+                   "DROP VIEW events_all; "
+                   "ALTER TABLE event_rows DROP COLUMN waker_pid; "
+                   "ALTER TABLE event_rows DROP COLUMN waker_tid; "
+                   "ALTER TABLE sessions DROP COLUMN tracer_pid; "
+                   "CREATE VIEW events_all AS SELECT r.session AS session, r.ts AS timestamp, "
+                   "r.pid AS pid, r.tid AS tid, o.name AS op, r.duration_ns AS duration_ns "
+                   "FROM event_rows r JOIN op_names o ON o.id = r.op; "
+                   "CREATE VIEW events AS SELECT r.ts AS timestamp, r.pid AS pid, r.tid AS tid, "
+                   "o.name AS op, r.duration_ns AS duration_ns FROM event_rows r JOIN op_names o "
+                   "ON o.id = r.op WHERE r.session = (SELECT MAX(id) FROM sessions); "
                    "UPDATE meta SET value='1' WHERE key='schema_version'")
                   .ok());
 }
 
-TEST_F(SchemaMigrationTest, V1FileBecomesV2WithDataIntact) {
+TEST_F(SchemaMigrationTest, V1FileBecomesCurrentWithDataIntact) {
   {
     auto w = StoreWriter::Create(path_, {});
     ASSERT_TRUE(w.ok()) << w.status().message();
@@ -75,6 +86,8 @@ TEST_F(SchemaMigrationTest, V1FileBecomesV2WithDataIntact) {
     e.tid = 8;
     e.op = Op::kSchedSwitch;
     e.stack_id = -5;
+    e.waker_pid = 7;
+    e.waker_tid = 9;
     (*w)->AppendEvent(e);
     ASSERT_TRUE((*w)->Close().ok());
   }
@@ -91,6 +104,10 @@ TEST_F(SchemaMigrationTest, V1FileBecomesV2WithDataIntact) {
                        ""),
             "/x/train.py:12");
   EXPECT_EQ(*QueryInt(db.get(), "SELECT offset FROM stack_frames WHERE depth=0", -1), 4096);
+  // Version 3: the migrated file stores and shows who woke a sleeper (NULL on older rows).
+  EXPECT_EQ(*QueryInt(db.get(), "SELECT waker_tid FROM events WHERE timestamp=43", -1), 9);
+  EXPECT_EQ(*QueryInt(db.get(), "SELECT waker_pid IS NULL FROM events_all WHERE timestamp=42", -1),
+            1);
   // Opening again is a no-op (already current).
   auto w = StoreWriter::Create(path_, {});
   ASSERT_TRUE(w.ok()) << w.status().message();
