@@ -153,8 +153,11 @@ class JobGraph {
     if (s.waker_tid == kNull) return f_.worker_pids.empty() ? WaitKind::kOther : WaitKind::kBatch;
     if (IsWorkerPid(s.waker_pid)) return WaitKind::kBatch;
     if (IsMainProcess(s.waker_pid) && s.waker_tid != f_.main_tid) {
-      if (helpers_.count(static_cast<int32_t>(s.waker_tid))) return WaitKind::kHelper;
-      return RelayedWorker(s) ? WaitKind::kBatch : WaitKind::kOther;
+      // A relay (the pin-memory thread, which may call CUDA for pinned blocks) that a worker
+      // woke last: a batch wait. Otherwise a CUDA helper's (backward) or nothing known.
+      if (RelayedWorker(s)) return WaitKind::kBatch;
+      return helpers_.count(static_cast<int32_t>(s.waker_tid)) ? WaitKind::kHelper
+                                                               : WaitKind::kOther;
     }
     return WaitKind::kOther;
   }
@@ -509,15 +512,19 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
     f.train_tls.push_back(tl);
   }
   // Each worker process is judged by its busiest thread (a pool of idle threads beside one
-  // computing thread is a busy worker).
+  // computing thread is a busy worker). Busiest = the most scheduler activity in the window,
+  // then the most time on CPU: a thread asleep for good leaves no row after it fell asleep, so
+  // its timeline alone cannot tell it from one that never stops running.
   for (int32_t pid : f.worker_pids) {
     int32_t rep = 0;
-    int64_t best = -1;
+    std::pair<int64_t, int64_t> best = {-1, -1};
     for (const auto& [tid, owner] : tid_pid) {
       if (owner != pid) continue;
-      int64_t running = At(tls.at(tid).Totals(), FeedCause::kRunning);
-      if (running > best) {
-        best = running;
+      int64_t rows = 0;
+      for (const RawEvent* e : rows_by_tid[tid]) rows += e->op == Op::kSchedSwitch ? 1 : 0;
+      std::pair<int64_t, int64_t> key = {rows, At(tls.at(tid).Totals(), FeedCause::kRunning)};
+      if (key > best) {
+        best = key;
         rep = tid;
       }
     }

@@ -31,7 +31,6 @@ std::optional<Severity> Ladder(double lost_share) {
   return Ladder(lost_share, th::kHighLostShare, th::kMediumLostShare, th::kLowLostShare);
 }
 
-Severity Min(Severity a, Severity b) { return static_cast<int>(a) < static_cast<int>(b) ? a : b; }
 Severity Max(Severity a, Severity b) { return static_cast<int>(a) > static_cast<int>(b) ? a : b; }
 
 std::string Replace(std::string s, const std::string& from, const std::string& to) {
@@ -550,14 +549,15 @@ void MemcpyBottleneck(const Facts& f, std::vector<Finding>* out) {
   int64_t n = 0, ns = 0;
   double bytes = 0, pageable_bytes = 0, pageable_ns = 0, pinned_bytes = 0, pinned_ns = 0;
   for (const RawEvent& e : f.events) {
-    if (e.pid != f.main_pid || !IsMemcpy(e.op)) continue;
+    // The main thread's host↔device copies: what its memcpy time was spent on.
+    if (e.tid != f.main_tid || !IsMemcpy(e.op)) continue;
+    bool pinned = e.kind != kNull && (e.kind & kCopyPinnedHost) != 0;
+    int64_t dir = e.kind == kNull ? 4 : (e.kind & ~kCopyPinnedHost);
+    if (dir == static_cast<int64_t>(CopyKind::kDeviceToDevice)) continue;
     ++n;
     ns += e.duration;
     double b = e.bytes == kNull ? 0 : static_cast<double>(e.bytes);
     bytes += b;
-    bool pinned = e.kind != kNull && (e.kind & kCopyPinnedHost) != 0;
-    int64_t dir = e.kind == kNull ? 4 : (e.kind & ~kCopyPinnedHost);
-    if (dir == static_cast<int64_t>(CopyKind::kDeviceToDevice)) continue;
     if (pinned) {
       pinned_bytes += b;
       pinned_ns += static_cast<double>(e.duration);
@@ -582,7 +582,7 @@ void MemcpyBottleneck(const Facts& f, std::vector<Finding>* out) {
   x.effect = "GPU waiting on data transfer";
   x.lost_s = Sec(main_memcpy);
   x.root.push_back(
-      Fmt("%s cudaMemcpy* calls took %s s of %s s on the main thread (%s of wall "
+      Fmt("%s host-device cudaMemcpy* calls took %s s of %s s on the main thread (%s of wall "
           "clock), %s moved",
           FormatCount(n).c_str(), FormatSeconds(Sec(main_memcpy)).c_str(),
           FormatSeconds(f.window_s).c_str(), FormatPct(share).c_str(), FormatBytes(bytes).c_str()));

@@ -91,28 +91,43 @@ struct LiveScenario {
   bool pinned = true;                  // the loop (and competitors) on one CPU
 };
 
-// Same loop for every scenario; only the injected fault differs. 8 kernels × 1 ms per step
-// keep the GPU the bottleneck when the host is healthy; 2 workers × 5 ms of CPU per batch fit
-// on the one pinned CPU with room to spare until competitors share it.
+// Same loop for every scenario, shaped like a PyTorch job (--shape pytorch: a main thread that
+// hands backward to an autograd thread, a pin-memory thread fed by forked 3-thread workers);
+// only the injected fault differs. 8 kernels × 1 ms per step keep the GPU the bottleneck when
+// the host is healthy; 2 workers × 5 ms of CPU per batch fit on the one pinned CPU with room to
+// spare until competitors share it. "{CPU}" in loop_args is the training CPU.
 const std::vector<LiveScenario>& LiveScenarios() {
   static const std::vector<LiveScenario> kScenarios = {
       {"cpu-contention",
        "3 \"noisy_neighbor\" CPU burners pinned to the training loop's CPU from 1/3 in",
-       {"--workers", "2", "--batch-cpu-ms", "5"},
+       {"--shape", "pytorch", "--workers", "2", "--batch-cpu-ms", "5"},
        3,
        false},
       {"healthy", "the same training loop with nothing injected",
-       {"--workers", "2", "--batch-cpu-ms", "5"},
+       {"--shape", "pytorch", "--workers", "2", "--batch-cpu-ms", "5"},
+       0,
+       false},
+      {"dataloader-starvation", "one of the 2 workers spends 40 ms more CPU on each batch",
+       {"--shape", "pytorch", "--workers", "2", "--batch-cpu-ms", "5", "--slow-worker-ms", "40"},
+       0,
+       false,
+       false},
+      {"child-hogs",
+       "the training program starts 3 CPU-burning helper programs (fork+exec) on its own CPU",
+       {"--shape", "pytorch", "--workers", "2", "--batch-cpu-ms", "5", "--exec-helpers", "3",
+        "--helper-cpu", "{CPU}"},
        0,
        false},
       {"memcpy-bottleneck", "64 MB batches in pageable host memory (staged, synchronous copies)",
-       {"--workers", "1", "--batch-cpu-ms", "0", "--pageable", "--batch-bytes", "64M", "--kernels-per-step", "2"},
+       {"--shape", "pytorch", "--workers", "1", "--batch-cpu-ms", "0", "--pageable",
+        "--batch-bytes", "64M", "--kernels-per-step", "2"},
        0,
        false,
        false},
       {"io-bottleneck",
        "the worker reads 32 MB batches from a cold file with O_DIRECT (no page cache)",
-       {"--workers", "1", "--batch-cpu-ms", "0", "--batch-bytes", "32M", "--odirect"},
+       {"--shape", "pytorch", "--workers", "1", "--batch-cpu-ms", "0", "--batch-bytes", "32M",
+        "--odirect"},
        0,
        true,
        false},
@@ -387,7 +402,9 @@ int RunLiveDemo(const FlagSet& flags, const std::string& scenario_name,
   ChildSet children;  // declared after everything the children use; stopped first
   std::vector<std::string> loop_argv = {sim->bin + "/gw_train_loop", "--duration",
                                         std::to_string(duration_s + 5), "--report"};
-  loop_argv.insert(loop_argv.end(), scenario->loop_args.begin(), scenario->loop_args.end());
+  for (const std::string& a : scenario->loop_args) {
+    loop_argv.push_back(a == "{CPU}" ? std::to_string(cpu) : a);
+  }
   if (!io_file.empty()) {
     loop_argv.push_back("--io-file");
     loop_argv.push_back(io_file);
