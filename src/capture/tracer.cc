@@ -86,7 +86,6 @@ Status Tracer::Start() {
 
   clock_ = NewSessionClock();
   if (options_.record) {
-    RETURN_IF_ERROR(PrepareDatabaseLocation(options_.db_path));
     WriterOptions wo;
     wo.max_db_bytes = options_.max_db_bytes;
     ASSIGN_OR_RETURN(writer_, StoreWriter::Create(options_.db_path, wo));
@@ -301,7 +300,6 @@ StatusOr<TraceSummary> Tracer::Stop() {
     Status end = writer_->EndSession(totals);
     summary.events_written = writer_->stats().events_written;
     Status closed = writer_->Close();
-    ChownToInvokingUser(options_.db_path);
     if (!st.ok()) result = st;
     else if (!end.ok()) result = end;
     else if (!closed.ok()) result = closed;

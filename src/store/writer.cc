@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "store/db_location.h"
 #include "store/event_batch.h"
 #include "store/schema.h"
 
@@ -67,10 +68,14 @@ void SortByTimestamp(std::vector<BatchRow>& rows, std::vector<BatchRow>& scratch
 
 StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& path,
                                                            WriterOptions options) {
-  RETURN_IF_ERROR(PrepareDatabaseLocation(path));
+  ASSIGN_OR_RETURN(DatabaseLocation location, PrepareDatabaseLocation(path));
+  // Every file SQLite makes (the -wal, -shm, a -journal) is made with the owner's identity
+  // where the owner controls the directory; the writer thread inherits it (started below).
+  ScopedFsIdentity as_owner(location);
   sqlite3* raw = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &raw,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+  int rc = sqlite3_open_v2(location.open_path.c_str(), &raw,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
+                               (location.no_links ? SQLITE_OPEN_NOFOLLOW : 0),
                            nullptr);  // db_mu_ serializes use; SQLite's own mutexes cost ~13%
   ScopedDb db(raw);
   if (rc != SQLITE_OK) return SqliteStatus(raw, rc, "open database " + path + " for writing");
@@ -96,6 +101,7 @@ StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& pa
                       .WithContext(path));
   RETURN_IF_ERROR(CreateOrMigrateSchema(db.get()).WithContext("database " + path));
   std::unique_ptr<StoreWriter> writer(new StoreWriter(path, options, std::move(db)));
+  writer->location_ = location;
   RETURN_IF_ERROR(writer->PrepareStatements());
   ASSIGN_OR_RETURN(int64_t max_string,
                    QueryInt(writer->db_.get(), "SELECT MAX(id) FROM strings", 0));
@@ -107,7 +113,6 @@ StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& pa
           sqlite3_column_int64(all.get(), 0);
     }
   }
-  ChownToInvokingUser(path);
   writer->thread_ = std::thread([w = writer.get()] { w->Run(); });
   return writer;
 }
@@ -296,6 +301,7 @@ Status StoreWriter::Close() {
   insert_string_.Reset();
   insert_stack_.Reset();
   // Folding the WAL back into the main file leaves one self-contained file for readers.
+  ScopedFsIdentity as_owner(location_);  // closing removes the -wal: the owner's to remove
   (void)Exec(db_.get(), "PRAGMA wal_checkpoint(TRUNCATE)");
   db_.Reset();
   cv_space_.notify_all();
@@ -609,24 +615,12 @@ Status StoreWriter::PruneIfNeeded() {
   return Status::Ok();
 }
 
-namespace {
-
-const char* InvokingUser() {
-  const char* sudo_user = std::getenv("SUDO_USER");
-  if (geteuid() == 0 && sudo_user != nullptr && *sudo_user != '\0' &&
-      std::string(sudo_user) != "root") {
-    return sudo_user;
-  }
-  return nullptr;
-}
-
-}  // namespace
-
 std::string DefaultDatabasePath() {
   if (const char* env = std::getenv("GPUWHY_DB"); env != nullptr && *env != '\0') return env;
   std::string home;
-  if (const char* user = InvokingUser()) {
-    if (struct passwd* pw = getpwnam(user)) home = pw->pw_dir;
+  DatabaseOwner owner = InvokingDatabaseOwner();
+  if (owner.uid != geteuid()) {  // under sudo: the user's home, not root's
+    if (struct passwd* pw = getpwuid(owner.uid)) home = pw->pw_dir;
   }
   if (home.empty()) {
     if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') home = h;
@@ -636,37 +630,6 @@ std::string DefaultDatabasePath() {
   }
   if (home.empty()) home = ".";
   return home + "/.gpuwhy/gpuwhy.db";
-}
-
-void ChownToInvokingUser(const std::string& path) {
-  const char* user = InvokingUser();
-  if (user == nullptr) return;
-  struct passwd* pw = getpwnam(user);
-  if (pw == nullptr) return;
-  for (const std::string& p : {path, path + "-wal", path + "-shm"}) {
-    if (access(p.c_str(), F_OK) == 0) (void)chown(p.c_str(), pw->pw_uid, pw->pw_gid);
-  }
-}
-
-Status PrepareDatabaseLocation(const std::string& path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos || slash == 0) return Status::Ok();
-  std::string dir = path.substr(0, slash);
-  struct stat st;
-  if (stat(dir.c_str(), &st) == 0) {
-    if (!S_ISDIR(st.st_mode)) return FailedPrecondition(dir + " exists and is not a directory");
-    return Status::Ok();
-  }
-  // Create missing parents one level at a time (only the last levels are usually missing).
-  size_t parent_slash = dir.rfind('/');
-  if (parent_slash != std::string::npos && parent_slash > 0) {
-    RETURN_IF_ERROR(PrepareDatabaseLocation(dir));
-  }
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return ErrnoStatus("create directory " + dir, errno);
-  }
-  ChownToInvokingUser(dir);
-  return Status::Ok();
 }
 
 }  // namespace gw

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "store/db_location.h"
 #include "store/event.h"
 #include "store/event_batch.h"
 #include "store/sqlite_util.h"
@@ -91,6 +92,7 @@ class StoreWriter {
   Status PruneIfNeeded();
 
   std::string path_;
+  DatabaseLocation location_;  // where and as whom the files are written (db_location.h)
   WriterOptions options_;
   EventBatch batch_;  // what gw_event_batch shows; declared before db_ so it outlives it
   ScopedDb db_;
@@ -159,11 +161,8 @@ class StoreWriter {
 };
 
 // The default database: $GPUWHY_DB, else ~/.gpuwhy/gpuwhy.db of the invoking user (under sudo,
-// SUDO_USER's home).
+// SUDO_USER's home). Create() checks the path and writes as that user where they own it
+// (db_location.h).
 std::string DefaultDatabasePath();
-// Creates the parent directory of a database file; under sudo, hands the directory and file
-// to the invoking user so they can read it without root.
-Status PrepareDatabaseLocation(const std::string& path);
-void ChownToInvokingUser(const std::string& path);
 
 }  // namespace gw
