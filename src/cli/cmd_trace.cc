@@ -127,8 +127,8 @@ int RunTrace(const Args& args) {
              ""});
   AddDbFlag(flags);
   flags.Add({"record", FlagKind::kBool, "", "write events to the database", "true"});
-  flags.Add({"max-db", FlagKind::kSize, "SIZE", "keep the database under SIZE by pruning the "
-                                                "oldest rows (2G)", ""});
+  flags.Add({"max-db", FlagKind::kSize, "SIZE", "keep the database and its WAL under SIZE by "
+                                                "pruning the oldest rows (2G)", ""});
   flags.Add({"cuda-lib", FlagKind::kString, "PATH", "also attach to this CUDA library file or "
                                                     "directory", ""});
   flags.Add({"stack", FlagKind::kBool, "",
@@ -239,6 +239,7 @@ int RunTrace(const Args& args) {
   if (!summary.ok()) return ReportError(summary.status());
   if (live && tty) DrawFrame(RenderLiveView(tracer->Live(), TerminalWidth()));
   PrintSummary(info, *summary, tracked);
+  if (!summary->store_error.ok()) return ReportError(summary->store_error);
   return kExitOk;
 }
 

@@ -39,6 +39,9 @@ struct WriterStats {
   int64_t transactions = 0;
   int64_t rows_pruned = 0;
   int64_t producer_waits = 0;  // times a producer blocked on a full queue
+  // Events that will never be in the file: the batch whose write failed (disk full, I/O error)
+  // and every event appended after it. Counted at once, so live views can show them as drops.
+  int64_t events_lost = 0;
 };
 
 class StoreWriter {
@@ -69,6 +72,8 @@ class StoreWriter {
 
   // Blocks until everything appended so far is committed. Returns the first write error.
   Status Flush();
+  // The first write error, without waiting (ok while every batch has been written).
+  Status error() const;
   // Flushes and stops the writer thread; further appends are ignored.
   Status Close();
 
@@ -90,6 +95,11 @@ class StoreWriter {
   void Aggregate(const Event& e);
   Status WriteRollups(bool all);
   Status PruneIfNeeded();
+  // Refuses a batch that would leave the filesystem without the room needed to close the
+  // session (and the WAL its final checkpoint needs).
+  Status CheckFreeSpace(size_t events);
+  // "recording stopped: <what>: <SQLite's message>" with a hint for a full disk.
+  static Status WriteFailure(const Status& failed, const std::string& what);
 
   std::string path_;
   DatabaseLocation location_;  // where and as whom the files are written (db_location.h)
