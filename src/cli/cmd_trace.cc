@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "base/table.h"
+#include "base/text.h"
 #include "capture/tracer.h"
 #include "cli/commands.h"
 #include "sources/system/host_info.h"
@@ -78,7 +79,8 @@ void DrawFrame(const std::string& text) {
   std::string frame = "\x1b[H";
   std::istringstream in(text);
   std::string line;
-  while (std::getline(in, line)) frame += line + "\x1b[K\n";
+  // The only escapes on screen are these: any in the text (names, notes) become '?'.
+  while (std::getline(in, line)) frame += TerminalSafe(line) + "\x1b[K\n";
   frame += "\x1b[J";
   std::fwrite(frame.data(), 1, frame.size(), stdout);
   std::fflush(stdout);
@@ -106,7 +108,7 @@ void PrintSummary(FILE* out, const TraceSummary& s, int64_t tracked) {
   for (const std::string& name : s.sources) sources += (sources.empty() ? "" : ", ") + name;
   std::fprintf(out, "  sources: %s · processes tracked: %lld\n", sources.c_str(),
                static_cast<long long>(tracked));
-  for (const std::string& n : s.notes) std::fprintf(out, "  note: %s\n", n.c_str());
+  for (const std::string& n : s.notes) std::fprintf(out, "  note: %s\n", TerminalSafe(n).c_str());
   if (!s.db_path.empty()) {
     std::fprintf(out, "  next: gpuwhy explain --db %s\n", s.db_path.c_str());
   }
@@ -209,7 +211,7 @@ int RunTrace(const Args& args) {
         recent_notes.push_back(std::move(n));  // shown under the frame
         if (recent_notes.size() > 4) recent_notes.erase(recent_notes.begin());
       } else {
-        std::fprintf(info, "gpuwhy trace: %s\n", n.c_str());
+        std::fprintf(info, "gpuwhy trace: %s\n", TerminalSafe(n).c_str());
       }
     }
     std::fflush(info);
@@ -230,7 +232,7 @@ int RunTrace(const Args& args) {
       }
       DrawFrame(frame);
     } else {
-      std::printf("%s\n", RenderStatusLine(snap).c_str());
+      std::printf("%s\n", TerminalSafe(RenderStatusLine(snap)).c_str());
       std::fflush(stdout);
     }
   });
