@@ -13,6 +13,7 @@
 #include "base/scoped.h"
 #include "cli/commands.h"
 #include "mcp/gpuwhy_server.h"
+#include "store/reader.h"
 
 namespace gw {
 
@@ -116,6 +117,7 @@ int RunMcp(const Args& args) {
   options.run_checks = RunChecksInChild;
   // A client that goes away must end the server with EPIPE, not a signal.
   signal(SIGPIPE, SIG_IGN);
+  StoreReader::LimitProcessHeap();  // one query_sql call must not exhaust the server's memory
   mcp::GpuwhyServer server(options);
   std::fprintf(stderr, "gpuwhy mcp: serving %s over stdio (MCP %s)\n", options.db_path.c_str(),
                mcp::kLatestProtocolVersion);
