@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <sstream>
 
@@ -120,8 +122,8 @@ int RunTrace(const Args& args) {
   FlagSet flags("trace", "gpuwhy trace [flags]",
                 "Trace CUDA API calls and host kernel events of GPU jobs (needs root or "
                 "CAP_BPF+CAP_PERFMON+CAP_SYS_ADMIN).");
-  flags.Add({"duration", FlagKind::kDuration, "DUR", "stop after this long (120s, 2m); default: "
-                                                     "until Ctrl-C", ""});
+  flags.Add({"duration", FlagKind::kDuration, "DUR", "stop after this long (120s, 2m; more than 0); "
+                                                     "default: until Ctrl-C, SIGTERM or SIGHUP", ""});
   flags.Add({"pid", FlagKind::kString, "PID[,PID]",
              "trace only these processes and their descendants (repeatable)", ""});
   flags.Add({"comm", FlagKind::kString, "NAME[,NAME]",
@@ -164,6 +166,24 @@ int RunTrace(const Args& args) {
     options.pids.push_back(static_cast<int32_t>(*pid));
   }
   options.duration_ns = flags.GetDurationNs("duration", 0);
+  if (flags.Has("duration") && options.duration_ns <= 0) {
+    return ReportError(InvalidArgument(
+        "--duration must be more than 0 — hint: leave it out to trace until Ctrl-C"));
+  }
+  for (const std::string& comm : options.comms) {
+    // The kernel keeps 15 bytes of a command name (TASK_COMM_LEN 16): a longer one never matches.
+    if (comm.size() > 15) {
+      return ReportError(InvalidArgument(
+          "--comm " + comm + ": longer than the kernel's 15-character command names, so it "
+          "would never match — hint: use its first 15 characters: " + comm.substr(0, 15)));
+    }
+  }
+  for (const std::string& lib : options.cuda_libs) {
+    if (access(lib.c_str(), R_OK) != 0) {
+      std::fprintf(stderr, "gpuwhy trace: warning: --cuda-lib %s: %s (nothing to attach there)\n",
+                   lib.c_str(), std::strerror(errno));
+    }
+  }
   options.record = flags.GetBool("record", true);
   options.max_db_bytes = flags.GetSizeBytes("max-db", 0);
   options.json = flags.GetBool("json", false);
@@ -188,6 +208,7 @@ int RunTrace(const Args& args) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);  // an ssh disconnect: flush and close the session too
   signal(SIGPIPE, SIG_IGN);
 
   if (Status st = tracer->Start(); !st.ok()) return ReportError(st);
