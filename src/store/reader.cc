@@ -1,9 +1,12 @@
 #include "store/reader.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -83,6 +86,41 @@ Cell ColumnCell(sqlite3_stmt* stmt, int i) {
       return std::string(reinterpret_cast<const char*>(t), static_cast<size_t>(n));
     }
   }
+}
+
+// Read-only hardening shared by every reader connection.
+void ConfigureReader(sqlite3* db) {
+  sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nullptr);
+  sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+  // A database file may come from anyone: FTS3 takes no tokenizer pointer. (Functions its views
+  // call go through the authorizer's allow-list like any other; SQLite 3.40 does not mark
+  // json_extract innocuous, so TRUSTED_SCHEMA=0 would refuse gpuwhy's own views.)
+  sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0, nullptr);
+  // One value (randomblob(1e9), a grown string) at most 64 MiB, one statement at most 1 MiB.
+  sqlite3_limit(db, SQLITE_LIMIT_LENGTH, kMaxValueBytes);
+  sqlite3_limit(db, SQLITE_LIMIT_SQL_LENGTH, 1 << 20);
+  sqlite3_limit(db, SQLITE_LIMIT_ATTACHED, 0);
+  sqlite3_busy_timeout(db, 5000);
+}
+
+// The file opened with immutable=1 (no locks, no -shm): for files that cannot change.
+StatusOr<ScopedDb> OpenImmutable(const std::string& path) {
+  std::string uri = "file:";
+  for (char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(c));
+      uri += buf;
+    } else {
+      uri += c;
+    }
+  }
+  uri += "?immutable=1";
+  sqlite3* raw = nullptr;
+  int rc = sqlite3_open_v2(uri.c_str(), &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
+  ScopedDb db(raw);
+  if (rc != SQLITE_OK) return SqliteStatus(raw, rc, "open database " + path + " immutable");
+  return db;
 }
 
 }  // namespace
@@ -172,23 +210,39 @@ StatusOr<std::unique_ptr<StoreReader>> StoreReader::Open(const std::string& path
                               "but nothing was recorded; run `sudo gpuwhy trace --db " + path +
                               "`");
   }
+  if (access(path.c_str(), R_OK) != 0 && errno == EACCES) {
+    return PermissionDenied("database " + path + " is not readable by this user (recordings "
+                            "hold command lines, so gpuwhy creates them 0600) — hint: read it as "
+                            "its owner, or have them share it: chmod 0644 " + path);
+  }
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr);
   ScopedDb db(raw);
   if (rc != SQLITE_OK) return SqliteStatus(raw, rc, "open database " + path + " read-only");
-  sqlite3_db_config(db.get(), SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nullptr);
-  sqlite3_db_config(db.get(), SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
-  // A database file may come from anyone: FTS3 takes no tokenizer pointer. (Functions its views
-  // call go through the authorizer's allow-list like any other; SQLite 3.40 does not mark
-  // json_extract innocuous, so TRUSTED_SCHEMA=0 would refuse gpuwhy's own views.)
-  sqlite3_db_config(db.get(), SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0, nullptr);
-  // One value (randomblob(1e9), a grown string) at most 64 MiB, one statement at most 1 MiB.
-  sqlite3_limit(db.get(), SQLITE_LIMIT_LENGTH, kMaxValueBytes);
-  sqlite3_limit(db.get(), SQLITE_LIMIT_SQL_LENGTH, 1 << 20);
-  sqlite3_limit(db.get(), SQLITE_LIMIT_ATTACHED, 0);
-  sqlite3_busy_timeout(db.get(), 5000);
+  ConfigureReader(db.get());
   std::unique_ptr<StoreReader> reader(new StoreReader(path, std::move(db)));
   Status schema = CheckSchemaReadable(reader->db_.get());
+  if (!schema.ok() && (schema.message().find("readonly") != std::string::npos ||
+                       schema.message().find("unable to open") != std::string::npos)) {
+    // A WAL database in a directory this user cannot write (root's recording, shared with
+    // chmod): SQLite cannot make or open the -shm. With no -wal content outstanding the main
+    // file is the whole recording, and it can be read as immutable.
+    struct stat wal;
+    bool wal_empty = stat((path + "-wal").c_str(), &wal) != 0 || wal.st_size == 0;
+    if (wal_empty) {
+      StatusOr<ScopedDb> immutable = OpenImmutable(path);
+      if (immutable.ok()) {
+        reader.reset(new StoreReader(path, std::move(*immutable)));
+        ConfigureReader(reader->db_.get());
+        schema = CheckSchemaReadable(reader->db_.get());
+      }
+    } else {
+      return FailedPrecondition(
+          "database " + path + " has a write-ahead log that this user cannot open (" +
+          schema.message() + ") — hint: read it as the user who recorded it, or after that "
+          "recording ends");
+    }
+  }
   if (!schema.ok()) {
     if (schema.message().find("not a database") != std::string::npos ||
         schema.code() == StatusCode::kDataLoss) {

@@ -9,6 +9,7 @@
 #   5. a race: the user swaps -wal/-shm for symlinks to a root-only file while recordings run;
 #   6. a race: the user swaps ~/.gpuwhy itself for a symlink to a root-only directory;
 #   7. root (no sudo) with the user's HOME, the symlink of 1 planted;
+#   8. (reading) root's recording in a root-owned directory, shared with chmod;
 # and that the honest case still works: the user's database is theirs, 0600 in a 0700 dir,
 # readable by them without root.
 # Usage: db_path_security_e2e.sh GPUWHY
@@ -176,5 +177,20 @@ out=$(env -u SUDO_USER -u GPUWHY_DB HOME="$H" "$GPUWHY" trace --duration 1s --qu
   || fail "root + user's dir rc=$rc: $out"
 [ -z "$(ls -A "$H/.gpuwhy")" ] && pass "nothing created in the user's dir by root" \
   || fail "root created: $(ls -la "$H/.gpuwhy")"
+
+# ---- 8. the user reads root's recording in a root-owned directory --------------------------
+# 0600 by default (it holds command lines): refused with a hint. Shared with chmod 0644, it
+# reads although the user can create no -shm there (before: "attempt to write a readonly
+# database").
+SHARED=$WORK/shared
+mkdir -m 0755 "$SHARED"
+env -u SUDO_USER "$GPUWHY" demo healthy --keep "$SHARED/r.db" > /dev/null 2>&1
+out=$(cd / && as_user "$GPUWHY" query --db "$SHARED/r.db" "SELECT 1" 2>&1); rc=$?
+[ $rc -ne 0 ] && echo "$out" | grep -q "chmod 0644" && pass "root's 0600 recording: refused with a hint" \
+  || fail "0600 read: rc=$rc $out"
+chmod 0644 "$SHARED/r.db"; rm -f "$SHARED/r.db-shm" "$SHARED/r.db-wal"
+n=$(cd / && as_user "$GPUWHY" query --db "$SHARED/r.db" --csv "SELECT COUNT(*) FROM sessions" 2>&1 | tail -1)
+[ "$n" = "1" ] && pass "shared root recording in a root-owned dir reads without root" \
+  || fail "shared read: $n"
 
 e2e_finish db_path_security_e2e
