@@ -11,7 +11,8 @@ int RunQuery(const Args& args) {
                 "Tables and views: events (newest session), events_all, process_names,\n"
                 "processes, sessions, system_snapshots, op_seconds, op_stats_seconds, strings,\n"
                 "op_names. docs/schema.md documents every column. Writes, ATTACH, pragma\n"
-                "changes and extension loading are refused.");
+                "changes, extension loading and SQL functions off gpuwhy's allow-list are\n"
+                "refused; one value is at most 64 MiB. Rows are printed as they are read.");
   AddDbFlag(flags);
   flags.Add({"json", FlagKind::kBool, "", "print rows as a JSON array of objects", ""})
       .Add({"csv", FlagKind::kBool, "", "print rows as CSV", ""})
