@@ -376,10 +376,15 @@ Status StoreReader::ForEach(const std::string& sql, const std::vector<int64_t>& 
 StatusOr<std::vector<SessionSummary>> StoreReader::Sessions() {
   std::vector<SessionSummary> out;
   RETURN_IF_ERROR(ForEach(
-      "SELECT s.id, s.kind, s.wall_start_ns, COALESCE(s.wall_stop_ns, 0), COALESCE(s.host,''), "
+      // A session whose tracer died (kill -9, power loss) never got its stop time and totals:
+      // they are derived from its rows (stop = its newest row).
+      "SELECT s.id, s.kind, s.wall_start_ns, COALESCE(s.wall_stop_ns, s.wall_start_ns + "
+      "(SELECT MAX(ts) FROM event_rows WHERE session = s.id), 0), COALESCE(s.host,''), "
       "COALESCE(s.kernel,''), COALESCE(s.cpu_model,''), COALESCE(s.cores,0), "
       "COALESCE(s.mem_bytes,0), COALESCE(s.gpu_model,''), COALESCE(s.gpu_driver,''), "
-      "COALESCE(s.command_line,''), s.events, s.drops, COALESCE(s.drops_detail,''), "
+      "COALESCE(s.command_line,''), CASE WHEN s.wall_stop_ns IS NULL THEN (SELECT COUNT(*) FROM "
+      "event_rows WHERE session = s.id) ELSE s.events END, s.drops, "
+      "COALESCE(s.drops_detail,''), "
       "COALESCE((SELECT MIN(ts) FROM event_rows WHERE session = s.id), 0), "
       "COALESCE((SELECT MAX(ts) FROM event_rows WHERE session = s.id), 0) "
       "FROM sessions s ORDER BY s.id",

@@ -219,6 +219,25 @@ TEST_F(StoreTest, QueryStreamDoesNotCollectRows) {
   EXPECT_GT(seen, 1000);
 }
 
+// Issue 12: after kill -9 the session row has no stop time and events = 0; readers derive both.
+TEST_F(StoreTest, SessionsOfAKilledTracerGetTotalsFromTheirRows) {
+  auto w = NewWriter();
+  SessionInfo info;
+  info.wall_start_ns = 1'000'000'000'000;
+  ASSERT_TRUE(w->BeginSession(info).ok());
+  std::vector<Event> events = {Switch(1000, 1, 1), Switch(5'000'000'000, 1, 1), Switch(7000, 2, 2)};
+  w->AppendEvents(events.data(), events.size());
+  ASSERT_TRUE(w->Flush().ok());
+  ASSERT_TRUE(w->Close().ok());  // no EndSession: what a killed tracer leaves
+  auto r = StoreReader::Open(path_);
+  ASSERT_TRUE(r.ok());
+  auto sessions = (*r)->Sessions();
+  ASSERT_TRUE(sessions.ok()) << sessions.status().message();
+  ASSERT_EQ(sessions->size(), 1u);
+  EXPECT_EQ((*sessions)[0].events, 3);
+  EXPECT_EQ((*sessions)[0].wall_stop_ns, 1'000'000'000'000 + 5'000'000'000);
+}
+
 TEST_F(StoreTest, EventsWithEqualTimestampsAreAllKeptAcrossBatches) {
   auto w = NewWriter();
   ASSERT_TRUE(w->BeginSession({}).ok());
