@@ -289,7 +289,9 @@ ScopedFsIdentity::ScopedFsIdentity(bool active, uid_t uid, gid_t gid) {
   saved_groups_.resize(static_cast<size_t>(n));
   GW_CHECK(getgroups(n, saved_groups_.data()) == n);
   // The raw system call changes this thread only (glibc's setgroups changes every thread).
-  GW_CHECK(syscall(SYS_setgroups, 1, &gid) == 0);
+  // Without CAP_SETGID (a root with capabilities dropped) the groups stay; fsuid/fsgid still
+  // make the kernel check file access as the user for owner and group bits.
+  groups_set_ = syscall(SYS_setgroups, 1, &gid) == 0;
   saved_gid_ = static_cast<gid_t>(setfsgid(gid));
   saved_uid_ = static_cast<uid_t>(setfsuid(uid));
   // setfsuid reports no failure: read the identity back.
@@ -303,7 +305,9 @@ ScopedFsIdentity::~ScopedFsIdentity() {
   setfsuid(saved_uid_);
   setfsgid(saved_gid_);
   GW_CHECK(static_cast<uid_t>(setfsuid(static_cast<uid_t>(-1))) == saved_uid_);
-  GW_CHECK(syscall(SYS_setgroups, saved_groups_.size(), saved_groups_.data()) == 0);
+  if (groups_set_) {
+    GW_CHECK(syscall(SYS_setgroups, saved_groups_.size(), saved_groups_.data()) == 0);
+  }
 }
 
 }  // namespace gw

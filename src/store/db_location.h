@@ -64,6 +64,7 @@ class ScopedFsIdentity {
 
  private:
   bool active_ = false;
+  bool groups_set_ = false;
   uid_t saved_uid_ = 0;
   gid_t saved_gid_ = 0;
   std::vector<gid_t> saved_groups_;
