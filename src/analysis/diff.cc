@@ -10,6 +10,7 @@
 #include "analysis/thresholds.h"
 #include "base/table.h"
 #include "store/reader.h"
+#include "base/text.h"
 
 namespace gw {
 
@@ -183,7 +184,7 @@ std::string DiffToText(const DiffReport& d) {
   out += "Findings after:\n";
   if (d.findings_b.empty()) out += "  (none)\n";
   for (const std::string& s : d.findings_b) out += "  " + s + "\n";
-  return out;
+  return TerminalSafe(out, /*keep_line_breaks=*/true);  // names from traced processes
 }
 
 std::string DiffToJson(const DiffReport& d) {
@@ -206,7 +207,7 @@ std::string DiffToJson(const DiffReport& d) {
                       {"verdict", VerdictName(r.verdict)}});
     }
     j["rows"] = rows;
-    return j.dump(2, ' ', false, ordered_json::error_handler_t::replace) + "\n";
+    return EscapeC1InJson(j.dump(2, ' ', false, ordered_json::error_handler_t::replace)) + "\n";
   } catch (const std::exception& e) {
     return std::string("{\"error\": \"") + JsonEscape(e.what()) + "\"}\n";
   }

@@ -6,6 +6,7 @@
 #include "analysis/explain.h"
 #include "analysis/format.h"
 #include "base/table.h"
+#include "base/text.h"
 
 namespace gw {
 
@@ -165,7 +166,8 @@ std::string ReportToText(const Report& r) {
     out += Indent(FormatTable(t, TableFormat::kText), "  ");
   }
   for (const std::string& n : r.notes) out += "note: " + n + "\n";
-  return out;
+  // Names and command lines in Root/Fix/Contributing lines come from traced processes.
+  return TerminalSafe(out, /*keep_line_breaks=*/true);
 }
 
 std::string ReportToJson(const Report& r) {
@@ -248,7 +250,7 @@ std::string ReportToJson(const Report& r) {
         r.sched_victims.sites.empty() ? ordered_json(nullptr) : SectionJson(r.sched_victims);
     j["events"] = r.events;
     j["notes"] = r.notes;
-    return j.dump(2, ' ', false, ordered_json::error_handler_t::replace) + "\n";
+    return EscapeC1InJson(j.dump(2, ' ', false, ordered_json::error_handler_t::replace)) + "\n";
   } catch (const std::exception& e) {
     return std::string("{\"error\": \"") + JsonEscape(e.what()) + "\"}\n";
   }

@@ -1,5 +1,6 @@
 #include "base/flags.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -146,7 +147,12 @@ StatusOr<int64_t> ParseDurationNs(const std::string& text) {
     size_t start = i;
     while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
     if (i == start) return InvalidArgument(bad);
-    double number = std::strtod(text.substr(start, i - start).c_str(), nullptr);
+    std::string digits = text.substr(start, i - start);
+    // One decimal point at most, and digits around it: "1.2.3s" and "." are not numbers.
+    if (std::count(digits.begin(), digits.end(), '.') > 1 || digits == ".") {
+      return InvalidArgument(bad);
+    }
+    double number = std::strtod(digits.c_str(), nullptr);
     size_t unit_start = i;
     while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
     std::string unit = text.substr(unit_start, i - unit_start);
@@ -173,7 +179,11 @@ StatusOr<int64_t> ParseSizeBytes(const std::string& text) {
   size_t i = 0;
   while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
   if (i == 0) return InvalidArgument(bad);
-  double number = std::strtod(text.substr(0, i).c_str(), nullptr);
+  std::string digits = text.substr(0, i);
+  if (std::count(digits.begin(), digits.end(), '.') > 1 || digits == ".") {
+    return InvalidArgument(bad);
+  }
+  double number = std::strtod(digits.c_str(), nullptr);
   std::string unit = text.substr(i);
   for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   if (!unit.empty() && unit.back() == 'B') unit.pop_back();
@@ -185,6 +195,10 @@ StatusOr<int64_t> ParseSizeBytes(const std::string& text) {
   else if (unit == "G") scale = 1024.0 * 1024 * 1024;
   else if (unit == "T") scale = 1024.0 * 1024 * 1024 * 1024;
   else return InvalidArgument(bad);
+  // Past 2^62 bytes the cast to int64 would be undefined; no disk is that large anyway.
+  if (number * scale > 4.6e18) {
+    return InvalidArgument("size '" + text + "' is too large (at most 4E, 2^62 bytes)");
+  }
   return static_cast<int64_t>(number * scale);
 }
 

@@ -15,6 +15,8 @@ TEST(ParseDuration, AcceptsUnitsAndCombinations) {
 }
 
 TEST(ParseDuration, RejectsGarbage) {
+  EXPECT_FALSE(ParseDurationNs("1.2.3s").ok());  // issue 12: was read as 1.2 s
+  EXPECT_FALSE(ParseDurationNs(".s").ok());
   EXPECT_FALSE(ParseDurationNs("").ok());
   EXPECT_FALSE(ParseDurationNs("abc").ok());
   EXPECT_FALSE(ParseDurationNs("10x").ok());
@@ -60,6 +62,19 @@ TEST(FlagSet, HelpListsEveryFlag) {
   EXPECT_TRUE(f.help_requested());
   EXPECT_NE(f.HelpText().find("--since DUR"), std::string::npos);
   EXPECT_NE(f.HelpText().find("(default 120s)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gw
+
+namespace gw {
+namespace {
+
+TEST(ParseSize, RejectsWhatWouldOverflow) {
+  EXPECT_EQ(ParseSizeBytes("4M").value(), 4 << 20);
+  EXPECT_FALSE(ParseSizeBytes("99999999999T").ok());  // issue 12: an undefined cast before
+  EXPECT_FALSE(ParseSizeBytes("1e30").ok());
+  EXPECT_FALSE(ParseSizeBytes("1.2.3M").ok());
 }
 
 }  // namespace

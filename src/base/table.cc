@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/text.h"
+
 namespace gw {
 
 std::string WithThousands(int64_t v) {
@@ -41,10 +43,21 @@ std::string CellToText(const Cell& cell, bool human) {
   return std::get<std::string>(cell);
 }
 
-std::string JsonEscape(const std::string& s) {
+std::string JsonEscape(const std::string& text) {
+  // JSON must be UTF-8: bytes from traced processes that are not become U+FFFD first.
+  const std::string s = ValidUtf8(text);
   std::string out;
   out.reserve(s.size() + 2);
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    unsigned char next = i + 1 < s.size() ? static_cast<unsigned char>(s[i + 1]) : 0;
+    if (c == 0xC2 && next >= 0x80 && next <= 0x9F) {  // a C1 control: escaped like C0
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", next);
+      out += buf;
+      ++i;
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -52,7 +65,7 @@ std::string JsonEscape(const std::string& s) {
       case '\r': out += "\\r"; break;
       case '\t': out += "\\t"; break;
       default:
-        if (c < 0x20) {
+        if (c < 0x20 || c == 0x7f) {
           char buf[8];
           std::snprintf(buf, sizeof buf, "\\u%04x", c);
           out += buf;
@@ -64,7 +77,9 @@ std::string JsonEscape(const std::string& s) {
   return out;
 }
 
-static std::string CsvField(const std::string& s) {
+std::string CsvField(const std::string& text) {
+  // Line feeds stay inside the quotes; escapes and other controls do not reach the terminal.
+  const std::string s = TerminalSafe(text, /*keep_line_breaks=*/true);
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string out = "\"";
   for (char c : s) {
@@ -74,12 +89,8 @@ static std::string CsvField(const std::string& s) {
   return out + "\"";
 }
 
-// Replaces control characters so text from traced processes cannot move the cursor.
-static std::string Printable(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) out += (c < 0x20 || c == 0x7f) ? '?' : static_cast<char>(c);
-  return out;
-}
+// Text from traced processes cannot move the cursor (C0, DEL, C1 controls) nor break UTF-8.
+static std::string Printable(const std::string& s) { return TerminalSafe(s); }
 
 static size_t DisplayWidth(const std::string& s) {
   size_t w = 0;
@@ -131,7 +142,7 @@ std::string FormatTable(const Table& table, TableFormat format) {
       std::vector<size_t> width(n, 0);
       std::vector<bool> numeric(n, true);
       std::vector<std::vector<std::string>> cells;
-      for (size_t c = 0; c < n; ++c) width[c] = DisplayWidth(table.columns[c]);
+      for (size_t c = 0; c < n; ++c) width[c] = DisplayWidth(Printable(table.columns[c]));
       for (const auto& row : table.rows) {
         std::vector<std::string> line;
         for (size_t c = 0; c < n; ++c) {
@@ -147,7 +158,7 @@ std::string FormatTable(const Table& table, TableFormat format) {
         return right ? fill + s : s + fill;
       };
       for (size_t c = 0; c < n; ++c) {
-        out += (c ? " | " : "") + pad(table.columns[c], width[c], false);
+        out += (c ? " | " : "") + pad(Printable(table.columns[c]), width[c], false);
       }
       while (!out.empty() && out.back() == ' ') out.pop_back();
       out += "\n";

@@ -27,6 +27,9 @@ std::string FormatTable(const Table& table, TableFormat format);
 
 std::string CellToText(const Cell& cell, bool human);
 std::string WithThousands(int64_t v);
+// The body of a JSON string (no quotes); invalid UTF-8 becomes U+FFFD, so the result is valid.
 std::string JsonEscape(const std::string& s);
+// One CSV field, quoted where needed; controls other than line breaks become '?'.
+std::string CsvField(const std::string& s);
 
 }  // namespace gw

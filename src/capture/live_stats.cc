@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "base/table.h"
+#include "base/text.h"
 
 namespace gw {
 
@@ -81,10 +82,11 @@ void LiveStats::AddOpCounts(const std::vector<OpCount>& counts) {
 
 void LiveStats::AddProcess(const ProcessInfo& process) {
   std::lock_guard<std::mutex> lock(mu_);
+  // Names reach the live view (top preemptor, training process): escapes become '?'.
   if (!process.name.empty()) {
-    names_[process.pid] = process.name;
+    names_[process.pid] = TerminalSafe(process.name);
   } else if (!process.comm.empty() && !names_.count(process.pid)) {
-    names_[process.pid] = process.comm;
+    names_[process.pid] = TerminalSafe(process.comm);
   }
   if (process.tracked) tracked_.insert(process.pid);
   if (process.exit_ts_ns != kNull) tracked_.erase(process.pid);

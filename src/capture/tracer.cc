@@ -86,7 +86,6 @@ Status Tracer::Start() {
 
   clock_ = NewSessionClock();
   if (options_.record) {
-    RETURN_IF_ERROR(PrepareDatabaseLocation(options_.db_path));
     WriterOptions wo;
     wo.max_db_bytes = options_.max_db_bytes;
     ASSIGN_OR_RETURN(writer_, StoreWriter::Create(options_.db_path, wo));
@@ -226,6 +225,8 @@ void Tracer::Wait(const std::atomic<bool>* stop, const std::function<void()>& ea
   auto start = std::chrono::steady_clock::now();
   auto next_tick = start + std::chrono::seconds(1);
   while (!(stop && stop->load())) {
+    // A failed write ends the recording at once (the writer counts what it could not store).
+    if (writer_ && !writer_->error().ok()) break;
     if (options_.duration_ns > 0 &&
         std::chrono::steady_clock::now() - start >= std::chrono::nanoseconds(options_.duration_ns)) {
       break;
@@ -245,6 +246,11 @@ DropCounts Tracer::CollectDrops() const {
   }
   // The writer's queue blocks producers instead of dropping; its count is reported as such.
   all["user_queue"] += 0;
+  // Events the store could not write (disk full) are lost as surely as ring-buffer drops.
+  if (writer_) {
+    int64_t lost = writer_->stats().events_lost;
+    if (lost > 0) all["store_write_failed"] += lost;
+  }
   return all;
 }
 
@@ -282,8 +288,11 @@ StatusOr<TraceSummary> Tracer::Stop() {
                                 " events without a stack (stack map full or capture busy)"
                           : std::string()));
   }
+  // Everything appended is committed (or counted lost) before the drops are summed.
+  Status flushed = writer_ ? writer_->Flush() : Status::Ok();
   summary.drops_detail = CollectDrops();
   for (const auto& [k, v] : summary.drops_detail) summary.drops += v;
+  live_.SetDrops(summary.drops);  // the final frame shows them too
   summary.events = events_.load();
   summary.host_records_emitted = host_ ? host_->RecordsEmitted() : 0;
   summary.host_records_consumed = host_ ? host_->RecordsConsumed() : 0;
@@ -293,7 +302,6 @@ StatusOr<TraceSummary> Tracer::Stop() {
   if (writer_) {
     summary.db_path = writer_->path();
     summary.session_id = writer_->session_id();
-    Status st = writer_->Flush();
     SessionTotals totals;
     totals.wall_stop_ns = ClockNs(CLOCK_REALTIME);
     totals.events = summary.events;
@@ -302,14 +310,22 @@ StatusOr<TraceSummary> Tracer::Stop() {
     Status end = writer_->EndSession(totals);
     summary.events_written = writer_->stats().events_written;
     Status closed = writer_->Close();
-    ChownToInvokingUser(options_.db_path);
-    if (!st.ok()) result = st;
-    else if (!end.ok()) result = end;
-    else if (!closed.ok()) result = closed;
+    // A failed write with the session closed behind it is reported with the summary; a
+    // session that could not be closed either is an error of its own.
+    summary.store_error = flushed;
+    if (!end.ok()) result = end;
+    else if (flushed.ok() && !closed.ok()) result = closed;
   }
   sources_.clear();
   host_ = nullptr;
-  if (!result.ok()) return result.WithContext("finish recording " + options_.db_path);
+  if (!result.ok()) {
+    if (!summary.store_error.ok()) {
+      return Status(summary.store_error.code(), summary.store_error.message() +
+                                                    "; closing the session failed too: " +
+                                                    result.message());
+    }
+    return result.WithContext("finish recording " + options_.db_path);
+  }
   return summary;
 }
 

@@ -68,6 +68,9 @@ struct TraceSummary {
   std::vector<std::string> notes;
   std::string db_path;
   std::vector<std::string> sources;
+  // A write that failed (disk full): the recording stopped there, the session was closed with
+  // the lost events among its drops, and the command should say so and exit non-zero.
+  Status store_error;
 };
 
 class Tracer : public EventSink {

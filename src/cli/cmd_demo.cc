@@ -470,6 +470,7 @@ int RunLiveDemo(const FlagSet& flags, const std::string& scenario_name,
   StatusOr<TraceSummary> summary = tracer->Stop();
   children.StopAll();
   if (!summary.ok()) return ReportError(summary.status());
+  if (!summary->store_error.ok()) return ReportError(summary->store_error);
   if (!spawn_error.ok()) return ReportError(spawn_error);
   if (g_live_stop.load()) {
     std::fprintf(stderr, "gpuwhy demo --live: interrupted; workload stopped\n");

@@ -13,6 +13,7 @@
 #include "base/scoped.h"
 #include "cli/commands.h"
 #include "mcp/gpuwhy_server.h"
+#include "store/reader.h"
 
 namespace gw {
 
@@ -88,7 +89,9 @@ int RunMcp(const Args& args) {
   AddDbFlag(flags);
   flags.Add({"max-message", FlagKind::kSize, "SIZE", "largest JSON-RPC message accepted", "1M"})
       .Add({"timeout", FlagKind::kDuration, "DUR", "default per-statement time limit of query_sql",
-            "10s"});
+            "10s"})
+      .Add({"diff-dir", FlagKind::kString, "DIR",
+            "the diff tool may open databases here too (it always may in --db's directory)", ""});
   int code = 0;
   if (!ParseOrExit(flags, args, &code)) return code;
   if (!flags.positionals().empty()) {
@@ -105,6 +108,7 @@ int RunMcp(const Args& args) {
   }
   mcp::GpuwhyServerOptions options;
   options.db_path = DatabasePath(flags);
+  options.diff_dir = flags.GetString("diff-dir");
   options.version = VersionString();
   options.limits.default_timeout_ms = flags.GetDurationNs("timeout", 10'000'000'000) / 1'000'000;
   if (options.limits.default_timeout_ms < 1 ||
@@ -116,6 +120,7 @@ int RunMcp(const Args& args) {
   options.run_checks = RunChecksInChild;
   // A client that goes away must end the server with EPIPE, not a signal.
   signal(SIGPIPE, SIG_IGN);
+  StoreReader::LimitProcessHeap();  // one query_sql call must not exhaust the server's memory
   mcp::GpuwhyServer server(options);
   std::fprintf(stderr, "gpuwhy mcp: serving %s over stdio (MCP %s)\n", options.db_path.c_str(),
                mcp::kLatestProtocolVersion);

@@ -11,7 +11,8 @@ int RunQuery(const Args& args) {
                 "Tables and views: events (newest session), events_all, process_names,\n"
                 "processes, sessions, system_snapshots, op_seconds, op_stats_seconds, strings,\n"
                 "op_names. docs/schema.md documents every column. Writes, ATTACH, pragma\n"
-                "changes and extension loading are refused.");
+                "changes, extension loading and SQL functions off gpuwhy's allow-list are\n"
+                "refused; one value is at most 64 MiB. Rows are printed as they are read.");
   AddDbFlag(flags);
   flags.Add({"json", FlagKind::kBool, "", "print rows as a JSON array of objects", ""})
       .Add({"csv", FlagKind::kBool, "", "print rows as CSV", ""})
@@ -37,18 +38,69 @@ int RunQuery(const Args& args) {
     return kExitUsage;
   }
   options.timeout_ms = flags.GetDurationNs("timeout", 60'000'000'000) / 1'000'000;
-  auto table = (*reader)->Query(flags.positionals()[0], options);
-  if (!table.ok()) return ReportError(table.status());
   TableFormat format = flags.GetBool("json")  ? TableFormat::kJson
                        : flags.GetBool("csv") ? TableFormat::kCsv
                                               : TableFormat::kText;
-  std::fputs(FormatTable(*table, format).c_str(), stdout);
+  // Rows are printed as they are read (CSV and JSON row by row, text in aligned blocks of
+  // kTextBlock rows), so memory stays flat with --limit 0.
+  constexpr size_t kTextBlock = 10000;
+  Table block;
+  bool header_done = false;
+  int64_t json_rows = 0;
+  auto flush_text = [&] {
+    std::string text = FormatTable(block, TableFormat::kText);
+    if (header_done) {  // later blocks: no header and rule again
+      for (int i = 0; i < 2; ++i) text.erase(0, text.find('\n') + 1);
+    }
+    header_done = true;
+    std::fputs(text.c_str(), stdout);
+    block.rows.clear();
+  };
+  StoreReader::LimitProcessHeap();
+  auto end = (*reader)->QueryStream(
+      flags.positionals()[0], {}, options,
+      [&](const std::vector<std::string>& columns) {
+        block.columns = columns;
+        if (format == TableFormat::kCsv) {
+          std::string line;
+          for (size_t c = 0; c < columns.size(); ++c) line += (c ? "," : "") + CsvField(columns[c]);
+          std::printf("%s\n", line.c_str());
+        } else if (format == TableFormat::kJson) {
+          std::fputs("[", stdout);
+        }
+      },
+      [&](std::vector<Cell>&& row) {
+        if (format == TableFormat::kText) {
+          block.rows.push_back(std::move(row));
+          if (block.rows.size() >= kTextBlock) flush_text();
+          return;
+        }
+        block.rows.assign(1, std::move(row));
+        std::string text = FormatTable(block, format);
+        if (format == TableFormat::kCsv) {
+          text.erase(0, text.find('\n') + 1);  // the header line
+        } else {
+          // "[\n {...}\n]\n" → " {...}"
+          size_t open = text.find('{');
+          size_t close = text.rfind('}');
+          text = std::string(json_rows ? ",\n " : "\n ") + text.substr(open, close - open + 1);
+          ++json_rows;
+        }
+        std::fputs(text.c_str(), stdout);
+      });
+  if (!end.ok()) {
+    std::fflush(stdout);
+    return ReportError(end.status());
+  }
+  if (format == TableFormat::kText && (!block.rows.empty() || !header_done)) flush_text();
+  if (format == TableFormat::kJson) std::fputs(json_rows ? "\n]\n" : "]\n", stdout);
   std::fflush(stdout);
-  if (table->truncated) {
+  if (end->truncated) {
     std::fprintf(stderr, "gpuwhy query: output cut at %lld rows — use --limit N (0 = all)\n",
-                 static_cast<long long>(table->limit));
+                 static_cast<long long>(options.max_rows));
   } else if (format == TableFormat::kText) {
-    std::fprintf(stderr, "(%zu row%s)\n", table->rows.size(), table->rows.size() == 1 ? "" : "s");
+    std::fprintf(stderr, "(%lld row%s)\n", static_cast<long long>(end->rows),
+                 end->rows == 1 ? "" : "s");
   }
   return kExitOk;
 }

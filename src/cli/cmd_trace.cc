@@ -5,10 +5,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <sstream>
 
 #include "base/table.h"
+#include "base/text.h"
 #include "capture/tracer.h"
 #include "cli/commands.h"
 #include "sources/system/host_info.h"
@@ -78,7 +81,8 @@ void DrawFrame(const std::string& text) {
   std::string frame = "\x1b[H";
   std::istringstream in(text);
   std::string line;
-  while (std::getline(in, line)) frame += line + "\x1b[K\n";
+  // The only escapes on screen are these: any in the text (names, notes) become '?'.
+  while (std::getline(in, line)) frame += TerminalSafe(line) + "\x1b[K\n";
   frame += "\x1b[J";
   std::fwrite(frame.data(), 1, frame.size(), stdout);
   std::fflush(stdout);
@@ -106,7 +110,7 @@ void PrintSummary(FILE* out, const TraceSummary& s, int64_t tracked) {
   for (const std::string& name : s.sources) sources += (sources.empty() ? "" : ", ") + name;
   std::fprintf(out, "  sources: %s · processes tracked: %lld\n", sources.c_str(),
                static_cast<long long>(tracked));
-  for (const std::string& n : s.notes) std::fprintf(out, "  note: %s\n", n.c_str());
+  for (const std::string& n : s.notes) std::fprintf(out, "  note: %s\n", TerminalSafe(n).c_str());
   if (!s.db_path.empty()) {
     std::fprintf(out, "  next: gpuwhy explain --db %s\n", s.db_path.c_str());
   }
@@ -118,8 +122,8 @@ int RunTrace(const Args& args) {
   FlagSet flags("trace", "gpuwhy trace [flags]",
                 "Trace CUDA API calls and host kernel events of GPU jobs (needs root or "
                 "CAP_BPF+CAP_PERFMON+CAP_SYS_ADMIN).");
-  flags.Add({"duration", FlagKind::kDuration, "DUR", "stop after this long (120s, 2m); default: "
-                                                     "until Ctrl-C", ""});
+  flags.Add({"duration", FlagKind::kDuration, "DUR", "stop after this long (120s, 2m; more than 0); "
+                                                     "default: until Ctrl-C, SIGTERM or SIGHUP", ""});
   flags.Add({"pid", FlagKind::kString, "PID[,PID]",
              "trace only these processes and their descendants (repeatable)", ""});
   flags.Add({"comm", FlagKind::kString, "NAME[,NAME]",
@@ -127,8 +131,8 @@ int RunTrace(const Args& args) {
              ""});
   AddDbFlag(flags);
   flags.Add({"record", FlagKind::kBool, "", "write events to the database", "true"});
-  flags.Add({"max-db", FlagKind::kSize, "SIZE", "keep the database under SIZE by pruning the "
-                                                "oldest rows (2G)", ""});
+  flags.Add({"max-db", FlagKind::kSize, "SIZE", "keep the database and its WAL under SIZE by "
+                                                "pruning the oldest rows (2G)", ""});
   flags.Add({"cuda-lib", FlagKind::kString, "PATH", "also attach to this CUDA library file or "
                                                     "directory", ""});
   flags.Add({"stack", FlagKind::kBool, "",
@@ -162,6 +166,24 @@ int RunTrace(const Args& args) {
     options.pids.push_back(static_cast<int32_t>(*pid));
   }
   options.duration_ns = flags.GetDurationNs("duration", 0);
+  if (flags.Has("duration") && options.duration_ns <= 0) {
+    return ReportError(InvalidArgument(
+        "--duration must be more than 0 — hint: leave it out to trace until Ctrl-C"));
+  }
+  for (const std::string& comm : options.comms) {
+    // The kernel keeps 15 bytes of a command name (TASK_COMM_LEN 16): a longer one never matches.
+    if (comm.size() > 15) {
+      return ReportError(InvalidArgument(
+          "--comm " + comm + ": longer than the kernel's 15-character command names, so it "
+          "would never match — hint: use its first 15 characters: " + comm.substr(0, 15)));
+    }
+  }
+  for (const std::string& lib : options.cuda_libs) {
+    if (access(lib.c_str(), R_OK) != 0) {
+      std::fprintf(stderr, "gpuwhy trace: warning: --cuda-lib %s: %s (nothing to attach there)\n",
+                   lib.c_str(), std::strerror(errno));
+    }
+  }
   options.record = flags.GetBool("record", true);
   options.max_db_bytes = flags.GetSizeBytes("max-db", 0);
   options.json = flags.GetBool("json", false);
@@ -186,6 +208,7 @@ int RunTrace(const Args& args) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);  // an ssh disconnect: flush and close the session too
   signal(SIGPIPE, SIG_IGN);
 
   if (Status st = tracer->Start(); !st.ok()) return ReportError(st);
@@ -209,7 +232,7 @@ int RunTrace(const Args& args) {
         recent_notes.push_back(std::move(n));  // shown under the frame
         if (recent_notes.size() > 4) recent_notes.erase(recent_notes.begin());
       } else {
-        std::fprintf(info, "gpuwhy trace: %s\n", n.c_str());
+        std::fprintf(info, "gpuwhy trace: %s\n", TerminalSafe(n).c_str());
       }
     }
     std::fflush(info);
@@ -230,7 +253,7 @@ int RunTrace(const Args& args) {
       }
       DrawFrame(frame);
     } else {
-      std::printf("%s\n", RenderStatusLine(snap).c_str());
+      std::printf("%s\n", TerminalSafe(RenderStatusLine(snap)).c_str());
       std::fflush(stdout);
     }
   });
@@ -239,6 +262,7 @@ int RunTrace(const Args& args) {
   if (!summary.ok()) return ReportError(summary.status());
   if (live && tty) DrawFrame(RenderLiveView(tracer->Live(), TerminalWidth()));
   PrintSummary(info, *summary, tracked);
+  if (!summary->store_error.ok()) return ReportError(summary->store_error);
   return kExitOk;
 }
 

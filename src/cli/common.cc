@@ -21,6 +21,11 @@ bool ParseOrExit(FlagSet& flags, const Args& args, int* exit_code) {
     *exit_code = kExitOk;
     return false;
   }
+  if (st.ok() && flags.Has("db") && flags.GetString("db").empty()) {
+    // An empty --db (an unset shell variable) must not silently mean the default file.
+    st = InvalidArgument("--db needs a file name, got an empty value — hint: leave --db out for "
+                         "the default database");
+  }
   if (!st.ok()) {
     std::fprintf(stderr, "gpuwhy %s: %s\n", flags.command().c_str(), st.message().c_str());
     *exit_code = kExitUsage;

@@ -92,10 +92,12 @@ StatusOr<ToolOutput> RunDiff(ReaderSource& source, const Json& json_args) {
   StoreReader* a = own;
   StoreReader* b = own;
   if (db_a && *db_a != own->path()) {
+    RETURN_IF_ERROR(source.CheckMayOpen("diff: db_a", *db_a));
     ASSIGN_OR_RETURN(file_a, StoreReader::Open(*db_a));
     a = file_a.get();
   }
   if (db_b && *db_b != own->path()) {
+    RETURN_IF_ERROR(source.CheckMayOpen("diff: db_b", *db_b));
     ASSIGN_OR_RETURN(file_b, StoreReader::Open(*db_b));
     b = file_b.get();
   }

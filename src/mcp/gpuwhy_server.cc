@@ -135,6 +135,7 @@ GpuwhyServer::GpuwhyServer(GpuwhyServerOptions options)
       source_(options_.db_path),
       server_(ServerInfo{"gpuwhy", "gpuwhy — why is my GPU job slow", options_.version,
                          kInstructions}) {
+  if (!options_.diff_dir.empty()) source_.AllowDirectory(options_.diff_dir);
   AddAnalysisTools(server_, source_, options_.limits);
   AddStoreTools(server_, source_, options_.limits);
 

@@ -18,6 +18,7 @@ using CheckRunner = std::function<StatusOr<std::string>()>;
 
 struct GpuwhyServerOptions {
   std::string db_path;
+  std::string diff_dir;  // diff may also open databases under this directory
   std::string version;
   StoreToolLimits limits;
   CheckRunner run_checks;

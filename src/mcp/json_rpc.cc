@@ -1,7 +1,9 @@
 #include "mcp/json_rpc.h"
 
+#include <cstring>
 #include <exception>
 #include <new>
+#include <optional>
 
 namespace gw::mcp {
 
@@ -148,6 +150,59 @@ std::string SerializeJson(const Json& value) {
   }
 }
 
+namespace {
+
+// The text of a top-level object's "id" when it is a number, as the client wrote it: a
+// parse/dump round trip reformats numbers (1.2e29 came back as 1.2000000000000001e+29), and
+// JSON-RPC says the reply carries the same id.
+std::optional<std::string> RawNumericId(std::string_view m) {
+  int depth = 0;
+  auto skip_ws = [&](size_t j) {
+    while (j < m.size() && (m[j] == ' ' || m[j] == '\t' || m[j] == '\r' || m[j] == '\n')) ++j;
+    return j;
+  };
+  for (size_t i = 0; i < m.size(); ++i) {
+    char c = m[i];
+    if (c == '"') {
+      size_t start = i++;
+      while (i < m.size() && m[i] != '"') i += m[i] == '\\' ? 2 : 1;
+      if (i >= m.size()) return std::nullopt;
+      if (depth != 1) continue;
+      size_t j = skip_ws(i + 1);
+      if (j >= m.size() || m[j] != ':') continue;  // a value, not a key
+      if (m.substr(start + 1, i - start - 1) != "id") continue;
+      j = skip_ws(j + 1);
+      size_t k = j;
+      while (k < m.size() && std::strchr("+-0123456789.eE", m[k]) != nullptr && m[k] != '\0') ++k;
+      if (k == j) return std::nullopt;
+      return std::string(m.substr(j, k - j));
+    }
+    if (c == '{' || c == '[') ++depth;
+    if (c == '}' || c == ']') --depth;
+  }
+  return std::nullopt;
+}
+
+// The reply with its numeric id spliced in as the client's text (only when that text parses to
+// the same number, and holds nothing but number characters).
+std::string SerializeWithRawId(Json reply, std::string_view message) {
+  auto it = reply.find("id");
+  if (it != reply.end() && it->is_number()) {
+    std::optional<std::string> raw = RawNumericId(message);
+    if (raw) {
+      Json reparsed = Json::parse(*raw, nullptr, /*allow_exceptions=*/false);
+      if (!reparsed.is_discarded() && reparsed == *it) {
+        reply.erase("id");
+        std::string body = SerializeJson(reply);  // {"error":…} or {"jsonrpc":…}
+        return "{\"id\":" + *raw + "," + body.substr(1);
+      }
+    }
+  }
+  return SerializeJson(reply);
+}
+
+}  // namespace
+
 std::string ErrorReply(const Json& id, const RpcError& error) {
   return SerializeJson(ErrorObject(id, error));
 }
@@ -190,7 +245,7 @@ std::string HandleMessage(RpcHandler& handler, std::string_view message) {
       return replies.empty() ? std::string() : SerializeJson(replies);
     }
     Json reply = HandleOne(handler, msg);
-    return reply.is_null() ? std::string() : SerializeJson(reply);
+    return reply.is_null() ? std::string() : SerializeWithRawId(std::move(reply), message);
   } catch (const std::exception& e) {
     return ErrorReply(nullptr, RpcError{RpcErrorCode::kInternalError,
                                         std::string("internal error: ") + e.what(), nullptr});

@@ -53,6 +53,24 @@ TEST(JsonRpcTest, AnswersARequestWithItsId) {
   EXPECT_TRUE(s["result"]["params"].is_null());
 }
 
+// Issue 12: 1.2e29 came back reformatted; JSON-RPC echoes the id exactly.
+TEST(JsonRpcTest, EchoesNumericIdsAsWritten) {
+  FakeHandler h;
+  for (const char* id : {"1.2e29", "1.0", "100000000000000000000000", "-0.5E+3", "7"}) {
+    std::string msg = std::string(R"({"jsonrpc":"2.0","method":"nope","id":)") + id + "}";
+    std::string out = HandleMessage(h, msg);
+    EXPECT_NE(out.find(std::string("\"id\":") + id + ","), std::string::npos) << out;
+    EXPECT_TRUE(Json::accept(out)) << out;
+  }
+  // An "id" nested in params is not the message's id.
+  std::string out = HandleMessage(
+      h, R"({"jsonrpc":"2.0","params":{"id":2.50},"method":"nope","id":1.50})");
+  EXPECT_NE(out.find("\"id\":1.50,"), std::string::npos) << out;
+  EXPECT_EQ(out.find("2.50"), std::string::npos) << out;
+  out = HandleMessage(h, R"({"jsonrpc":"2.0","method":"nope","id":"a\"id\":9"})");
+  EXPECT_EQ(Json::parse(out)["id"], "a\"id\":9");
+}
+
 TEST(JsonRpcTest, ParseErrorHasNullIdAndCode32700) {
   FakeHandler h;
   for (const char* bad : {"{", "not json", R"({"jsonrpc":"2.0","id":1,)", "\xff\xfe", "[1,2"}) {

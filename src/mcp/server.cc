@@ -74,6 +74,13 @@ bool McpServer::HasStructuredContent() const { return protocol_version_ >= "2025
 RpcResult McpServer::HandleRequest(const std::string& method, const Json& params) {
   if (method == "initialize") return Initialize(params);
   if (method == "ping") return Json::object();
+  // MCP lifecycle: nothing but ping before the client has initialized the session.
+  if (!initialize_seen_) {
+    return RpcError{RpcErrorCode::kInvalidRequest,
+                    "invalid request: " + Quote(method) + " before initialize — send "
+                    "\"initialize\" first",
+                    nullptr};
+  }
   if (method == "tools/list") return ListTools();
   if (method == "tools/call") return CallTool(params);
   if (method == "prompts/list") return ListPrompts();

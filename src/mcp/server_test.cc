@@ -76,6 +76,37 @@ class ServerTest : public ::testing::Test {
 std::string* ServerTest::dir_ = nullptr;
 std::string* ServerTest::db_ = nullptr;
 
+// Issue 12: requests before initialize were served.
+TEST_F(ServerTest, RefusesRequestsBeforeInitialize) {
+  Json r = Call("tools/list", Json::object());
+  ASSERT_TRUE(r.contains("error")) << r.dump();
+  EXPECT_EQ(r["error"]["code"], -32600);
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("before initialize"), std::string::npos);
+  EXPECT_TRUE(Call("ping", Json::object()).contains("result"));
+  Initialize("2025-06-18");
+  EXPECT_TRUE(Call("tools/list", Json::object()).contains("result"));
+}
+
+// Issue 12: diff opened any path (db_a=/etc/shadow) and its errors told whether a file existed.
+TEST_F(ServerTest, DiffOpensOnlyFilesBesideItsDatabase) {
+  Initialize("2025-06-18");
+  std::string refusal;
+  for (const char* path : {"/etc/shadow", "/etc/passwd", "/nonexistent/x.db", "/tmp/../etc/hosts"}) {
+    Json r = Tool("diff", {{"db_a", path}, {"db_b", *db_}});
+    ASSERT_TRUE(r["isError"].get<bool>()) << path;
+    std::string text = r["content"][0]["text"].get<std::string>();
+    EXPECT_NE(text.find("opens only gpuwhy databases in the directory"), std::string::npos) << text;
+    if (refusal.empty()) refusal = text;
+    EXPECT_EQ(text, refusal) << "the answer must not depend on whether " << path << " exists";
+  }
+  // A copy beside the server's own file is allowed (not refused for its location).
+  std::string copy = *dir_ + "/copy.db";
+  ASSERT_EQ(std::system(("cp " + *db_ + " " + copy).c_str()), 0);
+  Json ok = Tool("diff", {{"db_a", copy}, {"db_b", *db_}});
+  EXPECT_EQ(ok["content"][0]["text"].get<std::string>().find("opens only"), std::string::npos)
+      << ok.dump();
+}
+
 TEST_F(ServerTest, NegotiatesProtocolVersions) {
   for (const char* v : {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}) {
     Json r = Initialize(v);

@@ -3,8 +3,10 @@
 #include <time.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 
 #include "mcp/tool_args.h"
@@ -674,7 +676,29 @@ StatusOr<ToolOutput> Stacks(ReaderSource& source, const StoreToolLimits& limits,
 
 }  // namespace
 
-ReaderSource::ReaderSource(std::string path) : path_(std::move(path)) {}
+ReaderSource::ReaderSource(std::string path) : path_(std::move(path)) {
+  size_t slash = path_.rfind('/');
+  AllowDirectory(slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash));
+}
+
+void ReaderSource::AllowDirectory(const std::string& dir) {
+  char real[PATH_MAX];
+  if (realpath(dir.c_str(), real) != nullptr) allowed_dirs_.emplace_back(real);
+}
+
+Status ReaderSource::CheckMayOpen(const std::string& arg, const std::string& path) const {
+  char real[PATH_MAX];
+  if (realpath(path.c_str(), real) != nullptr) {
+    std::string file(real);
+    for (const std::string& dir : allowed_dirs_) {
+      std::string prefix = dir == "/" ? "/" : dir + "/";
+      if (file.compare(0, prefix.size(), prefix) == 0) return Status::Ok();
+    }
+  }
+  return PermissionDenied(arg + ": this server opens only gpuwhy databases in the directory of "
+                          "its --db file or of --diff-dir — hint: restart `gpuwhy mcp` with "
+                          "--diff-dir DIR to allow another directory");
+}
 ReaderSource::~ReaderSource() = default;
 
 StatusOr<StoreReader*> ReaderSource::Get() {

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "base/table.h"
@@ -24,9 +25,15 @@ class ReaderSource {
   ~ReaderSource();
   StatusOr<StoreReader*> Get();
   const std::string& path() const { return path_; }
+  // Other files a tool (diff) may open: the server's own file, and files under the directory
+  // of --db or one given at start (--diff-dir). Anything else is refused with the same message
+  // whether it exists or not, so a client cannot probe the file system.
+  void AllowDirectory(const std::string& dir);
+  Status CheckMayOpen(const std::string& arg, const std::string& path) const;
 
  private:
   std::string path_;
+  std::vector<std::string> allowed_dirs_;  // real paths
   std::unique_ptr<StoreReader> reader_;
 };
 

@@ -1,9 +1,15 @@
 #include "store/reader.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 #include "store/schema.h"
 
@@ -39,6 +45,33 @@ bool IsReadOnlyPragma(const char* name) {
   return false;
 }
 
+// SQL functions a query may call: plain value functions, aggregates, windows, dates, math and
+// JSON. Everything else Debian's SQLite has is refused, notably fts3_tokenizer (it hands out and
+// accepts raw code pointers: an address leak and a control-flow hijack), the other FTS and
+// R*Tree internals, load_extension, sqlite_log and the compile-option probes.
+bool IsAllowedFunction(const char* name) {
+  static const char* const kAllowed[] = {
+      "->", "->>", "abs", "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "avg",
+      "ceil", "ceiling", "changes", "char", "coalesce", "concat", "concat_ws", "cos", "cosh",
+      "count", "cume_dist", "current_date", "current_time", "current_timestamp", "date",
+      "datetime", "degrees", "dense_rank", "exp", "first_value", "floor", "format", "glob",
+      "group_concat", "hex", "ifnull", "iif", "instr", "json", "json_array",
+      "json_array_length", "json_each", "json_extract", "json_group_array", "json_group_object",
+      "json_insert", "json_object", "json_patch", "json_quote", "json_remove", "json_replace",
+      "json_set", "json_tree", "json_type", "json_valid", "julianday", "lag", "last_insert_rowid",
+      "last_value", "lead", "length", "like", "likelihood", "likely", "ln", "log", "log10",
+      "log2", "lower", "ltrim", "max", "min", "mod", "nth_value", "ntile", "nullif",
+      "octet_length", "percent_rank", "pi", "pow", "power", "printf", "quote", "radians",
+      "random", "randomblob", "rank", "replace", "round", "row_number", "rtrim", "sign", "sin",
+      "sinh", "sqlite_version", "sqrt", "strftime", "string_agg", "substr", "substring", "sum",
+      "tan", "tanh", "time", "timediff", "total", "total_changes", "trim", "trunc", "typeof",
+      "unhex", "unicode", "unixepoch", "unlikely", "upper", "zeroblob"};
+  for (const char* a : kAllowed) {
+    if (name != nullptr && strcasecmp(name, a) == 0) return true;
+  }
+  return false;
+}
+
 Cell ColumnCell(sqlite3_stmt* stmt, int i) {
   switch (sqlite3_column_type(stmt, i)) {
     case SQLITE_INTEGER:
@@ -55,6 +88,41 @@ Cell ColumnCell(sqlite3_stmt* stmt, int i) {
   }
 }
 
+// Read-only hardening shared by every reader connection.
+void ConfigureReader(sqlite3* db) {
+  sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nullptr);
+  sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+  // A database file may come from anyone: FTS3 takes no tokenizer pointer. (Functions its views
+  // call go through the authorizer's allow-list like any other; SQLite 3.40 does not mark
+  // json_extract innocuous, so TRUSTED_SCHEMA=0 would refuse gpuwhy's own views.)
+  sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0, nullptr);
+  // One value (randomblob(1e9), a grown string) at most 64 MiB, one statement at most 1 MiB.
+  sqlite3_limit(db, SQLITE_LIMIT_LENGTH, kMaxValueBytes);
+  sqlite3_limit(db, SQLITE_LIMIT_SQL_LENGTH, 1 << 20);
+  sqlite3_limit(db, SQLITE_LIMIT_ATTACHED, 0);
+  sqlite3_busy_timeout(db, 5000);
+}
+
+// The file opened with immutable=1 (no locks, no -shm): for files that cannot change.
+StatusOr<ScopedDb> OpenImmutable(const std::string& path) {
+  std::string uri = "file:";
+  for (char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(c));
+      uri += buf;
+    } else {
+      uri += c;
+    }
+  }
+  uri += "?immutable=1";
+  sqlite3* raw = nullptr;
+  int rc = sqlite3_open_v2(uri.c_str(), &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
+  ScopedDb db(raw);
+  if (rc != SQLITE_OK) return SqliteStatus(raw, rc, "open database " + path + " immutable");
+  return db;
+}
+
 }  // namespace
 
 int ReaderAuthorizer(void* user, int action, const char* a1, const char* a2, const char*,
@@ -66,10 +134,10 @@ int ReaderAuthorizer(void* user, int action, const char* a1, const char* a2, con
     case SQLITE_RECURSIVE:
       return SQLITE_OK;
     case SQLITE_FUNCTION:
-      if (a2 != nullptr && (strcasecmp(a2, "load_extension") == 0 ||
-                            strcasecmp(a2, "readfile") == 0 || strcasecmp(a2, "writefile") == 0)) {
+      if (!IsAllowedFunction(a2)) {
         reader->authorizer_denied_ = true;
-        reader->denied_what_ = std::string("the function ") + a2;
+        reader->denied_what_ = std::string("the function ") + (a2 ? a2 : "?") +
+                               " (not on gpuwhy's list of harmless SQL functions)";
         return SQLITE_DENY;
       }
       return SQLITE_OK;
@@ -90,6 +158,39 @@ int ReaderAuthorizer(void* user, int action, const char* a1, const char* a2, con
   }
 }
 
+// Interrupts the statement at its deadline from a thread of its own: the progress handler
+// runs only every 10,000 VM steps, and one step (a 50 MB printf) can take long.
+class Watchdog {
+ public:
+  Watchdog(sqlite3* db, int64_t timeout_ms) : db_(db) {
+    if (timeout_ms <= 0) return;
+    thread_ = std::thread([this, timeout_ms] {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return done_; })) {
+        sqlite3_interrupt(db_);
+      }
+    });
+  }
+  ~Watchdog() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+ private:
+  sqlite3* db_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
 int ReaderProgress(void* user) {
   auto* reader = static_cast<StoreReader*>(user);
   return (reader->deadline_ms_ != 0 && NowMs() > reader->deadline_ms_) ? 1 : 0;
@@ -109,15 +210,39 @@ StatusOr<std::unique_ptr<StoreReader>> StoreReader::Open(const std::string& path
                               "but nothing was recorded; run `sudo gpuwhy trace --db " + path +
                               "`");
   }
+  if (access(path.c_str(), R_OK) != 0 && errno == EACCES) {
+    return PermissionDenied("database " + path + " is not readable by this user (recordings "
+                            "hold command lines, so gpuwhy creates them 0600) — hint: read it as "
+                            "its owner, or have them share it: chmod 0644 " + path);
+  }
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr);
   ScopedDb db(raw);
   if (rc != SQLITE_OK) return SqliteStatus(raw, rc, "open database " + path + " read-only");
-  sqlite3_db_config(db.get(), SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nullptr);
-  sqlite3_db_config(db.get(), SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
-  sqlite3_busy_timeout(db.get(), 5000);
+  ConfigureReader(db.get());
   std::unique_ptr<StoreReader> reader(new StoreReader(path, std::move(db)));
   Status schema = CheckSchemaReadable(reader->db_.get());
+  if (!schema.ok() && (schema.message().find("readonly") != std::string::npos ||
+                       schema.message().find("unable to open") != std::string::npos)) {
+    // A WAL database in a directory this user cannot write (root's recording, shared with
+    // chmod): SQLite cannot make or open the -shm. With no -wal content outstanding the main
+    // file is the whole recording, and it can be read as immutable.
+    struct stat wal;
+    bool wal_empty = stat((path + "-wal").c_str(), &wal) != 0 || wal.st_size == 0;
+    if (wal_empty) {
+      StatusOr<ScopedDb> immutable = OpenImmutable(path);
+      if (immutable.ok()) {
+        reader.reset(new StoreReader(path, std::move(*immutable)));
+        ConfigureReader(reader->db_.get());
+        schema = CheckSchemaReadable(reader->db_.get());
+      }
+    } else {
+      return FailedPrecondition(
+          "database " + path + " has a write-ahead log that this user cannot open (" +
+          schema.message() + ") — hint: read it as the user who recorded it, or after that "
+          "recording ends");
+    }
+  }
   if (!schema.ok()) {
     if (schema.message().find("not a database") != std::string::npos ||
         schema.code() == StatusCode::kDataLoss) {
@@ -167,33 +292,63 @@ StatusOr<Table> StoreReader::Query(const std::string& sql, const QueryOptions& o
 
 StatusOr<Table> StoreReader::QueryWith(const std::string& sql, const std::vector<int64_t>& params,
                                        const QueryOptions& options) {
+  Table table;
+  ASSIGN_OR_RETURN(QueryEnd end,
+                   QueryStream(
+                       sql, params, options,
+                       [&](const std::vector<std::string>& columns) { table.columns = columns; },
+                       [&](std::vector<Cell>&& row) { table.rows.push_back(std::move(row)); }));
+  table.truncated = end.truncated;
+  table.limit = end.truncated ? options.max_rows : 0;
+  return table;
+}
+
+StatusOr<QueryEnd> StoreReader::QueryStream(const std::string& sql,
+                                            const std::vector<int64_t>& params,
+                                            const QueryOptions& options, const HeaderFn& header,
+                                            const CellRowFn& row_fn) {
   ASSIGN_OR_RETURN(ScopedStmt stmt, PrepareReadOnly(sql));
   for (size_t i = 0; i < params.size(); ++i) {
     sqlite3_bind_int64(stmt.get(), static_cast<int>(i + 1), params[i]);
   }
-  Table table;
+  std::vector<std::string> columns;
   int n = sqlite3_column_count(stmt.get());
   for (int i = 0; i < n; ++i) {
     const char* name = sqlite3_column_name(stmt.get(), i);
-    table.columns.emplace_back(name ? name : "");
+    columns.emplace_back(name ? name : "");
   }
+  header(columns);
+  QueryEnd end;
   deadline_ms_ = options.timeout_ms > 0 ? NowMs() + options.timeout_ms : 0;
   int rc;
-  while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
-    if (options.max_rows > 0 && static_cast<int64_t>(table.rows.size()) >= options.max_rows) {
-      table.truncated = true;
-      table.limit = options.max_rows;
-      break;
+  {
+    Watchdog watchdog(db_.get(), options.timeout_ms);
+    while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
+      if (options.max_rows > 0 && end.rows >= options.max_rows) {
+        end.truncated = true;
+        break;
+      }
+      std::vector<Cell> row;
+      row.reserve(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) row.push_back(ColumnCell(stmt.get(), i));
+      row_fn(std::move(row));
+      ++end.rows;
     }
-    std::vector<Cell> row;
-    row.reserve(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) row.push_back(ColumnCell(stmt.get(), i));
-    table.rows.push_back(std::move(row));
   }
   deadline_ms_ = 0;
   if (rc == SQLITE_INTERRUPT) {
     return Unavailable("query stopped after " + std::to_string(options.timeout_ms) +
                        " ms (time limit) — hint: narrow it with a timestamp range or LIMIT");
+  }
+  if (rc == SQLITE_TOOBIG) {
+    return InvalidArgument("SQL error: a value is larger than " +
+                           std::to_string(kMaxValueBytes >> 20) + " MiB (gpuwhy's limit for one "
+                           "value)");
+  }
+  if (rc == SQLITE_NOMEM) {
+    return Unavailable("query stopped: it needs more than " +
+                       std::to_string(kQueryHeapLimitBytes >> 20) +
+                       " MiB of SQLite memory — hint: narrow it with a timestamp range or LIMIT");
   }
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
     if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT) {
@@ -201,8 +356,10 @@ StatusOr<Table> StoreReader::QueryWith(const std::string& sql, const std::vector
     }
     return InvalidArgument(std::string("SQL error: ") + sqlite3_errmsg(db_.get()));
   }
-  return table;
+  return end;
 }
+
+void StoreReader::LimitProcessHeap() { sqlite3_hard_heap_limit64(kQueryHeapLimitBytes); }
 
 Status StoreReader::ForEach(const std::string& sql, const std::vector<int64_t>& params,
                             const RowFn& fn) {
@@ -219,10 +376,15 @@ Status StoreReader::ForEach(const std::string& sql, const std::vector<int64_t>& 
 StatusOr<std::vector<SessionSummary>> StoreReader::Sessions() {
   std::vector<SessionSummary> out;
   RETURN_IF_ERROR(ForEach(
-      "SELECT s.id, s.kind, s.wall_start_ns, COALESCE(s.wall_stop_ns, 0), COALESCE(s.host,''), "
+      // A session whose tracer died (kill -9, power loss) never got its stop time and totals:
+      // they are derived from its rows (stop = its newest row).
+      "SELECT s.id, s.kind, s.wall_start_ns, COALESCE(s.wall_stop_ns, s.wall_start_ns + "
+      "(SELECT MAX(ts) FROM event_rows WHERE session = s.id), 0), COALESCE(s.host,''), "
       "COALESCE(s.kernel,''), COALESCE(s.cpu_model,''), COALESCE(s.cores,0), "
       "COALESCE(s.mem_bytes,0), COALESCE(s.gpu_model,''), COALESCE(s.gpu_driver,''), "
-      "COALESCE(s.command_line,''), s.events, s.drops, COALESCE(s.drops_detail,''), "
+      "COALESCE(s.command_line,''), CASE WHEN s.wall_stop_ns IS NULL THEN (SELECT COUNT(*) FROM "
+      "event_rows WHERE session = s.id) ELSE s.events END, s.drops, "
+      "COALESCE(s.drops_detail,''), "
       "COALESCE((SELECT MIN(ts) FROM event_rows WHERE session = s.id), 0), "
       "COALESCE((SELECT MAX(ts) FROM event_rows WHERE session = s.id), 0) "
       "FROM sessions s ORDER BY s.id",

@@ -17,6 +17,17 @@
 
 namespace gw {
 
+// What a streamed query ended with.
+struct QueryEnd {
+  int64_t rows = 0;        // rows handed to the callback
+  bool truncated = false;  // more rows than QueryOptions::max_rows
+};
+
+// Limits on user SQL: one value (string or blob), and SQLite's heap in a process that runs it
+// (LimitProcessHeap).
+inline constexpr int kMaxValueBytes = 64 << 20;
+inline constexpr int64_t kQueryHeapLimitBytes = int64_t{1} << 30;
+
 struct QueryOptions {
   int64_t max_rows = 0;        // 0 = unlimited; else rows beyond are cut and flagged
   int64_t timeout_ms = 0;      // 0 = none; else the statement is interrupted
@@ -52,6 +63,17 @@ class StoreReader {
   // Same, with bound positional parameters (?1, ?2 … as int64).
   StatusOr<Table> QueryWith(const std::string& sql, const std::vector<int64_t>& params,
                             const QueryOptions& options = {});
+  // The same, handing the column names and then each row to callbacks as they are read: memory
+  // stays flat however many rows there are (query --limit 0). The time limit is enforced by a
+  // watchdog thread as well as the progress handler.
+  using HeaderFn = std::function<void(const std::vector<std::string>&)>;
+  using CellRowFn = std::function<void(std::vector<Cell>&&)>;
+  StatusOr<QueryEnd> QueryStream(const std::string& sql, const std::vector<int64_t>& params,
+                                 const QueryOptions& options, const HeaderFn& header,
+                                 const CellRowFn& row);
+  // Caps SQLite's heap in this process (kQueryHeapLimitBytes): for the processes that run user
+  // SQL (query, mcp). A statement past it fails with an error instead of exhausting memory.
+  static void LimitProcessHeap();
   // Streams rows to a callback without materializing them (analysis over many rows).
   using RowFn = std::function<void(sqlite3_stmt*)>;
   Status ForEach(const std::string& sql, const std::vector<int64_t>& params, const RowFn& fn);

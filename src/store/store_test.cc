@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+
+#include <chrono>
 #include <unistd.h>
 
 #include <cstdio>
@@ -132,6 +134,108 @@ TEST_F(StoreTest, QueryTimeoutInterruptsLongStatements) {
   auto t = (*r)->Query(
       "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT MAX(x) FROM c", o);
   EXPECT_EQ(t.status().code(), StatusCode::kUnavailable);
+}
+
+// Issue 12: fts3_tokenizer leaked a code address and, with a pointer argument, crashed the
+// MCP server on the next MATCH; every function off the allow-list is refused.
+TEST_F(StoreTest, ReaderRefusesFunctionsOffTheAllowList) {
+  auto w = NewWriter();
+  ASSERT_TRUE(w->BeginSession({}).ok());
+  ASSERT_TRUE(w->Close().ok());
+  auto r = StoreReader::Open(path_);
+  ASSERT_TRUE(r.ok());
+  for (const char* sql : {"SELECT hex(fts3_tokenizer('porter'))",
+                          "SELECT fts3_tokenizer('simple', x'4141414141414141')",
+                          "SELECT sqlite_compileoption_get(0)", "SELECT sqlite_log(1, 'x')",
+                          "SELECT load_extension('/tmp/x.so')", "SELECT fts5_source_id()"}) {
+    auto t = (*r)->Query(sql);
+    EXPECT_EQ(t.status().code(), StatusCode::kPermissionDenied) << sql;
+    EXPECT_NE(t.status().message().find("list of harmless SQL functions"), std::string::npos)
+        << t.status().message();
+  }
+  auto ok = (*r)->Query(
+      "SELECT printf('%d', 7), json_extract('{\"a\":2}', '$.a'), '{\"b\":3}' ->> '$.b', "
+      "upper('x'), round(2.5), group_concat(id) FROM sessions");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(CellToText(ok->rows[0][0], false), "7");
+  EXPECT_EQ(CellToText(ok->rows[0][2], false), "3");
+}
+
+// randomblob(1e9) took 6.35 GB before the value limit.
+TEST_F(StoreTest, ReaderCapsTheSizeOfOneValue) {
+  auto w = NewWriter();
+  ASSERT_TRUE(w->BeginSession({}).ok());
+  ASSERT_TRUE(w->Close().ok());
+  auto r = StoreReader::Open(path_);
+  ASSERT_TRUE(r.ok());
+  for (const char* sql : {"SELECT length(randomblob(1e9))", "SELECT length(zeroblob(1e9))",
+                          "SELECT length(hex(randomblob(40000000)))"}) {
+    auto t = (*r)->Query(sql);
+    EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument) << sql;
+    EXPECT_NE(t.status().message().find("larger than 64 MiB"), std::string::npos)
+        << t.status().message();
+  }
+}
+
+// The progress handler runs every 10,000 VM steps; a statement whose steps each build a 60 MB
+// string ran far past its limit. The watchdog interrupts it on time.
+TEST_F(StoreTest, QueryTimeLimitHoldsForSlowSteps) {
+  auto w = NewWriter();
+  ASSERT_TRUE(w->BeginSession({}).ok());
+  ASSERT_TRUE(w->Close().ok());
+  auto r = StoreReader::Open(path_);
+  ASSERT_TRUE(r.ok());
+  QueryOptions o;
+  o.timeout_ms = 300;
+  auto start = std::chrono::steady_clock::now();
+  auto t = (*r)->Query(
+      "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c LIMIT 2000) "
+      "SELECT SUM(length(hex(randomblob(30000000)))) FROM c", o);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(t.status().code(), StatusCode::kUnavailable) << t.status().message();
+  EXPECT_LT(s, 2.0) << "a 300 ms limit stopped the statement after " << s << " s";
+}
+
+// Rows reach the callback as they are read: a statement without end streams until its limit.
+TEST_F(StoreTest, QueryStreamDoesNotCollectRows) {
+  auto w = NewWriter();
+  ASSERT_TRUE(w->BeginSession({}).ok());
+  ASSERT_TRUE(w->Close().ok());
+  auto r = StoreReader::Open(path_);
+  ASSERT_TRUE(r.ok());
+  QueryOptions o;
+  o.timeout_ms = 500;
+  int64_t seen = 0;
+  std::vector<std::string> columns;
+  auto end = (*r)->QueryStream(
+      "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT x FROM c", {}, o,
+      [&](const std::vector<std::string>& c) { columns = c; },
+      [&](std::vector<Cell>&& row) {
+        EXPECT_EQ(std::get<int64_t>(row[0]), seen + 1);
+        ++seen;
+      });
+  EXPECT_EQ(end.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(columns, std::vector<std::string>{"x"});
+  EXPECT_GT(seen, 1000);
+}
+
+// Issue 12: after kill -9 the session row has no stop time and events = 0; readers derive both.
+TEST_F(StoreTest, SessionsOfAKilledTracerGetTotalsFromTheirRows) {
+  auto w = NewWriter();
+  SessionInfo info;
+  info.wall_start_ns = 1'000'000'000'000;
+  ASSERT_TRUE(w->BeginSession(info).ok());
+  std::vector<Event> events = {Switch(1000, 1, 1), Switch(5'000'000'000, 1, 1), Switch(7000, 2, 2)};
+  w->AppendEvents(events.data(), events.size());
+  ASSERT_TRUE(w->Flush().ok());
+  ASSERT_TRUE(w->Close().ok());  // no EndSession: what a killed tracer leaves
+  auto r = StoreReader::Open(path_);
+  ASSERT_TRUE(r.ok());
+  auto sessions = (*r)->Sessions();
+  ASSERT_TRUE(sessions.ok()) << sessions.status().message();
+  ASSERT_EQ(sessions->size(), 1u);
+  EXPECT_EQ((*sessions)[0].events, 3);
+  EXPECT_EQ((*sessions)[0].wall_stop_ns, 1'000'000'000'000 + 5'000'000'000);
 }
 
 TEST_F(StoreTest, EventsWithEqualTimestampsAreAllKeptAcrossBatches) {

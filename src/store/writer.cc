@@ -2,6 +2,7 @@
 
 #include <pwd.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "store/db_location.h"
 #include "store/event_batch.h"
 #include "store/schema.h"
 
@@ -67,10 +69,14 @@ void SortByTimestamp(std::vector<BatchRow>& rows, std::vector<BatchRow>& scratch
 
 StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& path,
                                                            WriterOptions options) {
-  RETURN_IF_ERROR(PrepareDatabaseLocation(path));
+  ASSIGN_OR_RETURN(DatabaseLocation location, PrepareDatabaseLocation(path));
+  // Every file SQLite makes (the -wal, -shm, a -journal) is made with the owner's identity
+  // where the owner controls the directory; the writer thread inherits it (started below).
+  ScopedFsIdentity as_owner(location);
   sqlite3* raw = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &raw,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+  int rc = sqlite3_open_v2(location.open_path.c_str(), &raw,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
+                               (location.no_links ? SQLITE_OPEN_NOFOLLOW : 0),
                            nullptr);  // db_mu_ serializes use; SQLite's own mutexes cost ~13%
   ScopedDb db(raw);
   if (rc != SQLITE_OK) return SqliteStatus(raw, rc, "open database " + path + " for writing");
@@ -94,8 +100,19 @@ StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& pa
   RETURN_IF_ERROR(Exec(db.get(), "PRAGMA synchronous=NORMAL; PRAGMA journal_size_limit=67108864;"
                                  "PRAGMA cache_size=-8192")
                       .WithContext(path));
+  if (options.max_db_bytes > 0) {
+    // The WAL counts against --max-db (PruneIfNeeded): checkpoint it at an eighth of the cap
+    // (SQLite's default, 1000 pages = 16 MiB here, alone outgrows a small cap) and keep the
+    // file no larger than a quarter of it after a checkpoint.
+    int64_t pages = std::clamp<int64_t>(options.max_db_bytes / 8 / 16384, 8, 1000);
+    RETURN_IF_ERROR(Exec(db.get(), "PRAGMA wal_autocheckpoint=" + std::to_string(pages) +
+                                       "; PRAGMA journal_size_limit=" +
+                                       std::to_string(options.max_db_bytes / 4))
+                        .WithContext(path));
+  }
   RETURN_IF_ERROR(CreateOrMigrateSchema(db.get()).WithContext("database " + path));
   std::unique_ptr<StoreWriter> writer(new StoreWriter(path, options, std::move(db)));
+  writer->location_ = location;
   RETURN_IF_ERROR(writer->PrepareStatements());
   ASSIGN_OR_RETURN(int64_t max_string,
                    QueryInt(writer->db_.get(), "SELECT MAX(id) FROM strings", 0));
@@ -107,7 +124,6 @@ StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& pa
           sqlite3_column_int64(all.get(), 0);
     }
   }
-  ChownToInvokingUser(path);
   writer->thread_ = std::thread([w = writer.get()] { w->Run(); });
   return writer;
 }
@@ -199,9 +215,12 @@ StatusOr<int64_t> StoreWriter::BeginSession(const SessionInfo& info) {
 }
 
 Status StoreWriter::EndSession(const SessionTotals& totals) {
-  RETURN_IF_ERROR(Flush());
+  // After a failed write (disk full) the session is still closed: its totals (drops included)
+  // are what tells a reader the recording is incomplete. CheckFreeSpace kept room for this.
+  Status flushed = Flush();
   std::lock_guard<std::mutex> db_lock(db_mu_);
-  RETURN_IF_ERROR(WriteRollups(true));
+  ScopedFsIdentity as_owner(location_);
+  if (flushed.ok()) RETURN_IF_ERROR(WriteRollups(true));
   sqlite3* db = db_.get();
   ASSIGN_OR_RETURN(ScopedStmt stmt,
                    Prepare(db,
@@ -277,7 +296,14 @@ Status StoreWriter::Flush() {
   uint64_t target = enqueued_seq_;
   flush_requested_ = true;
   cv_work_.notify_one();
-  cv_space_.wait(lock, [&] { return committed_seq_ >= target || !error_.ok(); });
+  // After a failed write the writer still takes every batch (counting it lost): wait for that
+  // too, so events_lost is complete when Flush returns.
+  cv_space_.wait(lock, [&] { return committed_seq_ >= target; });
+  return error_;
+}
+
+Status StoreWriter::error() const {
+  std::lock_guard<std::mutex> lock(mu_);
   return error_;
 }
 
@@ -293,6 +319,7 @@ Status StoreWriter::Close() {
   std::lock_guard<std::mutex> lock(mu_);
   closed_ = true;
   if (error_.ok()) error_ = WriteRollups(true);
+  if (!error_.ok()) rollups_.clear();  // not written: the file has room for nothing more
   insert_event_.Reset();
   insert_batch_.Reset();
   upsert_process_.Reset();
@@ -301,6 +328,7 @@ Status StoreWriter::Close() {
   insert_string_.Reset();
   insert_stack_.Reset();
   // Folding the WAL back into the main file leaves one self-contained file for readers.
+  ScopedFsIdentity as_owner(location_);  // closing removes the -wal: the owner's to remove
   (void)Exec(db_.get(), "PRAGMA wal_checkpoint(TRUNCATE)");
   db_.Reset();
   cv_space_.notify_all();
@@ -346,9 +374,15 @@ void StoreWriter::Run() {
       Status st = CommitBatch(events, processes, snapshots, counts, strings, final_flush);
       db_lock.unlock();
       lock.lock();
-      if (!st.ok() && error_.ok()) error_ = st;
-      stats_.events_written += static_cast<int64_t>(events.size());
-      ++stats_.transactions;
+      if (st.ok()) {
+        stats_.events_written += static_cast<int64_t>(events.size());
+        ++stats_.transactions;
+      } else {
+        if (error_.ok()) error_ = st;
+        stats_.events_lost += static_cast<int64_t>(events.size());  // rolled back
+      }
+    } else if (!error_.ok()) {
+      stats_.events_lost += static_cast<int64_t>(events.size());  // after a failed write
     }
     events.clear();
     processes.clear();
@@ -493,6 +527,7 @@ Status StoreWriter::CommitBatch(std::vector<Event>& events, std::vector<ProcessI
                            !counts.empty() || !batch_stacks_.empty())) {
     return FailedPrecondition("store writer: data appended before BeginSession");
   }
+  RETURN_IF_ERROR(CheckFreeSpace(events.size()));
   RETURN_IF_ERROR(Exec(db, "BEGIN"));
   Status st = [&]() -> Status {
     for (const PendingStack& stack : batch_stacks_) {
@@ -554,27 +589,74 @@ Status StoreWriter::CommitBatch(std::vector<Event>& events, std::vector<ProcessI
   }();
   if (!st.ok()) {
     (void)Exec(db, "ROLLBACK");
-    return st.WithContext("write to " + path_);
+    return WriteFailure(st, "write to " + path_);
   }
-  RETURN_IF_ERROR(Exec(db, "COMMIT").WithContext("commit to " + path_));
+  if (Status committed = Exec(db, "COMMIT"); !committed.ok()) {
+    (void)Exec(db, "ROLLBACK");
+    return WriteFailure(committed, "commit to " + path_);
+  }
   if (!batch_rows_.empty()) newest_ts_ = std::max(newest_ts_, batch_rows_.back().ts);
   if (options_.max_db_bytes > 0) RETURN_IF_ERROR(PruneIfNeeded());
   return Status::Ok();
 }
 
+namespace {
+
+int64_t FileBytes(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
+}
+
+}  // namespace
+
+Status StoreWriter::CheckFreeSpace(size_t events) {
+  struct statvfs fs;
+  if (statvfs(location_.open_path.c_str(), &fs) != 0) return Status::Ok();  // cannot tell
+  int64_t avail = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+  int64_t size = static_cast<int64_t>(fs.f_blocks) * static_cast<int64_t>(fs.f_frsize);
+  // Room to close the session and checkpoint: a sixteenth of the filesystem, 256 KiB to 8 MiB;
+  // the batch itself takes at most ~200 bytes a row in the WAL (a row, its index share and
+  // whole pages). A cap (--max-db) well under the free space never gets here.
+  int64_t reserve = std::clamp<int64_t>(size / 16, 256 << 10, 8 << 20);
+  int64_t need = reserve + static_cast<int64_t>(events) * 200;
+  if (avail >= need) return Status::Ok();
+  return FailedPrecondition("recording stopped: the filesystem of " + path_ + " has " +
+                            std::to_string(avail >> 10) + " KiB free, a batch of " +
+                            std::to_string(events) + " events needs " +
+                            std::to_string(need >> 10) +
+                            " KiB with room kept to close the session — hint: free space there, "
+                            "cap the file with --max-db, or pass --db on a larger disk");
+}
+
+Status StoreWriter::WriteFailure(const Status& failed, const std::string& what) {
+  std::string hint;
+  if (failed.message().find("full") != std::string::npos) {
+    hint = " — hint: free space there, cap the file with --max-db, or pass --db on a larger disk";
+  }
+  return Status(failed.code(), "recording stopped: " + what + ": " + failed.message() + hint);
+}
+
 Status StoreWriter::PruneIfNeeded() {
   sqlite3* db = db_.get();
-  // Cheap test first: page_count covers the main file plus pages still in the WAL.
+  // Cheap test first: page_count covers the main file plus pages still in the WAL; the WAL file
+  // itself takes disk space too and counts against the cap.
+  const std::string wal = location_.open_path + "-wal";
   ASSIGN_OR_RETURN(int64_t page_count, QueryInt(db, "PRAGMA page_count", 0));
   ASSIGN_OR_RETURN(int64_t page_bytes, QueryInt(db, "PRAGMA page_size", 4096));
-  if (page_count * page_bytes <= options_.max_db_bytes * 9 / 10) return Status::Ok();
+  if (page_count * page_bytes + FileBytes(wal) <= options_.max_db_bytes * 9 / 10) {
+    return Status::Ok();
+  }
+  // A checkpoint alone often gives the WAL's share back.
+  RETURN_IF_ERROR(Exec(db, "PRAGMA wal_checkpoint(TRUNCATE)"));
   for (int round = 0; round < 20; ++round) {
     ASSIGN_OR_RETURN(int64_t pages, QueryInt(db, "PRAGMA page_count", 0));
     ASSIGN_OR_RETURN(int64_t free_pages, QueryInt(db, "PRAGMA freelist_count", 0));
     ASSIGN_OR_RETURN(int64_t page_size, QueryInt(db, "PRAGMA page_size", 4096));
     int64_t used = (pages - free_pages) * page_size;
+    int64_t wal_bytes = FileBytes(wal);
     // Keep 10% headroom so pruning does not run on every commit.
-    if (used <= options_.max_db_bytes * 9 / 10 && pages * page_size <= options_.max_db_bytes) {
+    if (used + wal_bytes <= options_.max_db_bytes * 9 / 10 &&
+        pages * page_size + wal_bytes <= options_.max_db_bytes) {
       return Status::Ok();
     }
     // Oldest first: a whole older session, else the oldest tenth of the current session's
@@ -616,24 +698,12 @@ Status StoreWriter::PruneIfNeeded() {
   return Status::Ok();
 }
 
-namespace {
-
-const char* InvokingUser() {
-  const char* sudo_user = std::getenv("SUDO_USER");
-  if (geteuid() == 0 && sudo_user != nullptr && *sudo_user != '\0' &&
-      std::string(sudo_user) != "root") {
-    return sudo_user;
-  }
-  return nullptr;
-}
-
-}  // namespace
-
 std::string DefaultDatabasePath() {
   if (const char* env = std::getenv("GPUWHY_DB"); env != nullptr && *env != '\0') return env;
   std::string home;
-  if (const char* user = InvokingUser()) {
-    if (struct passwd* pw = getpwnam(user)) home = pw->pw_dir;
+  DatabaseOwner owner = InvokingDatabaseOwner();
+  if (owner.uid != geteuid()) {  // under sudo: the user's home, not root's
+    if (struct passwd* pw = getpwuid(owner.uid)) home = pw->pw_dir;
   }
   if (home.empty()) {
     if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') home = h;
@@ -643,37 +713,6 @@ std::string DefaultDatabasePath() {
   }
   if (home.empty()) home = ".";
   return home + "/.gpuwhy/gpuwhy.db";
-}
-
-void ChownToInvokingUser(const std::string& path) {
-  const char* user = InvokingUser();
-  if (user == nullptr) return;
-  struct passwd* pw = getpwnam(user);
-  if (pw == nullptr) return;
-  for (const std::string& p : {path, path + "-wal", path + "-shm"}) {
-    if (access(p.c_str(), F_OK) == 0) (void)chown(p.c_str(), pw->pw_uid, pw->pw_gid);
-  }
-}
-
-Status PrepareDatabaseLocation(const std::string& path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos || slash == 0) return Status::Ok();
-  std::string dir = path.substr(0, slash);
-  struct stat st;
-  if (stat(dir.c_str(), &st) == 0) {
-    if (!S_ISDIR(st.st_mode)) return FailedPrecondition(dir + " exists and is not a directory");
-    return Status::Ok();
-  }
-  // Create missing parents one level at a time (only the last levels are usually missing).
-  size_t parent_slash = dir.rfind('/');
-  if (parent_slash != std::string::npos && parent_slash > 0) {
-    RETURN_IF_ERROR(PrepareDatabaseLocation(dir));
-  }
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return ErrnoStatus("create directory " + dir, errno);
-  }
-  ChownToInvokingUser(dir);
-  return Status::Ok();
 }
 
 }  // namespace gw

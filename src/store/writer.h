@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "store/db_location.h"
 #include "store/event.h"
 #include "store/event_batch.h"
 #include "store/sqlite_util.h"
@@ -38,6 +39,9 @@ struct WriterStats {
   int64_t transactions = 0;
   int64_t rows_pruned = 0;
   int64_t producer_waits = 0;  // times a producer blocked on a full queue
+  // Events that will never be in the file: the batch whose write failed (disk full, I/O error)
+  // and every event appended after it. Counted at once, so live views can show them as drops.
+  int64_t events_lost = 0;
 };
 
 class StoreWriter {
@@ -68,6 +72,8 @@ class StoreWriter {
 
   // Blocks until everything appended so far is committed. Returns the first write error.
   Status Flush();
+  // The first write error, without waiting (ok while every batch has been written).
+  Status error() const;
   // Flushes and stops the writer thread; further appends are ignored.
   Status Close();
 
@@ -89,8 +95,14 @@ class StoreWriter {
   void Aggregate(const Event& e);
   Status WriteRollups(bool all);
   Status PruneIfNeeded();
+  // Refuses a batch that would leave the filesystem without the room needed to close the
+  // session (and the WAL its final checkpoint needs).
+  Status CheckFreeSpace(size_t events);
+  // "recording stopped: <what>: <SQLite's message>" with a hint for a full disk.
+  static Status WriteFailure(const Status& failed, const std::string& what);
 
   std::string path_;
+  DatabaseLocation location_;  // where and as whom the files are written (db_location.h)
   WriterOptions options_;
   EventBatch batch_;  // what gw_event_batch shows; declared before db_ so it outlives it
   ScopedDb db_;
@@ -159,11 +171,8 @@ class StoreWriter {
 };
 
 // The default database: $GPUWHY_DB, else ~/.gpuwhy/gpuwhy.db of the invoking user (under sudo,
-// SUDO_USER's home).
+// SUDO_USER's home). Create() checks the path and writes as that user where they own it
+// (db_location.h).
 std::string DefaultDatabasePath();
-// Creates the parent directory of a database file; under sudo, hands the directory and file
-// to the invoking user so they can read it without root.
-Status PrepareDatabaseLocation(const std::string& path);
-void ChownToInvokingUser(const std::string& path);
 
 }  // namespace gw

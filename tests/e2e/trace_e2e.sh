@@ -122,6 +122,17 @@ echo "$step2"
 echo "$step2" | grep -q "gw_competitor" && pass "Step-2 query names gw_competitor (python)" \
   || fail "Step-2 (python) does not name the competitor"
 
+# ---- 3b. SIGHUP (an ssh disconnect) stops like SIGTERM: summary, session closed -------------
+DB="$WORK/hup.db"
+"$GPUWHY" trace --db "$DB" > "$WORK/trace_hup.out" 2>&1 &
+TRACE=$!; PIDS="$PIDS $TRACE"
+wait_for_line "$WORK/trace_hup.out" "tracing into" 30 || fail "trace (SIGHUP) did not start"
+sleep 1
+kill -HUP "$TRACE"; wait "$TRACE"; rc=$?
+closed=$(q "$DB" "SELECT wall_stop_ns IS NOT NULL AND events IS NOT NULL FROM sessions ORDER BY id DESC LIMIT 1")
+[ $rc -eq 0 ] && [ "$closed" = "1" ] && grep -q "^gpuwhy trace: .* events" "$WORK/trace_hup.out" \
+  && pass "SIGHUP: exit 0, summary printed, session closed" || fail "SIGHUP: rc=$rc closed=$closed"
+
 # ---- 4. attached to a job that is already running -------------------------------------------
 # Its kernels were registered before trace started: runtime launches are named from their host
 # stubs' symbols instead of fn@0x… handles.

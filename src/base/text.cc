@@ -1,0 +1,116 @@
+#include "base/text.h"
+
+#include <cstdint>
+
+namespace gw {
+
+namespace {
+
+constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+
+// Length of the well-formed UTF-8 sequence at text[i] (1-4), or 0 when none starts there;
+// *cp receives the code point.
+size_t SequenceAt(std::string_view text, size_t i, uint32_t* cp) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  unsigned char b = byte(i);
+  if (b < 0x80) {
+    *cp = b;
+    return 1;
+  }
+  size_t len;
+  uint32_t min;
+  if (b >= 0xC2 && b <= 0xDF) {
+    len = 2, min = 0x80, *cp = b & 0x1F;
+  } else if (b >= 0xE0 && b <= 0xEF) {
+    len = 3, min = 0x800, *cp = b & 0x0F;
+  } else if (b >= 0xF0 && b <= 0xF4) {
+    len = 4, min = 0x10000, *cp = b & 0x07;
+  } else {
+    return 0;
+  }
+  if (i + len > text.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+    *cp = (*cp << 6) | (byte(i + k) & 0x3F);
+  }
+  if (*cp < min || *cp > 0x10FFFF || (*cp >= 0xD800 && *cp <= 0xDFFF)) return 0;
+  return len;
+}
+
+bool IsControl(uint32_t cp) { return cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F); }
+
+}  // namespace
+
+std::string ValidUtf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    uint32_t cp;
+    size_t len = SequenceAt(text, i, &cp);
+    if (len == 0) {
+      out += kReplacement;
+      ++i;
+    } else {
+      out.append(text.substr(i, len));
+      i += len;
+    }
+  }
+  return out;
+}
+
+bool IsTerminalSafe(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    uint32_t cp;
+    size_t len = SequenceAt(text, i, &cp);
+    if (len == 0 || IsControl(cp)) return false;
+    i += len;
+  }
+  return true;
+}
+
+std::string TerminalSafe(std::string_view text, bool keep_line_breaks) {
+  if (IsTerminalSafe(text)) return std::string(text);
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    uint32_t cp;
+    size_t len = SequenceAt(text, i, &cp);
+    if (len == 0) {
+      out += kReplacement;
+      ++i;
+      continue;
+    }
+    if (IsControl(cp)) {
+      if (keep_line_breaks && cp == '\n') {
+        out += '\n';
+      } else {
+        out += cp == '\t' ? ' ' : '?';
+      }
+    } else {
+      out.append(text.substr(i, len));
+    }
+    i += len;
+  }
+  return out;
+}
+
+std::string EscapeC1InJson(std::string json) {
+  if (json.find('\xC2') == std::string::npos) return json;
+  std::string out;
+  out.reserve(json.size() + 16);
+  for (size_t i = 0; i < json.size(); ++i) {
+    unsigned char next = i + 1 < json.size() ? static_cast<unsigned char>(json[i + 1]) : 0;
+    if (static_cast<unsigned char>(json[i]) == 0xC2 && next >= 0x80 && next <= 0x9F) {
+      static const char kHex[] = "0123456789abcdef";
+      out += "\\u00";
+      out += kHex[next >> 4];
+      out += kHex[next & 0xF];
+      ++i;
+    } else {
+      out += json[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace gw

@@ -1,0 +1,31 @@
+// Text that came from outside gpuwhy (process names, command lines, kernel and file names read
+// from traced processes, or any string in a database someone handed over) is untrusted: it may
+// hold terminal escapes (ESC, BEL, C1 controls such as CSI) that retitle or rewrite the
+// terminal, and bytes that are not UTF-8 (which break JSON). Every path that prints such text
+// goes through one of these.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace gw {
+
+// The same text as valid UTF-8: each byte that does not start a well-formed sequence
+// (overlong forms, surrogates and code points past U+10FFFF included) becomes U+FFFD.
+std::string ValidUtf8(std::string_view text);
+
+// Valid UTF-8 (as above) that a terminal shows and does not obey: C0 controls, DEL and the
+// C1 controls U+0080–U+009F become '?', a tab a space. With keep_line_breaks, '\n' stays (for
+// multi-line reports, and CSV fields, where it is quoted). '\r' never stays: it would let a
+// name overwrite the line it is printed on.
+std::string TerminalSafe(std::string_view text, bool keep_line_breaks = false);
+
+// Serialized JSON (valid UTF-8) with the C1 controls U+0080–U+009F, legal raw in JSON strings
+// but obeyed by some terminals, written as \u0080–\u009f escapes. Only strings can hold them,
+// so the document means the same.
+std::string EscapeC1InJson(std::string json);
+
+// True when TerminalSafe would return the text unchanged (the cheap common case).
+bool IsTerminalSafe(std::string_view text);
+
+}  // namespace gw

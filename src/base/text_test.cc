@@ -1,0 +1,53 @@
+#include "base/text.h"
+
+#include <gtest/gtest.h>
+
+#include "base/table.h"
+
+namespace gw {
+namespace {
+
+TEST(ValidUtf8, KeepsGoodTextAndReplacesBadBytes) {
+  EXPECT_EQ(ValidUtf8("python3 (train.py) µs → ✓"), "python3 (train.py) µs → ✓");
+  EXPECT_EQ(ValidUtf8("a\xFF" "b"), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(ValidUtf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");          // overlong '/'
+  EXPECT_EQ(ValidUtf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
+  EXPECT_EQ(ValidUtf8("\xF4\x90\x80\x80").substr(0, 3), "\xEF\xBF\xBD");  // past U+10FFFF
+  EXPECT_EQ(ValidUtf8("x\xE2\x86"), "x\xEF\xBF\xBD\xEF\xBF\xBD");         // cut short
+}
+
+TEST(TerminalSafe, NeutralizesEscapesBellAndC1) {
+  // The attack: a process renamed to retitle root's terminal and clear the screen.
+  std::string evil = "x\x1b]0;owned\x07\x1b[2J\xC2\x9B" "31m\x7f";
+  std::string safe = TerminalSafe(evil);
+  EXPECT_EQ(safe, "x?]0;owned??[2J?31m?");
+  EXPECT_EQ(safe.find('\x1b'), std::string::npos);
+  EXPECT_TRUE(IsTerminalSafe(safe));
+  EXPECT_FALSE(IsTerminalSafe(evil));
+  EXPECT_EQ(TerminalSafe("a\tb\nc"), "a b?c");
+  EXPECT_EQ(TerminalSafe("a\tb\nc\rd", /*keep_line_breaks=*/true), "a b\nc?d");
+  EXPECT_EQ(TerminalSafe("\xFF"), "\xEF\xBF\xBD");
+  EXPECT_EQ(TerminalSafe("plain ✓"), "plain ✓");
+}
+
+TEST(TerminalSafe, EveryOutputFormatOfATable) {
+  Table t;
+  t.columns = {"name"};
+  t.rows.push_back({std::string("job\x1b]2;pwned\x07\xFF")});
+  for (TableFormat f : {TableFormat::kText, TableFormat::kCsv, TableFormat::kJson}) {
+    std::string out = FormatTable(t, f);
+    EXPECT_EQ(out.find('\x1b'), std::string::npos) << out;
+    EXPECT_EQ(out.find('\x07'), std::string::npos) << out;
+    EXPECT_EQ(ValidUtf8(out), out) << "not valid UTF-8: " << out;
+  }
+  EXPECT_NE(FormatTable(t, TableFormat::kJson).find("job\\u001b]2;pwned\\u0007\xEF\xBF\xBD"),
+            std::string::npos);
+}
+
+TEST(EscapeC1InJson, WritesC1ControlsAsEscapes) {
+  EXPECT_EQ(EscapeC1InJson("{\"a\": \"x\xC2\x9B" "31m \xC2\xB5s\"}"),
+            "{\"a\": \"x\\u009b31m \xC2\xB5s\"}");  // µ (U+00B5) stays
+}
+
+}  // namespace
+}  // namespace gw
