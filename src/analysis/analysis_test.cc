@@ -404,6 +404,18 @@ TEST(RenderTest, JsonCarriesWhatTextShows) {
   EXPECT_EQ(j["feed_time"][0]["causes"].size(), kFeedCauseCount);
 }
 
+// An edited database can hold any integers: analysis clamps instead of overflowing (the
+// sanitizer build aborts on signed overflow).
+TEST(RobustnessTest, ExtremeValuesFromAnEditedFileDoNotOverflow) {
+  Builder b;
+  b.w.session_first_ts = INT64_MIN + 5;
+  b.w.session_last_ts = INT64_MAX - 5;
+  b.Add(Sw(kMain, INT64_MAX - 100, INT64_MAX / 2, SwitchKind::kBlocked, 0));
+  b.Add(Call(kMain, Op::kCudaStreamSync, 5 * kSec, INT64_MAX));
+  Report r = b.Run();
+  EXPECT_EQ(r.window.from_ns, b.w.from);
+}
+
 TEST(RenderTest, EmptyWindowExplainsItself) {
   WindowData w;
   w.to = 10 * kSec;

@@ -258,6 +258,11 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
                           FormatCount(w.drops).c_str()));
   }
   if (w.snapshots.empty()) r.notes.push_back("no system snapshots in this window");
+  if (w.malformed_stacks > 0) {
+    r.notes.push_back(Fmt("%s stored stacks could not be read (frames are not valid JSON) and "
+                          "were skipped",
+                          FormatCount(w.malformed_stacks).c_str()));
+  }
   return r;
 }
 

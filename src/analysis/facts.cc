@@ -359,7 +359,7 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
   f.events = WithoutNestedDriverCalls(w.events);
   f.job_begin = w.from;
   f.job_end = w.to;
-  f.window_ns = w.to - w.from;
+  f.window_ns = SaturatingSub(w.to, w.from);
   f.window_s = static_cast<double>(f.window_ns) / 1e9;
 
   // ---- Roles: CUDA processes (by call count), then the main process's descendants.
@@ -407,7 +407,7 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
   }
   if (f.main_name.empty()) f.main_name = "pid " + std::to_string(f.main_pid);
   Lifetime(w, f.main_pid, &f.job_begin, &f.job_end);
-  f.window_ns = f.job_end - f.job_begin;
+  f.window_ns = SaturatingSub(f.job_end, f.job_begin);
   f.window_s = static_cast<double>(f.window_ns) / 1e9;
 
   // Who woke whom, per process: a descendant whose threads woke the training process's threads

@@ -116,13 +116,13 @@ StatusOr<WindowData> LoadWindow(StoreReader& reader, const WindowRequest& reques
                     "\"SELECT * FROM sessions\"` for drops");
   }
   bool relative = !request.from_ns.has_value() && !request.whole_session;
-  w.to = request.to_ns.value_or(w.session_last_ts + 1);
+  w.to = request.to_ns.value_or(SaturatingAdd(w.session_last_ts, 1));
   if (request.whole_session) {
     w.from = w.session_first_ts;
   } else if (request.from_ns.has_value()) {
     w.from = *request.from_ns;
   } else {
-    w.from = std::max<int64_t>(0, w.to - request.since_ns);
+    w.from = std::max<int64_t>(0, SaturatingSub(w.to, request.since_ns));
   }
   if (w.to <= w.from) {
     return InvalidArgument(
@@ -133,7 +133,7 @@ StatusOr<WindowData> LoadWindow(StoreReader& reader, const WindowRequest& reques
     w.label = "whole session";
   } else if (relative) {
     // The length the recording really covers: a 21 s recording asked for 2 min is "last 21 s".
-    int64_t covered = w.to - std::max(w.from, w.session_first_ts);
+    int64_t covered = SaturatingSub(w.to, std::max(w.from, w.session_first_ts));
     w.label = WindowLabel(0, std::min(request.since_ns, covered), true);
   } else {
     w.label = WindowLabel(w.from, w.to, false);
@@ -249,11 +249,21 @@ StatusOr<WindowData> LoadWindow(StoreReader& reader, const WindowRequest& reques
         w.stack_uses.push_back(u);
       }));
   if (!w.stack_uses.empty()) {  // a file without stack rows may predate the stacks table
+    // A stack whose frames are not valid JSON (an edited or damaged file) is skipped with a
+    // note instead of failing the whole explain.
+    const std::string used =
+        "SELECT DISTINCT stack_id FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3 "
+        "AND stack_id IS NOT NULL";
+    ASSIGN_OR_RETURN(w.malformed_stacks,
+                     SingleInt(reader,
+                               "SELECT COUNT(*) FROM stacks WHERE session = ?1 AND NOT "
+                               "json_valid(frames) AND id IN (" + used + ")",
+                               range, 0));
     RETURN_IF_ERROR(reader.ForEach(
         "SELECT stack_id, kind, COALESCE(function, ''), COALESCE(file, ''), COALESCE(line, 0), "
-        "COALESCE(module, '') FROM stack_frames WHERE session = ?1 AND stack_id IN (SELECT "
-        "DISTINCT stack_id FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3 AND "
-        "stack_id IS NOT NULL) ORDER BY stack_id, depth",
+        "COALESCE(module, '') FROM stack_frames WHERE session = ?1 AND stack_id IN (" + used +
+            ") AND stack_id IN (SELECT id FROM stacks WHERE session = ?1 AND json_valid(frames)) "
+            "ORDER BY stack_id, depth",
         range, [&](sqlite3_stmt* s) {
           StackFrameRow f;
           f.python = ColText(s, 1) == "py";

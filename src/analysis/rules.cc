@@ -728,7 +728,8 @@ void AllocatorSpikes(const Facts& f, std::vector<Finding>* out) {
     per_sec[r.sec].second += r.total_ns;
   }
   // Steady state: skip the first tenth of the session (warm-up allocations).
-  int64_t warm_end = f.w->session_first_ts + (f.w->session_last_ts - f.w->session_first_ts) / 10;
+  int64_t warm_end = SaturatingAdd(
+      f.w->session_first_ts, SaturatingSub(f.w->session_last_ts, f.w->session_first_ts) / 10);
   std::vector<int64_t> ns_by_sec;
   int64_t calls = 0, seconds = 0;
   for (int64_t s = f.w->from / 1'000'000'000; s * 1'000'000'000 < f.w->to; ++s) {

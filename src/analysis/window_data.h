@@ -12,6 +12,18 @@
 
 namespace gw {
 
+// Arithmetic on values read from a file that anyone may have edited: clamp, never overflow.
+inline int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
+  return r;
+}
+inline int64_t SaturatingSub(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_sub_overflow(a, b, &r)) return b < 0 ? INT64_MAX : INT64_MIN;
+  return r;
+}
+
 // One raw row of event_rows (launch rows are not loaded: op_seconds counts them).
 struct RawEvent {
   int64_t ts = 0;  // session ns
@@ -26,7 +38,7 @@ struct RawEvent {
   int64_t runq = kNull;
   int64_t waker_pid = kNull;  // sched_switch of a blocked task: who woke it (0 = interrupt)
   int64_t waker_tid = kNull;
-  int64_t End() const { return ts + duration; }
+  int64_t End() const { return SaturatingAdd(ts, duration); }
 };
 
 struct ProcessRecord {
@@ -101,6 +113,7 @@ struct WindowData {
   int64_t events_in_window = 0;
   std::vector<StackUse> stack_uses;                             // every pid, window rows
   std::map<int64_t, std::vector<StackFrameRow>> stack_frames;  // stacks those rows use
+  int64_t malformed_stacks = 0;  // stacks of those rows whose frames could not be read
 };
 
 }  // namespace gw

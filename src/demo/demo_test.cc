@@ -133,6 +133,35 @@ INSTANTIATE_TEST_SUITE_P(AllScenarios, ScenarioTest,
                            return n;
                          });
 
+// One damaged stacks row (frames not JSON) is skipped with a note; explain still answers.
+TEST(DemoTest, MalformedStackRowIsSkippedWithANote) {
+  TempDir dir;
+  std::string db = dir.File("s.db");
+  {
+    auto writer = StoreWriter::Create(db, {});
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE(RecordScenario("healthy", **writer, DemoOptions{}).ok());
+    ASSERT_TRUE((*writer)->BeginSession(SessionInfo{}).ok());
+    (*writer)->AppendStack(77, 3821, "train.py:1", "{not json");
+    Event e;
+    e.ts_ns = 60'000'000'000;
+    e.pid = 3821;
+    e.tid = 3821;
+    e.op = Op::kCudaStreamSync;
+    e.duration_ns = 1000;
+    e.stack_id = 77;
+    (*writer)->AppendEvent(e);
+    ASSERT_TRUE((*writer)->Close().ok());
+  }
+  auto reader = StoreReader::Open(db);
+  ASSERT_TRUE(reader.ok());
+  StatusOr<Report> r = Explain(**reader, ExplainOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  bool noted = false;
+  for (const std::string& n : r->notes) noted |= n.find("1 stored stacks could not be read") == 0;
+  EXPECT_TRUE(noted);
+}
+
 TEST(DemoTest, SameSeedSameRecording) {
   TempDir dir;
   std::string texts[2];
