@@ -296,9 +296,10 @@ TEST(HostSourceTest, PinnedCompetitorShowsAsPreemptorWithRunQueueWait) {
   EXPECT_EQ(cap.source().RecordsEmitted(), cap.source().RecordsConsumed());
 }
 
-// Wake-up causality: a blocked task's sched_switch row names who woke it. In a tracked child,
-// a reader thread sleeps on a pipe that a writer thread (its tid reported back) fills 50 ms
-// later, 20 times; then the reader sleeps in nanosleep, which a timer interrupt ends.
+// Wake-up causality: a blocked task's sched_switch row names who woke it. A tracked reader
+// process sleeps on a pipe that a tracked writer process fills every 50 ms, 20 times; then it
+// sleeps in usleep, which a timer interrupt ends. (Separate single-threaded processes: a child
+// forked from this multi-threaded test may not allocate, so it starts no threads.)
 TEST(HostSourceTest, BlockedRowsNameTheirWaker) {
   REQUIRE_ROOT();
   Capture cap;
@@ -306,52 +307,44 @@ TEST(HostSourceTest, BlockedRowsNameTheirWaker) {
     Status started = cap.Start();
     ASSERT_TRUE(started.ok()) << started.message();
   }
-  int go[2], tids[2];
+  int go[2], data[2];
   ASSERT_EQ(pipe(go), 0);
-  ASSERT_EQ(pipe(tids), 0);
-  pid_t child = ForkWaiting(go[0], [&] {
-    int data[2];
-    if (pipe(data) != 0) return 1;
-    std::atomic<int> writer_tid{0};
-    std::thread writer([&] {
-      writer_tid = static_cast<int>(syscall(SYS_gettid));
-      for (int i = 0; i < 20; ++i) {
-        usleep(50'000);
-        if (write(data[1], "x", 1) != 1) return;
-      }
-    });
-    while (writer_tid == 0) usleep(100);
-    int reader = static_cast<int>(syscall(SYS_gettid));
-    int pair[2] = {reader, writer_tid.load()};
-    if (write(tids[1], pair, sizeof pair) != sizeof pair) return 1;
+  ASSERT_EQ(pipe(data), 0);
+  pid_t reader = ForkWaiting(go[0], [&] {
     char c;
     for (int i = 0; i < 20; ++i) {
       if (read(data[0], &c, 1) != 1) return 1;
     }
-    writer.join();
     for (int i = 0; i < 10; ++i) usleep(20'000);  // timer wake-ups
     return 0;
   });
-  ASSERT_TRUE(cap.source().Track(child, GW_TRACKED_FILTER).ok());
-  ASSERT_EQ(write(go[1], "g", 1), 1);
-  int pair[2] = {0, 0};
-  ASSERT_EQ(read(tids[0], pair, sizeof pair), static_cast<ssize_t>(sizeof pair));
-  EXPECT_EQ(WaitExit(child), 0);
+  pid_t writer = ForkWaiting(go[0], [&] {
+    for (int i = 0; i < 20; ++i) {
+      usleep(50'000);
+      if (write(data[1], "x", 1) != 1) return 1;
+    }
+    return 0;
+  });
+  ASSERT_TRUE(cap.source().Track(reader, GW_TRACKED_FILTER).ok());
+  ASSERT_TRUE(cap.source().Track(writer, GW_TRACKED_FILTER).ok());
+  ASSERT_EQ(write(go[1], "gg", 2), 2);
+  EXPECT_EQ(WaitExit(writer), 0);
+  EXPECT_EQ(WaitExit(reader), 0);
   cap.Stop();
   int pipe_wakes = 0, timer_wakes = 0, preempted_with_waker = 0;
-  for (const Event& e : cap.sink().EventsOf(Op::kSchedSwitch, child)) {
+  for (const Event& e : cap.sink().EventsOf(Op::kSchedSwitch, reader)) {
     if (e.kind == static_cast<int64_t>(SwitchKind::kPreempted)) {
       if (e.waker_tid != kNull) ++preempted_with_waker;
       continue;
     }
-    if (e.tid != pair[0] || e.waker_tid == kNull) continue;
-    if (e.waker_tid == pair[1] && e.waker_pid == child && e.duration_ns >= 30'000'000) {
+    if (e.waker_tid == kNull) continue;
+    if (e.waker_tid == writer && e.waker_pid == writer && e.duration_ns >= 30'000'000) {
       ++pipe_wakes;
     }
     if (e.waker_tid == 0 && e.waker_pid == 0 && e.duration_ns >= 15'000'000) ++timer_wakes;
   }
-  EXPECT_GE(pipe_wakes, 15) << "reads woken by the writer thread name it";
-  EXPECT_GE(timer_wakes, 8) << "nanosleep ends in a timer interrupt: waker 0";
+  EXPECT_GE(pipe_wakes, 15) << "reads woken by the writer's pipe writes name the writer";
+  EXPECT_GE(timer_wakes, 8) << "usleep ends in a timer interrupt: waker 0";
   EXPECT_EQ(preempted_with_waker, 0) << "a preempted task was runnable, nobody woke it";
   EXPECT_EQ(cap.source().RecordsEmitted(), cap.source().RecordsConsumed());
 }
