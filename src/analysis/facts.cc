@@ -418,7 +418,6 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
         e.waker_pid != f.main_pid) {
       feeds_main.insert(static_cast<int32_t>(e.waker_pid));
     }
-    if (e.op == Op::kSchedSwitch && e.waker_tid != kNull) f.wakers_known = true;
   }
   {
     // Descendants without CUDA calls: forked ones (same command line as their parent, or a

@@ -99,7 +99,6 @@ struct Facts {
   // Critical path of the main thread (ns).
   BatchWaits waits;
   HelperWaits helper_waits;
-  bool wakers_known = false;  // the recording has waker columns filled
   double lost_contention = 0;
   double lost_io = 0;
   double lost_memory = 0;
