@@ -17,6 +17,7 @@
 
 #include "analysis/explain.h"
 #include "capture/tracer.h"
+#include "cli/blkio_throttle.h"
 #include "cli/commands.h"
 #include "demo/generator.h"
 #include "demo/scenarios.h"
@@ -28,6 +29,9 @@ void AddExplainWindowFlags(FlagSet& flags);
 StatusOr<ExplainOptions> ExplainOptionsFromFlags(const FlagSet& flags);
 
 namespace {
+
+// The io-bottleneck scenario's disk: 32 MB batches take 0.25 s to read, ~30 steps' worth.
+constexpr int64_t kLiveIoReadBps = 128LL << 20;
 
 void ListLiveScenarios(FILE* out);
 
@@ -125,7 +129,8 @@ const std::vector<LiveScenario>& LiveScenarios() {
        false,
        false},
       {"io-bottleneck",
-       "the worker reads 32 MB batches from a cold file with O_DIRECT (no page cache)",
+       "the worker reads 32 MB batches with O_DIRECT from a cold file on a disk throttled to "
+       "128 MB/s",
        {"--shape", "pytorch", "--workers", "1", "--batch-cpu-ms", "0", "--batch-bytes", "32M",
         "--odirect"},
        0,
@@ -398,6 +403,20 @@ int RunLiveDemo(const FlagSet& flags, const std::string& scenario_name,
   sigaction(SIGHUP, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // Slow storage for real: the workload's reads of the cold file are capped at the disk (the
+  // group outlives the children, which must leave it before it can be removed).
+  std::optional<BlkioThrottle> throttle;
+  if (!io_file.empty()) {
+    StatusOr<BlkioThrottle> t = BlkioThrottle::Create(io_file, kLiveIoReadBps);
+    if (t.ok()) {
+      throttle.emplace(std::move(*t));
+    } else {
+      std::fprintf(stderr,
+                   "gpuwhy demo --live: note: reads are not throttled (%s); how slow they are "
+                   "depends on this machine's disk\n",
+                   t.status().message().c_str());
+    }
+  }
   int cpu = FirstAllowedCpu();
   ChildSet children;  // declared after everything the children use; stopped first
   std::vector<std::string> loop_argv = {sim->bin + "/gw_train_loop", "--duration",
@@ -420,6 +439,11 @@ int RunLiveDemo(const FlagSet& flags, const std::string& scenario_name,
   StatusOr<pid_t> loop =
       children.Spawn(loop_argv, scenario->pinned ? cpu : -1, log_fd, /*gated=*/true);
   if (!loop.ok()) return ReportError(loop.status());
+  if (throttle.has_value()) {
+    if (Status st = throttle->Add(*loop); !st.ok()) return ReportError(st);
+    std::fprintf(stderr, "gpuwhy demo --live: reads from disk %s capped at %lld MB/s (cgroup blkio)\n",
+                 throttle->device().c_str(), static_cast<long long>(kLiveIoReadBps >> 20));
+  }
   if (scenario->pinned) MoveSelfOffCpu(cpu);
 
   TracerOptions topts;
@@ -526,7 +550,8 @@ int RunDemo(const Args& args) {
                 "  healthy            the same pinned loop, nothing injected\n"
                 "  memcpy-bottleneck  64 MB batches copied from pageable host memory\n"
                 "  io-bottleneck      the worker reads 32 MB batches with O_DIRECT from a cold\n"
-                "                     256 MB file in /var/tmp (removed afterwards)\n"
+                "                     256 MB file in /var/tmp (removed afterwards), its disk's\n"
+                "                     reads capped at 128 MB/s for the workload (cgroup v1 blkio)\n"
                 "Progress goes to stderr. Every process it starts is stopped when it ends,\n"
                 "including on Ctrl-C (exit 130). --seed applies to synthetic scenarios only.");
   flags.Add({"keep", FlagKind::kString, "FILE", "write the recording to FILE and keep it", ""})
