@@ -10,3 +10,28 @@ int gw_bare_entry(struct pt_regs *ctx) { return 0; }
 
 SEC("uretprobe")
 int gw_bare_return(struct pt_regs *ctx) { return 0; }
+
+// --sched: the same hooks as gpuwhy's host source for wake-up causality, doing nothing.
+SEC("tp_btf/sched_switch")
+int BPF_PROG(gw_bare_switch) { return 0; }
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(gw_bare_waking) { return 0; }
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(gw_bare_irq_entry) { return 0; }
+
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(gw_bare_irq_exit) { return 0; }
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(gw_bare_softirq_entry) { return 0; }
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(gw_bare_softirq_exit) { return 0; }
+
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(gw_bare_hrtimer_entry) { return 0; }
+
+SEC("tp_btf/hrtimer_expire_exit")
+int BPF_PROG(gw_bare_hrtimer_exit) { return 0; }

@@ -3,6 +3,10 @@
 // for gpuwhy's probe overhead: whatever gpuwhy costs above this is gpuwhy's own work.
 //
 // Usage: gw_bare_probes --lib PATH --symbols a,b,c [--lib PATH --symbols ...] [--duration S]
+//        gw_bare_probes --sched [--duration S]
+// --sched attaches empty programs to the scheduler and interrupt tracepoints gpuwhy's host
+// source uses for wake-up causality (sched_switch, sched_waking, irq/softirq/hrtimer entry and
+// exit) instead: the floor for host_probe_cost.py.
 #include <bpf/libbpf.h>
 #include <signal.h>
 #include <unistd.h>
@@ -26,8 +30,18 @@ void OnSignal(int) { g_stop = 1; }
 int main(int argc, char** argv) {
   std::vector<std::pair<std::string, std::string>> targets;  // lib, comma list
   double duration = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool sched = false;
+  for (int i = 1; i < argc; i += 2) {
     std::string a = argv[i];
+    if (a == "--sched") {
+      sched = true;
+      --i;  // takes no value
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "gw_bare_probes: %s needs a value\n", a.c_str());
+      return 2;
+    }
     if (a == "--lib") targets.push_back({argv[i + 1], ""});
     else if (a == "--symbols" && !targets.empty()) targets.back().second = argv[i + 1];
     else if (a == "--duration") duration = std::atof(argv[i + 1]);
@@ -36,8 +50,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (targets.empty()) {
-    std::fprintf(stderr, "usage: gw_bare_probes --lib PATH --symbols a,b [--duration S]\n");
+  if (targets.empty() == !sched) {
+    std::fprintf(stderr,
+                 "usage: gw_bare_probes --lib PATH --symbols a,b [--duration S]\n"
+                 "       gw_bare_probes --sched [--duration S]\n");
     return 2;
   }
   bare_probes_bpf* skel = bare_probes_bpf__open_and_load();
@@ -77,7 +93,24 @@ int main(int argc, char** argv) {
       ++attached;
     }
   }
-  std::fprintf(stderr, "gw_bare_probes: %d pairs attached\n", attached);
+  if (sched) {
+    for (bpf_program* prog :
+         {skel->progs.gw_bare_switch, skel->progs.gw_bare_waking, skel->progs.gw_bare_irq_entry,
+          skel->progs.gw_bare_irq_exit, skel->progs.gw_bare_softirq_entry,
+          skel->progs.gw_bare_softirq_exit, skel->progs.gw_bare_hrtimer_entry,
+          skel->progs.gw_bare_hrtimer_exit}) {
+      bpf_link* l = bpf_program__attach(prog);
+      if (l == nullptr) {
+        std::fprintf(stderr, "gw_bare_probes: attach %s failed\n", bpf_program__name(prog));
+        return 1;
+      }
+      links.push_back(l);
+    }
+    std::fprintf(stderr, "gw_bare_probes: %zu scheduler/interrupt tracepoints attached\n",
+                 links.size());
+  } else {
+    std::fprintf(stderr, "gw_bare_probes: %d pairs attached\n", attached);
+  }
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
   double waited = 0;
