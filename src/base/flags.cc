@@ -37,6 +37,7 @@ static Status ValidateValue(const FlagSpec& spec, const std::string& value) {
 }
 
 Status FlagSet::Parse(const std::vector<std::string>& args) {
+  const FlagSpec* bare_bool = nullptr;  // the previous word: a boolean flag without "=value"
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "-h" || arg == "--help") {
@@ -48,6 +49,13 @@ Status FlagSet::Parse(const std::vector<std::string>& args) {
       break;
     }
     if (arg.size() < 2 || arg[0] != '-' || arg == "-") {
+      // "--record false" would otherwise set --record and leave "false" behind as a word.
+      if (bare_bool != nullptr && (arg == "true" || arg == "false" || arg == "0" ||
+                                   arg == "1")) {
+        return InvalidArgument("--" + bare_bool->name + " is a boolean flag: its value goes after "
+                               "'=' — hint: --" + bare_bool->name + "=" + arg);
+      }
+      bare_bool = nullptr;
       positionals_.push_back(arg);
       continue;
     }
@@ -65,9 +73,11 @@ Status FlagSet::Parse(const std::vector<std::string>& args) {
       return InvalidArgument("unknown flag '" + arg + "' for '" + command_ +
                              "' — hint: gpuwhy " + command_ + " --help lists its flags");
     }
+    bare_bool = nullptr;
     if (!has_value) {
       if (spec->kind == FlagKind::kBool) {
         value = "true";
+        bare_bool = spec;
       } else {
         if (i + 1 >= args.size()) {
           return InvalidArgument("flag --" + name + " needs a value (" + spec->value_name + ")");

@@ -44,6 +44,25 @@ TEST(FlagSet, ParsesFlagsAndPositionals) {
   EXPECT_EQ(f.positionals()[0], "SELECT 1");
 }
 
+// "--record false" must not set --record and leave "false" as a stray word: every boolean flag
+// takes its value after '='.
+TEST(FlagSet, BooleanValueAfterASpaceIsRefusedWithTheEqualsForm) {
+  FlagSet f("trace", "gpuwhy trace", "x");
+  f.Add({"record", FlagKind::kBool, "", "", "true"}).Add({"db", FlagKind::kString, "PATH", "", ""});
+  Status st = f.Parse({"--record", "false", "--db", "x.db"});
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("--record=false"), std::string::npos) << st.message();
+  FlagSet g("trace", "gpuwhy trace", "x");
+  g.Add({"record", FlagKind::kBool, "", "", "true"});
+  ASSERT_TRUE(g.Parse({"--record=false"}).ok());
+  EXPECT_FALSE(g.GetBool("record", true));
+  // A word that is not a boolean value after a boolean flag is an ordinary positional.
+  FlagSet h("query", "gpuwhy query", "x");
+  h.Add({"json", FlagKind::kBool, "", "", ""});
+  ASSERT_TRUE(h.Parse({"--json", "SELECT 1"}).ok());
+  EXPECT_EQ(h.positionals().size(), 1u);
+}
+
 TEST(FlagSet, UnknownFlagAndMissingValueAreErrors) {
   FlagSet f("query", "gpuwhy query", "x");
   f.Add({"db", FlagKind::kString, "PATH", "", ""});

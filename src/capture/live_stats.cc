@@ -88,7 +88,10 @@ void LiveStats::AddProcess(const ProcessInfo& process) {
   } else if (!process.comm.empty() && !names_.count(process.pid)) {
     names_[process.pid] = TerminalSafe(process.comm);
   }
-  if (process.tracked) tracked_.insert(process.pid);
+  if (process.tracked) {
+    tracked_.insert(process.pid);
+    ever_tracked_.insert(process.pid);
+  }
   if (process.exit_ts_ns != kNull) tracked_.erase(process.pid);
 }
 
@@ -176,6 +179,8 @@ LiveSnapshot LiveStats::Snapshot(int64_t elapsed_ns) const {
   s.events = events_;
   s.drops = drops_;
   s.tracked_processes = static_cast<int64_t>(tracked_.size());
+  s.processes_ever_tracked = static_cast<int64_t>(ever_tracked_.size());
+  s.cuda_processes = static_cast<int64_t>(cuda_pids_.size());
   for (const auto& [id, st] : ops_) {
     std::optional<Op> op = OpFromId(id);
     if (!op) continue;

@@ -49,7 +49,9 @@ struct LiveSnapshot {
   std::vector<OpRow> runtime, driver, host;
   int64_t events = 0;
   int64_t drops = 0;
-  int64_t tracked_processes = 0;
+  int64_t tracked_processes = 0;       // tracked now (exited ones leave)
+  int64_t processes_ever_tracked = 0;  // every process tracked at some point of the trace
+  int64_t cuda_processes = 0;          // processes seen making CUDA calls
   std::string correlation;
 };
 
@@ -83,6 +85,7 @@ class LiveStats {
   std::map<uint16_t, OpState> ops_;
   std::unordered_map<int32_t, std::string> names_;
   std::set<int32_t> tracked_;
+  std::set<int32_t> ever_tracked_;
   std::set<int32_t> cuda_pids_;
   std::map<int64_t, Second> seconds_;
   int64_t newest_sec_ = 0;

@@ -4,16 +4,21 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 #include "base/table.h"
 #include "base/text.h"
 #include "capture/tracer.h"
+#include "cli/child_process.h"
 #include "cli/commands.h"
+#include "discover/cuda_libs.h"
 #include "sources/system/host_info.h"
 
 namespace gw {
@@ -21,8 +26,14 @@ namespace gw {
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<int> g_stop_signal{0};          // the signal that stopped the trace
+std::atomic<bool> g_stop_from_tty{false};   // sent by the terminal (the job got it too)
 
-void OnStopSignal(int) { g_stop.store(true); }
+void OnStopSignal(int sig, siginfo_t* info, void*) {
+  g_stop_signal.store(sig);
+  g_stop_from_tty.store(info != nullptr && info->si_code == SI_KERNEL);
+  g_stop.store(true);
+}
 
 // Effective capabilities from /proc/self/status (bit numbers from linux/capability.h).
 constexpr int kCapSysAdmin = 21;
@@ -88,7 +99,7 @@ void DrawFrame(const std::string& text) {
   std::fflush(stdout);
 }
 
-void PrintSummary(FILE* out, const TraceSummary& s, int64_t tracked) {
+void PrintSummary(FILE* out, const TraceSummary& s, const LiveSnapshot& live, bool filtered) {
   std::fprintf(out, "gpuwhy trace: %.1f s, %s events, %s drops\n",
                static_cast<double>(s.elapsed_ns) / 1e9, WithThousands(s.events).c_str(),
                WithThousands(s.drops).c_str());
@@ -100,28 +111,46 @@ void PrintSummary(FILE* out, const TraceSummary& s, int64_t tracked) {
                WithThousands(s.host_records_emitted).c_str(),
                WithThousands(s.host_records_consumed).c_str(),
                static_cast<long long>(s.host_records_emitted - s.host_records_consumed));
-  std::string detail;
+  std::string detail;  // only the counters that dropped something
   for (const auto& [where, n] : s.drops_detail) {
+    if (n == 0) continue;
     if (!detail.empty()) detail += " ";
     detail += where + "=" + std::to_string(n);
   }
-  std::fprintf(out, "  drops: %s\n", detail.c_str());
+  if (!detail.empty()) std::fprintf(out, "  drops: %s\n", detail.c_str());
   std::string sources;
   for (const std::string& name : s.sources) sources += (sources.empty() ? "" : ", ") + name;
-  std::fprintf(out, "  sources: %s · processes tracked: %lld\n", sources.c_str(),
-               static_cast<long long>(tracked));
+  std::string tracked = filtered ? WithThousands(live.processes_ever_tracked) : "all";
+  std::fprintf(out, "  sources: %s · processes tracked: %s · making CUDA calls: %s\n",
+               sources.c_str(), tracked.c_str(), WithThousands(live.cuda_processes).c_str());
   for (const std::string& n : s.notes) std::fprintf(out, "  note: %s\n", TerminalSafe(n).c_str());
-  if (!s.db_path.empty()) {
+  if (live.cuda_processes == 0) {
+    std::fprintf(out,
+                 "  no CUDA process was seen; is the job running? `gpuwhy check` lists the "
+                 "processes that map libcudart%s\n",
+                 s.db_path.empty() ? "" : " (the host events are recorded all the same)");
+  } else if (!s.db_path.empty()) {
     std::fprintf(out, "  next: gpuwhy explain --db %s\n", s.db_path.c_str());
   }
 }
 
 }  // namespace
 
-int RunTrace(const Args& args) {
-  FlagSet flags("trace", "gpuwhy trace [flags]",
+int RunTrace(const Args& all_args) {
+  // Everything after "--" is the job to run under the tracer; only what comes before is ours.
+  Args args = all_args;
+  std::vector<std::string> command;
+  if (auto dash = std::find(args.begin(), args.end(), "--"); dash != args.end()) {
+    command.assign(dash + 1, args.end());
+    args.erase(dash, args.end());
+  }
+  FlagSet flags("trace", "gpuwhy trace [flags] [-- COMMAND [ARGS...]]",
                 "Trace CUDA API calls and host kernel events of GPU jobs (needs root or "
-                "CAP_BPF+CAP_PERFMON+CAP_SYS_ADMIN).");
+                "CAP_BPF+CAP_PERFMON+CAP_SYS_ADMIN).\n\n"
+                "With -- COMMAND: runs the job under the tracer (as the invoking user under "
+                "sudo), traced from\nits first instruction; the trace ends when the job exits "
+                "and gpuwhy exits with the job's\nexit status. Without it: attaches to running "
+                "jobs (--pid, --comm, or every CUDA process).");
   flags.Add({"duration", FlagKind::kDuration, "DUR", "stop after this long (120s, 2m; more than 0); "
                                                      "default: until Ctrl-C, SIGTERM or SIGHUP", ""});
   flags.Add({"pid", FlagKind::kString, "PID[,PID]",
@@ -148,6 +177,15 @@ int RunTrace(const Args& args) {
              "5ms"});
   int exit_code = 0;
   if (!ParseOrExit(flags, args, &exit_code)) return exit_code;
+  if (!flags.positionals().empty()) {
+    return ReportError(InvalidArgument("unexpected argument '" + flags.positionals()[0] +
+                                       "' — hint: to run a job under the tracer, put it after "
+                                       "--: gpuwhy trace [flags] -- " +
+                                       flags.positionals()[0] + " ..."));
+  }
+  if (all_args.size() != args.size() && command.empty()) {
+    return ReportError(InvalidArgument("nothing after -- — hint: gpuwhy trace -- python3 train.py"));
+  }
 
   TracerOptions options;
   std::vector<std::string> pid_texts, cuda_libs;
@@ -197,14 +235,36 @@ int RunTrace(const Args& args) {
   options.version = VersionString();
   options.command_line = CommandLine();
 
+  if (!command.empty() && (!options.pids.empty() || !options.comms.empty())) {
+    return ReportError(InvalidArgument("-- COMMAND traces that job and its descendants; --pid and "
+                                   "--comm are for jobs already running — use one or the other"));
+  }
+
   if (Status st = CheckTracePrivileges(); !st.ok()) return ReportError(st);
+
+  // The job: forked now, while gpuwhy has one thread, held at a gate until every probe is
+  // attached, then exec'd as the user who ran sudo. pip-installed CUDA runtimes next to it (a
+  // venv's site-packages/nvidia/*/lib) are attached before it runs, so its first CUDA calls
+  // and kernel registrations are seen.
+  std::optional<GatedChild> job;
+  if (!command.empty()) {
+    ChildOptions child;
+    child.argv = command;
+    child.uid = InvokingUserUid();
+    StatusOr<GatedChild> spawned = GatedChild::Spawn(child);
+    if (!spawned.ok()) return ReportError(spawned.status());
+    job.emplace(std::move(*spawned));
+    options.pids = {static_cast<int32_t>(job->pid())};
+    for (std::string& dir : CudaLibDirsNextTo(command[0], std::getenv("PATH"))) options.cuda_libs.push_back(dir);
+  }
 
   StatusOr<std::unique_ptr<Tracer>> created = Tracer::Create(options);
   if (!created.ok()) return ReportError(created.status());
   std::unique_ptr<Tracer> tracer = std::move(created).value();
 
   struct sigaction sa {};
-  sa.sa_handler = OnStopSignal;
+  sa.sa_sigaction = OnStopSignal;
+  sa.sa_flags = SA_SIGINFO;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
@@ -212,16 +272,26 @@ int RunTrace(const Args& args) {
   signal(SIGPIPE, SIG_IGN);
 
   if (Status st = tracer->Start(); !st.ok()) return ReportError(st);
+  if (job.has_value()) {
+    if (Status st = job->Release(); !st.ok()) {
+      (void)tracer->Stop();
+      std::fprintf(stderr, "gpuwhy trace: %s\n", st.message().c_str());
+      return 127;  // like a shell for a command it cannot run
+    }
+  }
 
   bool tty = isatty(STDOUT_FILENO) == 1;
   bool live = !quiet && !options.json;
   FILE* info = options.json ? stderr : stdout;
   if (!quiet) {
-    std::fprintf(info, "gpuwhy trace: tracing %s%s — Ctrl-C to stop\n",
+    std::string what = job.has_value() ? " " + command[0] + " (pid " +
+                                             std::to_string(job->pid()) + ")" : "";
+    std::fprintf(info, "gpuwhy trace: tracing%s %s%s — %s\n", what.c_str(),
                  options.record ? ("into " + options.db_path).c_str() : "without recording",
                  options.duration_ns > 0
                      ? (" for " + std::to_string(options.duration_ns / 1'000'000'000) + "s").c_str()
-                     : "");
+                     : "",
+                 job.has_value() ? "until it exits" : "Ctrl-C to stop");
     std::fflush(info);
   }
   std::vector<std::string> recent_notes;
@@ -239,7 +309,13 @@ int RunTrace(const Args& args) {
   };
   take_notes();
   if (live && tty) std::fputs("\x1b[2J", stdout);  // once; frames then redraw in place
+  bool job_exited = false;
+  int job_code = 0;
   tracer->Wait(&g_stop, [&] {
+    if (job.has_value() && job->Exited(&job_code)) {
+      job_exited = true;
+      g_stop.store(true);
+    }
     take_notes();
     if (!live) return;
     LiveSnapshot snap = tracer->Live();
@@ -257,13 +333,23 @@ int RunTrace(const Args& args) {
       std::fflush(stdout);
     }
   });
-  int64_t tracked = tracer->host() ? static_cast<int64_t>(tracer->host()->TrackedPids().size()) : 0;
   StatusOr<TraceSummary> summary = tracer->Stop();
   if (!summary.ok()) return ReportError(summary.status());
-  if (live && tty) DrawFrame(RenderLiveView(tracer->Live(), TerminalWidth()));
-  PrintSummary(info, *summary, tracked);
+  LiveSnapshot last = tracer->Live();
+  if (live && tty) DrawFrame(RenderLiveView(last, TerminalWidth()));
+  bool filtered = !options.pids.empty() || !options.comms.empty();
+  PrintSummary(info, *summary, last, filtered);
+  if (job.has_value() && !job_exited) {
+    // Stopped by a signal or --duration while the job runs: the session is closed; pass the
+    // signal on (a terminal's Ctrl-C reached the job already) and wait, like a shell would.
+    int sig = g_stop_signal.load();
+    if (sig != 0 && !g_stop_from_tty.load()) kill(job->pid(), sig);
+    std::fprintf(stderr, "gpuwhy trace: session closed; waiting for %s (pid %d) to exit\n",
+                 command[0].c_str(), job->pid());
+    job_code = job->Wait();
+  }
   if (!summary->store_error.ok()) return ReportError(summary->store_error);
-  return kExitOk;
+  return job.has_value() ? job_code : kExitOk;
 }
 
 }  // namespace gw

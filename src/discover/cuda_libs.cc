@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -49,7 +50,73 @@ void ScanDir(const std::string& dir, std::map<std::string, CudaLibrary>* out) {
   closedir(d);
 }
 
+// Entries of `dir` (names only, "." and ".." left out), sorted.
+std::vector<std::string> ListDir(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+bool HoldsCudaRuntime(const std::string& dir) {
+  for (const std::string& name : ListDir(dir)) {
+    if (name.rfind("libcudart.so", 0) == 0) return true;
+  }
+  return false;
+}
+
+std::string Dirname(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
 }  // namespace
+
+std::vector<std::string> CudaLibDirsNextTo(const std::string& program, const char* path_env) {
+  std::string found;
+  if (program.find('/') != std::string::npos) {
+    found = program;
+  } else {
+    std::string path = path_env != nullptr ? path_env : "/usr/local/bin:/usr/bin:/bin";
+    size_t start = 0;
+    while (start <= path.size()) {
+      size_t colon = path.find(':', start);
+      std::string dir = path.substr(start, colon == std::string::npos ? std::string::npos
+                                                                        : colon - start);
+      std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+      if (access(candidate.c_str(), X_OK) == 0) {
+        found = candidate;
+        break;
+      }
+      if (colon == std::string::npos) break;
+      start = colon + 1;
+    }
+  }
+  std::vector<std::string> dirs;
+  if (found.empty()) return dirs;
+  // A venv's bin/python is a symlink to the system interpreter: the venv is where it was
+  // found, the system's site-packages where it points.
+  std::set<std::string> prefixes = {Dirname(Dirname(found)), Dirname(Dirname(Canonical(found)))};
+  for (const std::string& prefix : prefixes) {
+    std::string lib = prefix + "/lib";
+    for (const std::string& py : ListDir(lib)) {
+      if (py.rfind("python3", 0) != 0) continue;
+      std::string nvidia = lib + "/" + py + "/site-packages/nvidia";
+      for (const std::string& pkg : ListDir(nvidia)) {
+        std::string dir = nvidia + "/" + pkg + "/lib";
+        if (HoldsCudaRuntime(dir)) dirs.push_back(dir);
+      }
+    }
+  }
+  return dirs;
+}
 
 bool ClassifyCudaLibrary(const std::string& path, CudaLibKind* kind) {
   std::string base = Basename(path);

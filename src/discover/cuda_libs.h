@@ -31,6 +31,12 @@ std::vector<CudaLibrary> FindCudaLibraries(const std::vector<std::string>& extra
 // name; "" when it is not a Python process.
 std::string PythonVersionOf(int32_t pid, const std::string& proc_root = "/proc");
 
+// Folders of pip-installed CUDA runtimes in the Python environment `program` belongs to:
+// `program` looked up in `path_env` (like execvp), then <its bin folder>/../lib/python3*/
+// site-packages/nvidia/*/lib (as found and with symlinks resolved) that hold a libcudart.
+// How `trace -- python3 train.py` in a venv attaches before the job's first CUDA call.
+std::vector<std::string> CudaLibDirsNextTo(const std::string& program, const char* path_env);
+
 std::vector<int32_t> ListPids(const std::string& proc_root = "/proc");
 
 }  // namespace gw
