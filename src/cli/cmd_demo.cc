@@ -24,9 +24,6 @@
 
 namespace gw {
 
-void AddExplainWindowFlags(FlagSet& flags);
-StatusOr<ExplainOptions> ExplainOptionsFromFlags(const FlagSet& flags);
-
 namespace {
 
 void ListLiveScenarios(FILE* out);
@@ -494,7 +491,7 @@ int RunLiveDemo(const FlagSet& flags, const std::string& scenario_name,
   if (!json) {
     std::printf("$ gpuwhy explain --since %llds   # live demo: %s (real eBPF, simulated GPU, "
                 "%lld events)\n",
-                static_cast<long long>(options.since_ns / 1'000'000'000), scenario->name,
+                static_cast<long long>(options.window.since_ns.value_or(kDefaultSinceNs) / 1'000'000'000), scenario->name,
                 static_cast<long long>(summary->events));
   }
   std::string text = json ? ReportToJson(*report) : ReportToText(*report);
@@ -578,7 +575,8 @@ int RunDemo(const Args& args) {
   if (!report.ok()) return ReportError(report.status());
   if (!flags.GetBool("json")) {
     std::printf("$ gpuwhy explain --since %llds   # demo scenario: %s (synthetic, %lld events)\n",
-                static_cast<long long>(options->since_ns / 1'000'000'000), scenario.c_str(),
+                static_cast<long long>(options->window.since_ns.value_or(kDefaultSinceNs) /
+                                            1'000'000'000), scenario.c_str(),
                 static_cast<long long>(stats->events));
   }
   std::string text = flags.GetBool("json") ? ReportToJson(*report) : ReportToText(*report);
