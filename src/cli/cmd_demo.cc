@@ -491,7 +491,9 @@ int RunLiveDemo(const FlagSet& flags, const std::string& scenario_name,
   if (!json) {
     std::printf("$ gpuwhy explain --since %llds   # live demo: %s (real eBPF, simulated GPU, "
                 "%lld events)\n",
-                static_cast<long long>(options.window.since_ns.value_or(kDefaultSinceNs) / 1'000'000'000), scenario->name,
+                static_cast<long long>(options.window.since_ns.value_or(kDefaultSinceNs) /
+                                       1'000'000'000),
+                scenario->name,
                 static_cast<long long>(summary->events));
   }
   std::string text = json ? ReportToJson(*report) : ReportToText(*report);

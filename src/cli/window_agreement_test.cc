@@ -94,7 +94,8 @@ class WindowAgreementTest : public ::testing::Test {
                    {"capabilities", Json::object()},
                    {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}};
     mcp::HandleMessage(server_->server(), init.dump());
-    mcp::HandleMessage(server_->server(), R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+    mcp::HandleMessage(server_->server(),
+                       R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
   }
 
   struct Range {

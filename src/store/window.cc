@@ -96,8 +96,8 @@ StatusOr<SessionWindow> WindowOfSession(const WindowRequest& r, int64_t session,
     return InvalidArgument(
         "empty window: it would start at " + Seconds(w.begin_ns) + " and end at " +
         Seconds(w.end_ns) + " of session " + std::to_string(session) + ", whose events span " +
-        Seconds(first_ts_ns) + " – " + Seconds(last_ts_ns) + " — hint: " + r.names.from + " and " +
-        r.names.to + " are times since the session started");
+        Seconds(first_ts_ns) + " – " + Seconds(last_ts_ns) + " — hint: " + r.names.from +
+        " and " + r.names.to + " are times since the session started");
   }
   if (w.whole_session) {
     w.label = "whole session";

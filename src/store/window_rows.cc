@@ -75,7 +75,8 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
       }));
   if (!found) {
     return NotFound("session " + std::to_string(session) + " is not in " + reader.path() +
-                    " — hint: `gpuwhy query \"SELECT id, kind, events FROM sessions\"` lists them");
+                    " — hint: `gpuwhy query \"SELECT id, kind, events FROM sessions\"` lists "
+                    "them");
   }
   const std::string raw_columns = RawColumns(v3);
   const std::vector<int64_t> range = {session, window.begin_ns, window.end_ns};
