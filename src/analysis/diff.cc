@@ -30,9 +30,8 @@ struct SessionMeasures {
 };
 
 StatusOr<SessionMeasures> Measure(StoreReader& reader, int64_t session) {
-  WindowRequest req;
+  WindowRequest req;  // no since, no range: the whole session
   req.session = session;
-  req.whole_session = true;
   ASSIGN_OR_RETURN(WindowData w, LoadWindow(reader, req));
   ExplainOptions options;
   Facts f = ComputeFacts(w, options);

@@ -267,15 +267,7 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
 }
 
 StatusOr<Report> Explain(StoreReader& reader, const ExplainOptions& options) {
-  if (options.since_ns <= 0 && !options.from_ns) {
-    return InvalidArgument("--since must be a positive duration, e.g. 120s");
-  }
-  WindowRequest request;
-  request.session = options.session;
-  request.since_ns = options.since_ns;
-  request.from_ns = options.from_ns;
-  request.to_ns = options.to_ns;
-  ASSIGN_OR_RETURN(WindowData w, LoadWindow(reader, request));
+  ASSIGN_OR_RETURN(WindowData w, LoadWindow(reader, options.window));
   Report report = Analyze(w, options);
   FillSourceLines(&report);
   return report;

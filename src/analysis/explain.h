@@ -11,19 +11,16 @@
 #include <vector>
 
 #include "base/status.h"
+#include "store/window.h"
 
 namespace gw {
 
 class StoreReader;
 
 struct ExplainOptions {
-  // Window length ending at the newest event of the session. Ignored when `from_ns` is set.
-  int64_t since_ns = 120'000'000'000;
-  // Explicit window in session ns (ns since the session started). `to_ns` defaults to the
-  // newest event.
-  std::optional<int64_t> from_ns;
-  std::optional<int64_t> to_ns;
-  int64_t session = 0;    // 0 = newest session in the file
+  // Session and time range, resolved by the rule in store/window.h (shared with the MCP tools);
+  // by default the last 2 minutes of the newest session.
+  WindowRequest window = WindowRequestWithDefaultSince(kDefaultSinceNs);
   int32_t pid = 0;        // 0 = every tracked process; else that process and its tracked children
   bool evidence = false;  // ReportToText prints each finding's evidence SQL
 };

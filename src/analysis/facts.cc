@@ -348,21 +348,26 @@ std::optional<int64_t> RecommendedWorkers(const Facts& f) {
   return std::nullopt;
 }
 
-Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
-  Facts f;
-  f.w = &w;
-  f.cores = w.cores;
-  for (const SystemSnapshot& s : w.snapshots) {
-    if (s.cores > 0) f.cores = s.cores;
-  }
-  for (const SwitchTotals& s : w.switch_totals) f.switches[s.pid] = s;
-  f.events = WithoutNestedDriverCalls(w.events);
-  f.job_begin = w.from;
-  f.job_end = w.to;
-  f.window_ns = SaturatingSub(w.to, w.from);
-  f.window_s = static_cast<double>(f.window_ns) / 1e9;
+namespace {
 
-  // ---- Roles: CUDA processes (by call count), then the main process's descendants.
+// ---- The window: cores, per-process switch totals, the rows with nested driver calls removed.
+void InitWindowFacts(const WindowData& w, Facts* f) {
+  f->w = &w;
+  f->cores = w.cores;
+  for (const SystemSnapshot& s : w.snapshots) {
+    if (s.cores > 0) f->cores = s.cores;
+  }
+  for (const SwitchTotals& s : w.switch_totals) f->switches[s.pid] = s;
+  f->events = WithoutNestedDriverCalls(w.events);
+  f->job_begin = w.from;
+  f->job_end = w.to;
+  f->window_ns = SaturatingSub(w.to, w.from);
+  f->window_s = static_cast<double>(f->window_ns) / 1e9;
+}
+
+// CUDA calls per tracked process (op_seconds counts, or 1 for a process seen only in rows);
+// fills f->cuda_ops_per_sec for the window's full seconds.
+std::map<int32_t, int64_t> CountCudaCalls(const WindowData& w, Facts* f) {
   std::map<int32_t, int64_t> cuda_calls;
   for (const OpSecondRow& r : w.op_seconds) {
     if (!IsCudaOp(r.op)) continue;
@@ -371,232 +376,271 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
     cuda_calls[r.pid] += r.count;
     int64_t sec_start = r.sec * 1'000'000'000;
     if (sec_start >= w.from && sec_start + 1'000'000'000 <= w.to) {
-      f.cuda_ops_per_sec[r.pid][r.sec] += r.count;
+      f->cuda_ops_per_sec[r.pid][r.sec] += r.count;
     }
   }
-  for (const RawEvent& e : f.events) {
+  for (const RawEvent& e : f->events) {
     if (IsCudaOp(e.op) && cuda_calls.count(e.pid) == 0) cuda_calls[e.pid] = 1;
   }
-  std::set<int32_t> scope;
-  if (options.pid != 0) {
-    scope.insert(options.pid);
-    bool grew = true;
-    while (grew) {
-      grew = false;
-      for (const auto& [pid, p] : w.processes) {
-        if (p.tracked && scope.count(p.ppid) && !scope.count(pid)) {
-          scope.insert(pid);
-          grew = true;
-        }
+  return cuda_calls;
+}
+
+// explain --pid: that process and its tracked descendants.
+std::set<int32_t> PidScope(const WindowData& w, int32_t pid) {
+  std::set<int32_t> scope = {pid};
+  bool grew = true;
+  while (grew) {
+    grew = false;
+    for (const auto& [child, p] : w.processes) {
+      if (p.tracked && scope.count(p.ppid) && !scope.count(child)) {
+        scope.insert(child);
+        grew = true;
       }
     }
   }
+  return scope;
+}
+
+// ---- Roles: CUDA processes by call count (in --pid's scope), the first is the main process;
+// the job's lifetime becomes its. False when there is no CUDA process.
+bool PickMainProcess(const WindowData& w, const std::map<int32_t, int64_t>& cuda_calls,
+                     int32_t only_pid, Facts* f) {
+  std::set<int32_t> scope;
+  if (only_pid != 0) scope = PidScope(w, only_pid);
   std::vector<std::pair<int64_t, int32_t>> ranked;
   for (const auto& [pid, n] : cuda_calls) ranked.push_back({-n, pid});
   std::sort(ranked.begin(), ranked.end());
   for (const auto& [neg, pid] : ranked) {
-    if (options.pid != 0 && !scope.count(pid)) continue;
-    f.cuda_pids.push_back(pid);
+    if (only_pid != 0 && !scope.count(pid)) continue;
+    f->cuda_pids.push_back(pid);
   }
-  if (f.cuda_pids.empty() && options.pid != 0) f.cuda_pids.push_back(options.pid);
-  if (f.cuda_pids.empty()) return f;
-  f.main_pid = f.cuda_pids[0];
-  if (auto it = w.processes.find(f.main_pid); it != w.processes.end()) {
-    f.main_name = it->second.name;
-    f.main_cmdline = it->second.cmdline;
+  if (f->cuda_pids.empty() && only_pid != 0) f->cuda_pids.push_back(only_pid);
+  if (f->cuda_pids.empty()) return false;
+  f->main_pid = f->cuda_pids[0];
+  if (auto it = w.processes.find(f->main_pid); it != w.processes.end()) {
+    f->main_name = it->second.name;
+    f->main_cmdline = it->second.cmdline;
   }
-  if (f.main_name.empty()) f.main_name = "pid " + std::to_string(f.main_pid);
-  Lifetime(w, f.main_pid, &f.job_begin, &f.job_end);
-  f.window_ns = SaturatingSub(f.job_end, f.job_begin);
-  f.window_s = static_cast<double>(f.window_ns) / 1e9;
+  if (f->main_name.empty()) f->main_name = "pid " + std::to_string(f->main_pid);
+  Lifetime(w, f->main_pid, &f->job_begin, &f->job_end);
+  f->window_ns = SaturatingSub(f->job_end, f->job_begin);
+  f->window_s = static_cast<double>(f->window_ns) / 1e9;
+  return true;
+}
 
+// Roles: the main process's descendants without CUDA calls. Forked ones (same command line as
+// their parent, or a wake-up of the trainer by them) are DataLoader workers; exec'd ones are
+// other programs (f->child_pids).
+void ClassifyDescendants(const WindowData& w, const std::map<int32_t, int64_t>& cuda_calls,
+                         Facts* f) {
   // Who woke whom, per process: a descendant whose threads woke the training process's threads
   // feeds it.
   std::set<int32_t> feeds_main;
-  for (const RawEvent& e : f.events) {
-    if (e.op == Op::kSchedSwitch && e.pid == f.main_pid && e.waker_pid != kNull &&
-        e.waker_pid != f.main_pid) {
+  for (const RawEvent& e : f->events) {
+    if (e.op == Op::kSchedSwitch && e.pid == f->main_pid && e.waker_pid != kNull &&
+        e.waker_pid != f->main_pid) {
       feeds_main.insert(static_cast<int32_t>(e.waker_pid));
     }
   }
-  {
-    // Descendants without CUDA calls: forked ones (same command line as their parent, or a
-    // wake-up of the trainer by them) are DataLoader workers; exec'd ones are other programs.
-    std::set<int32_t> family = {f.main_pid};
-    bool grew = true;
-    while (grew) {
-      grew = false;
-      for (const auto& [pid, p] : w.processes) {
-        if (!p.tracked || !family.count(p.ppid) || family.count(pid) || cuda_calls.count(pid)) {
-          continue;
-        }
-        family.insert(pid);
-        grew = true;
-        auto parent = w.processes.find(p.ppid);
-        bool forked = parent != w.processes.end() && !p.cmdline.empty() &&
-                      p.cmdline == parent->second.cmdline;
-        bool known_parent_line = parent != w.processes.end() && !parent->second.cmdline.empty();
-        if (forked || feeds_main.count(pid) || p.cmdline.empty() || !known_parent_line) {
-          f.worker_pids.push_back(pid);
-        } else {
-          f.child_pids.push_back(pid);
-        }
+  std::set<int32_t> family = {f->main_pid};
+  bool grew = true;
+  while (grew) {
+    grew = false;
+    for (const auto& [pid, p] : w.processes) {
+      if (!p.tracked || !family.count(p.ppid) || family.count(pid) || cuda_calls.count(pid)) {
+        continue;
+      }
+      family.insert(pid);
+      grew = true;
+      auto parent = w.processes.find(p.ppid);
+      bool forked = parent != w.processes.end() && !p.cmdline.empty() &&
+                    p.cmdline == parent->second.cmdline;
+      bool known_parent_line = parent != w.processes.end() && !parent->second.cmdline.empty();
+      if (forked || feeds_main.count(pid) || p.cmdline.empty() || !known_parent_line) {
+        f->worker_pids.push_back(pid);
+      } else {
+        f->child_pids.push_back(pid);
       }
     }
-    // A child of an exec'd program (its own workers) is not the trainer's worker either.
-    std::sort(f.worker_pids.begin(), f.worker_pids.end());
-    std::sort(f.child_pids.begin(), f.child_pids.end());
   }
+  // A child of an exec'd program (its own workers) is not the trainer's worker either.
+  std::sort(f->worker_pids.begin(), f->worker_pids.end());
+  std::sort(f->child_pids.begin(), f->child_pids.end());
+}
 
-  // ---- Timelines of every thread of the main process and of the workers.
+// The rows of the main process's and the workers' threads, grouped by thread.
+struct ThreadRows {
+  std::map<int32_t, std::vector<const RawEvent*>> by_tid;  // carry-in rows first, then the window's
+  std::map<int32_t, int32_t> tid_pid;  // every thread that gets a timeline → its process
+  std::map<int32_t, int64_t> cuda_rows_by_tid, sync_rows_by_tid;  // main process's threads
+};
+
+ThreadRows GroupRowsByThread(const WindowData& w, const Facts& f) {
+  ThreadRows t;
   std::set<int32_t> workers(f.worker_pids.begin(), f.worker_pids.end());
-  std::map<int32_t, std::vector<const RawEvent*>> rows_by_tid;
-  std::map<int32_t, int32_t> tid_pid;
-  std::map<int32_t, int64_t> cuda_rows_by_tid, sync_rows_by_tid;
   auto take = [&](const RawEvent& e) {
     if (e.pid != f.main_pid && !workers.count(e.pid)) return;
-    rows_by_tid[e.tid].push_back(&e);
-    tid_pid[e.tid] = e.pid;
+    t.by_tid[e.tid].push_back(&e);
+    t.tid_pid[e.tid] = e.pid;
   };
   for (const RawEvent& e : w.carry_in) take(e);
   for (const RawEvent& e : f.events) {
     take(e);
     if (e.pid == f.main_pid && IsCudaOp(e.op)) {
-      ++cuda_rows_by_tid[e.tid];
-      if (IsSync(e.op)) ++sync_rows_by_tid[e.tid];
+      ++t.cuda_rows_by_tid[e.tid];
+      if (IsSync(e.op)) ++t.sync_rows_by_tid[e.tid];
     }
   }
   for (const RawEvent& e : w.launch_samples) {
-    if (e.pid == f.main_pid) ++cuda_rows_by_tid[e.tid];
+    if (e.pid == f.main_pid) ++t.cuda_rows_by_tid[e.tid];
   }
   // A worker with no rows at all ran without ever leaving the CPU: its main thread still counts.
   for (int32_t pid : f.worker_pids) {
     bool seen = false;
-    for (const auto& [tid, owner] : tid_pid) seen |= owner == pid;
-    if (!seen) tid_pid[pid] = pid;
+    for (const auto& [tid, owner] : t.tid_pid) seen |= owner == pid;
+    if (!seen) t.tid_pid[pid] = pid;
   }
-  // The main thread: the initial thread when it calls CUDA (CPython runs the script there);
-  // otherwise the CUDA thread that syncs most (it drives the loop), then the busiest caller.
-  if (cuda_rows_by_tid.count(f.main_pid)) {
-    f.main_tid = f.main_pid;
+  return t;
+}
+
+// Roles: the main thread is the initial thread when it calls CUDA (CPython runs the script
+// there); otherwise the CUDA thread that syncs most (it drives the loop), then the busiest
+// caller. The main process's other CUDA threads are helpers.
+void PickMainThread(ThreadRows& rows, Facts* f) {
+  if (rows.cuda_rows_by_tid.count(f->main_pid)) {
+    f->main_tid = f->main_pid;
   } else {
     int64_t best = -1;
-    for (const auto& [tid, n] : cuda_rows_by_tid) {
-      int64_t key = sync_rows_by_tid[tid] * 1'000'000 + n;
+    for (const auto& [tid, n] : rows.cuda_rows_by_tid) {
+      int64_t key = rows.sync_rows_by_tid[tid] * 1'000'000 + n;
       if (key > best) {
         best = key;
-        f.main_tid = tid;
+        f->main_tid = tid;
       }
     }
   }
-  if (f.main_tid == 0) f.main_tid = f.main_pid;
-  for (const auto& [tid, n] : cuda_rows_by_tid) {
-    if (tid != f.main_tid) f.helper_tids.push_back(tid);
+  if (f->main_tid == 0) f->main_tid = f->main_pid;
+  for (const auto& [tid, n] : rows.cuda_rows_by_tid) {
+    if (tid != f->main_tid) f->helper_tids.push_back(tid);
   }
+  rows.tid_pid[f->main_tid] = f->main_pid;
+}
+
+// ---- Timelines of every thread of rows.tid_pid, each over its process's lifetime in the
+// window; fills the main thread's and the training threads' timelines and totals.
+std::map<int32_t, ThreadTimeline> BuildTimelines(const WindowData& w, ThreadRows& rows,
+                                                 Facts* f) {
   std::map<int32_t, ThreadTimeline> tls;
-  tid_pid[f.main_tid] = f.main_pid;
-  for (const auto& [tid, pid] : tid_pid) {
+  for (const auto& [tid, pid] : rows.tid_pid) {
     int64_t b = 0, e = 0;
     Lifetime(w, pid, &b, &e);
-    tls.emplace(tid, ThreadTimeline::Build(pid, tid, b, e, rows_by_tid[tid]));
+    tls.emplace(tid, ThreadTimeline::Build(pid, tid, b, e, rows.by_tid[tid]));
   }
-  f.main_tl = tls.at(f.main_tid);
-  f.main_totals = f.main_tl->Totals();
-  std::vector<int32_t> train_tids = {f.main_tid};
-  train_tids.insert(train_tids.end(), f.helper_tids.begin(), f.helper_tids.end());
+  f->main_tl = tls.at(f->main_tid);
+  f->main_totals = f->main_tl->Totals();
+  std::vector<int32_t> train_tids = {f->main_tid};
+  train_tids.insert(train_tids.end(), f->helper_tids.begin(), f->helper_tids.end());
   for (int32_t tid : train_tids) {
     const ThreadTimeline& tl = tls.at(tid);
-    AddTo(f.train_totals, tl.Totals());
-    f.train_thread_ns += tl.end() - tl.begin();
-    f.train_tls.push_back(tl);
+    AddTo(f->train_totals, tl.Totals());
+    f->train_thread_ns += tl.end() - tl.begin();
+    f->train_tls.push_back(tl);
   }
-  // Each worker process is judged by its busiest thread (a pool of idle threads beside one
-  // computing thread is a busy worker). Busiest = the most scheduler activity in the window,
-  // then the most time on CPU: a thread asleep for good leaves no row after it fell asleep, so
-  // its timeline alone cannot tell it from one that never stops running.
-  for (int32_t pid : f.worker_pids) {
+  return tls;
+}
+
+// Each worker process is judged by its busiest thread (a pool of idle threads beside one
+// computing thread is a busy worker). Busiest = the most scheduler activity in the window,
+// then the most time on CPU: a thread asleep for good leaves no row after it fell asleep, so
+// its timeline alone cannot tell it from one that never stops running.
+void PickWorkerThreads(ThreadRows& rows, const std::map<int32_t, ThreadTimeline>& tls,
+                       Facts* f) {
+  for (int32_t pid : f->worker_pids) {
     int32_t rep = 0;
     std::pair<int64_t, int64_t> best = {-1, -1};
-    for (const auto& [tid, owner] : tid_pid) {
+    for (const auto& [tid, owner] : rows.tid_pid) {
       if (owner != pid) continue;
-      int64_t rows = 0;
-      for (const RawEvent* e : rows_by_tid[tid]) rows += e->op == Op::kSchedSwitch ? 1 : 0;
-      std::pair<int64_t, int64_t> key = {rows, At(tls.at(tid).Totals(), FeedCause::kRunning)};
+      int64_t switches = 0;
+      for (const RawEvent* e : rows.by_tid[tid]) switches += e->op == Op::kSchedSwitch ? 1 : 0;
+      std::pair<int64_t, int64_t> key = {switches,
+                                         At(tls.at(tid).Totals(), FeedCause::kRunning)};
       if (key > best) {
         best = key;
         rep = tid;
       }
     }
     if (rep == 0) continue;
-    f.worker_rep_tid[pid] = rep;
+    f->worker_rep_tid[pid] = rep;
     const ThreadTimeline& tl = tls.at(rep);
-    AddTo(f.worker_totals, tl.Totals());
-    f.worker_thread_ns += tl.end() - tl.begin();
-    f.worker_tls.push_back(tl);
+    AddTo(f->worker_totals, tl.Totals());
+    f->worker_thread_ns += tl.end() - tl.begin();
+    f->worker_tls.push_back(tl);
   }
-  // Run-queue time of every feeding thread by who held the CPU.
-  for (const auto& [tid, tl] : tls) tl.RunqByHolder(w.from, w.to, &f.runq_holders);
+}
 
-  // ---- Competitors: who took CPUs from the feeders, never the job itself, the tracer, the
-  // idle task or kernel threads, and not below a floor of CPU time.
-  {
-    int64_t total = 0;
-    for (const auto& [pid, ns] : f.runq_holders) total += ns;
-    int64_t floor =
-        std::max<int64_t>(th::kCompetitorMinNs,
-                          static_cast<int64_t>(th::kCompetitorMinShare * static_cast<double>(total)));
-    std::set<int32_t> children(f.child_pids.begin(), f.child_pids.end());
-    for (const auto& [pid, ns] : f.runq_holders) {
-      if (pid <= 0 || pid == f.main_pid || workers.count(pid) || pid == w.tracer_pid) continue;
-      if (ns < floor) continue;
-      auto p = w.processes.find(pid);
-      if (p != w.processes.end() && IsKernelThread(p->second)) continue;
-      if (p != w.processes.end() && p->second.tracked && !children.count(pid) &&
-          std::find(f.cuda_pids.begin(), f.cuda_pids.end(), pid) == f.cuda_pids.end()) {
-        continue;  // a descendant of another traced job's tree: not this job's competitor
-      }
-      f.competitors.push_back({pid, ns, children.count(pid) > 0});
+// ---- Competitors: who took CPUs from the feeders (f->runq_holders), never the job itself, the
+// tracer, the idle task or kernel threads, and not below a floor of CPU time.
+void FindCompetitors(const WindowData& w, Facts* f) {
+  int64_t total = 0;
+  for (const auto& [pid, ns] : f->runq_holders) total += ns;
+  int64_t floor =
+      std::max<int64_t>(th::kCompetitorMinNs,
+                        static_cast<int64_t>(th::kCompetitorMinShare * static_cast<double>(total)));
+  std::set<int32_t> workers(f->worker_pids.begin(), f->worker_pids.end());
+  std::set<int32_t> children(f->child_pids.begin(), f->child_pids.end());
+  for (const auto& [pid, ns] : f->runq_holders) {
+    if (pid <= 0 || pid == f->main_pid || workers.count(pid) || pid == w.tracer_pid) continue;
+    if (ns < floor) continue;
+    auto p = w.processes.find(pid);
+    if (p != w.processes.end() && IsKernelThread(p->second)) continue;
+    if (p != w.processes.end() && p->second.tracked && !children.count(pid) &&
+        std::find(f->cuda_pids.begin(), f->cuda_pids.end(), pid) == f->cuda_pids.end()) {
+      continue;  // a descendant of another traced job's tree: not this job's competitor
     }
-    std::sort(f.competitors.begin(), f.competitors.end(),
-              [](const Competitor& a, const Competitor& b) {
-                return a.ns != b.ns ? a.ns > b.ns : a.pid < b.pid;
-              });
+    f->competitors.push_back({pid, ns, children.count(pid) > 0});
   }
+  std::sort(f->competitors.begin(), f->competitors.end(),
+            [](const Competitor& a, const Competitor& b) {
+              return a.ns != b.ns ? a.ns > b.ns : a.pid < b.pid;
+            });
+}
 
-  // ---- Critical path of the main thread: its waits resolved through who woke it.
-  {
-    JobGraph graph(f, rows_by_tid, tls);
-    f.path = graph.ResolveMain(&f.waits, &f.helper_waits);
-    f.lost_contention = static_cast<double>(At(f.path, FeedCause::kRunqWait));
-    f.lost_io = static_cast<double>(At(f.path, FeedCause::kBlockedIo));
-    f.lost_memory = static_cast<double>(At(f.path, FeedCause::kPageFault));
-    f.lost_starvation = static_cast<double>(At(f.path, FeedCause::kWorkerCompute));
-    f.lost_wait_other = static_cast<double>(At(f.path, FeedCause::kBlockedOther));
-  }
+// ---- Critical path of the main thread: its waits resolved through who woke it.
+void ResolveCriticalPath(const ThreadRows& rows, const std::map<int32_t, ThreadTimeline>& tls,
+                         Facts* f) {
+  JobGraph graph(*f, rows.by_tid, tls);
+  f->path = graph.ResolveMain(&f->waits, &f->helper_waits);
+  f->lost_contention = static_cast<double>(At(f->path, FeedCause::kRunqWait));
+  f->lost_io = static_cast<double>(At(f->path, FeedCause::kBlockedIo));
+  f->lost_memory = static_cast<double>(At(f->path, FeedCause::kPageFault));
+  f->lost_starvation = static_cast<double>(At(f->path, FeedCause::kWorkerCompute));
+  f->lost_wait_other = static_cast<double>(At(f->path, FeedCause::kBlockedOther));
+}
 
-  auto workers_during = [&](int64_t a, int64_t b) {
-    CauseTimes sum{};
-    for (const ThreadTimeline& tl : f.worker_tls) AddTo(sum, tl.Overlap(a, b));
-    return sum;
-  };
-
-  // ---- Syncs of the main process, buckets, baseline and peak.
+// ---- Syncs of the main process, by ts; f->sync_count and the most frequent sync op.
+std::vector<const RawEvent*> MainProcessSyncs(Facts* f) {
   std::map<Op, int64_t> sync_ops;
   std::vector<const RawEvent*> syncs;
-  for (const RawEvent& e : f.events) {
-    if (e.pid == f.main_pid && IsSync(e.op)) {
+  for (const RawEvent& e : f->events) {
+    if (e.pid == f->main_pid && IsSync(e.op)) {
       ++sync_ops[e.op];
       syncs.push_back(&e);
     }
   }
-  f.sync_count = static_cast<int64_t>(syncs.size());
+  f->sync_count = static_cast<int64_t>(syncs.size());
   int64_t top = 0;
   for (const auto& [op, n] : sync_ops) {
     if (n > top) {
       top = n;
-      f.sync_op = std::string(OpName(op));
+      f->sync_op = std::string(OpName(op));
     }
   }
+  return syncs;
+}
+
+// Buckets of the window (thresholds::kBucketNs): the feeders' host-wait share, the main
+// process's CUDA throughput and its syncs in each.
+void BuildBuckets(const WindowData& w, const std::vector<const RawEvent*>& syncs, Facts* f) {
   for (int64_t b = FloorDiv(w.from, th::kBucketNs); b * th::kBucketNs < w.to; ++b) {
     Bucket bucket;
     bucket.start = std::max(w.from, b * th::kBucketNs);
@@ -608,81 +652,125 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
       thread_ns +=
           std::max<int64_t>(0, std::min(tl.end(), bucket.end) - std::max(tl.begin(), bucket.start));
     };
-    for (const ThreadTimeline& tl : f.train_tls) add_feed(tl);
-    for (const ThreadTimeline& tl : f.worker_tls) add_feed(tl);
+    for (const ThreadTimeline& tl : f->train_tls) add_feed(tl);
+    for (const ThreadTimeline& tl : f->worker_tls) add_feed(tl);
     bucket.host_wait_share = Share(HostWait(feed), thread_ns);
     int64_t ops = 0;
-    for (const auto& [sec, n] : f.cuda_ops_per_sec[f.main_pid]) {
+    for (const auto& [sec, n] : f->cuda_ops_per_sec[f->main_pid]) {
       int64_t s = sec * 1'000'000'000;
       if (s >= bucket.start && s + 1'000'000'000 <= bucket.end) ops += n;
     }
     // Seconds with no CUDA row at all still count as full seconds of zero throughput, while
     // the job existed.
-    int64_t live_start = std::max(bucket.start, f.job_begin);
-    int64_t live_end = std::min(bucket.end, f.job_end);
+    int64_t live_start = std::max(bucket.start, f->job_begin);
+    int64_t live_end = std::min(bucket.end, f->job_end);
     bucket.full_seconds = static_cast<int>(std::max<int64_t>(
         0, FloorDiv(live_end, 1'000'000'000) - (live_start + 999'999'999) / 1'000'000'000));
     bucket.cuda_ops_per_s =
         bucket.full_seconds > 0 ? static_cast<double>(ops) / bucket.full_seconds : 0;
-    f.buckets.push_back(std::move(bucket));
+    f->buckets.push_back(std::move(bucket));
   }
   for (const RawEvent* e : syncs) {
-    for (Bucket& b : f.buckets) {
+    for (Bucket& b : f->buckets) {
       if (e->ts >= b.start && e->ts < b.end) {
         b.sync_ns.push_back(e->duration);
         break;
       }
     }
   }
-  for (size_t i = 0; i < f.buckets.size(); ++i) {
-    Bucket& b = f.buckets[i];
+}
+
+// Baseline (the calmest bucket with enough syncs: lowest host-wait share) and peak (highest
+// sync p99) of the main process's sync latency; without such buckets, all syncs.
+void PickSyncBaseline(const std::vector<const RawEvent*>& syncs, Facts* f) {
+  for (size_t i = 0; i < f->buckets.size(); ++i) {
+    Bucket& b = f->buckets[i];
     b.sync_p50 = Percentile(b.sync_ns, 50);
     b.sync_p99 = Percentile(b.sync_ns, 99);
     bool enough = static_cast<int64_t>(b.sync_ns.size()) >= th::kMinSyncsPerBucket &&
                   b.end - b.start >= th::kBucketNs / 2;
     if (!enough) continue;
     int idx = static_cast<int>(i);
-    if (f.base_bucket < 0 || b.host_wait_share < f.buckets[f.base_bucket].host_wait_share) {
-      f.base_bucket = idx;
+    if (f->base_bucket < 0 || b.host_wait_share < f->buckets[f->base_bucket].host_wait_share) {
+      f->base_bucket = idx;
     }
-    if (f.peak_bucket < 0 || b.sync_p99 > f.buckets[f.peak_bucket].sync_p99) f.peak_bucket = idx;
+    if (f->peak_bucket < 0 || b.sync_p99 > f->buckets[f->peak_bucket].sync_p99) {
+      f->peak_bucket = idx;
+    }
   }
-  if (f.base_bucket >= 0) {
-    f.base_p50 = f.buckets[f.base_bucket].sync_p50;
-    f.base_p99 = f.buckets[f.base_bucket].sync_p99;
-    f.peak_p99 = f.buckets[f.peak_bucket].sync_p99;
+  if (f->base_bucket >= 0) {
+    f->base_p50 = f->buckets[f->base_bucket].sync_p50;
+    f->base_p99 = f->buckets[f->base_bucket].sync_p99;
+    f->peak_p99 = f->buckets[f->peak_bucket].sync_p99;
   } else if (!syncs.empty()) {
     std::vector<int64_t> all;
     for (const RawEvent* e : syncs) all.push_back(e->duration);
-    f.base_p50 = Percentile(all, 50);
-    f.base_p99 = f.peak_p99 = Percentile(all, 99);
+    f->base_p50 = Percentile(all, 50);
+    f->base_p99 = f->peak_p99 = Percentile(all, 99);
   }
-  for (size_t i = 0; i < f.buckets.size(); ++i) {
-    const Bucket& b = f.buckets[i];
+}
+
+// The buckets of highest and lowest CUDA throughput, among those at least half full seconds.
+void PickThroughputBuckets(Facts* f) {
+  for (size_t i = 0; i < f->buckets.size(); ++i) {
+    const Bucket& b = f->buckets[i];
     if (b.full_seconds * 2 < th::kBucketNs / 1'000'000'000) continue;
     int idx = static_cast<int>(i);
-    if (f.tput_peak_bucket < 0 || b.cuda_ops_per_s > f.buckets[f.tput_peak_bucket].cuda_ops_per_s) {
-      f.tput_peak_bucket = idx;
+    if (f->tput_peak_bucket < 0 ||
+        b.cuda_ops_per_s > f->buckets[f->tput_peak_bucket].cuda_ops_per_s) {
+      f->tput_peak_bucket = idx;
     }
-    if (f.tput_low_bucket < 0 || b.cuda_ops_per_s < f.buckets[f.tput_low_bucket].cuda_ops_per_s) {
-      f.tput_low_bucket = idx;
+    if (f->tput_low_bucket < 0 ||
+        b.cuda_ops_per_s < f->buckets[f->tput_low_bucket].cuda_ops_per_s) {
+      f->tput_low_bucket = idx;
     }
   }
+}
 
-  // ---- Per-call attribution of slow syncs.
-  f.slow.threshold_ns = std::max<int64_t>(
-      th::kSlowSyncFloorNs, static_cast<int64_t>(th::kSlowSyncFactor * static_cast<double>(f.base_p50)));
+// ---- Per-call attribution of slow syncs (thresholds::kSlowSyncFactor × the baseline p50):
+// the syncing thread's time by cause, who held its CPU, the workers' state meanwhile.
+void AttributeSlowSyncs(const std::vector<const RawEvent*>& syncs, Facts* f) {
+  f->slow.threshold_ns = std::max<int64_t>(
+      th::kSlowSyncFloorNs,
+      static_cast<int64_t>(th::kSlowSyncFactor * static_cast<double>(f->base_p50)));
   for (const RawEvent* e : syncs) {
-    if (e->duration < f.slow.threshold_ns) continue;
-    ++f.slow.count;
-    f.slow.total_ns += e->duration;
-    for (const ThreadTimeline& tl : f.train_tls) {
+    if (e->duration < f->slow.threshold_ns) continue;
+    ++f->slow.count;
+    f->slow.total_ns += e->duration;
+    for (const ThreadTimeline& tl : f->train_tls) {
       if (tl.tid() != e->tid) continue;
-      AddTo(f.slow.thread, tl.Overlap(e->ts, e->End()));
-      tl.RunqByHolder(e->ts, e->End(), &f.slow.runq_holders);
+      AddTo(f->slow.thread, tl.Overlap(e->ts, e->End()));
+      tl.RunqByHolder(e->ts, e->End(), &f->slow.runq_holders);
     }
-    AddTo(f.slow.workers, workers_during(e->ts, e->End()));
+    for (const ThreadTimeline& tl : f->worker_tls) {
+      AddTo(f->slow.workers, tl.Overlap(e->ts, e->End()));
+    }
   }
+}
+
+}  // namespace
+
+Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
+  Facts f;
+  InitWindowFacts(w, &f);
+  std::map<int32_t, int64_t> cuda_calls = CountCudaCalls(w, &f);
+  if (!PickMainProcess(w, cuda_calls, options.pid, &f)) return f;
+  ClassifyDescendants(w, cuda_calls, &f);
+
+  ThreadRows rows = GroupRowsByThread(w, f);
+  PickMainThread(rows, &f);
+  std::map<int32_t, ThreadTimeline> tls = BuildTimelines(w, rows, &f);
+  PickWorkerThreads(rows, tls, &f);
+  // Run-queue time of every feeding thread by who held the CPU.
+  for (const auto& [tid, tl] : tls) tl.RunqByHolder(w.from, w.to, &f.runq_holders);
+  FindCompetitors(w, &f);
+  ResolveCriticalPath(rows, tls, &f);
+
+  std::vector<const RawEvent*> syncs = MainProcessSyncs(&f);
+  BuildBuckets(w, syncs, &f);
+  PickSyncBaseline(syncs, &f);
+  PickThroughputBuckets(&f);
+  AttributeSlowSyncs(syncs, &f);
   return f;
 }
 

@@ -1,286 +1,46 @@
 #include "analysis/loader.h"
 
-#include <algorithm>
-#include <cstdio>
+#include <utility>
+
+#include "store/window_rows.h"
 
 namespace gw {
 
 namespace {
 
-int64_t ColInt(sqlite3_stmt* s, int i) {
-  return sqlite3_column_type(s, i) == SQLITE_NULL ? kNull : sqlite3_column_int64(s, i);
-}
-
-std::string ColText(sqlite3_stmt* s, int i) {
-  const unsigned char* t = sqlite3_column_text(s, i);
-  return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
-}
-
-// Launch ops are counted in op_seconds (and may be sampled as rows): never loaded in bulk.
-constexpr const char* kLaunchOpList = "1,2,23,100,101";
-
-StatusOr<int64_t> SingleInt(StoreReader& reader, const std::string& sql,
-                            const std::vector<int64_t>& params, int64_t if_null) {
-  int64_t value = if_null;
-  RETURN_IF_ERROR(reader.ForEach(sql, params, [&](sqlite3_stmt* s) {
-    if (sqlite3_column_type(s, 0) != SQLITE_NULL) value = sqlite3_column_int64(s, 0);
-  }));
-  return value;
-}
-
-RawEvent ReadRawEvent(sqlite3_stmt* s) {
-  RawEvent e;
-  e.ts = sqlite3_column_int64(s, 0);
-  e.duration = sqlite3_column_int64(s, 1);
-  e.pid = static_cast<int32_t>(sqlite3_column_int64(s, 2));
-  e.tid = static_cast<int32_t>(sqlite3_column_int64(s, 3));
-  std::optional<Op> op = OpFromId(sqlite3_column_int64(s, 4));
-  e.op = op.value_or(Op::kRead);
-  e.ret = ColInt(s, 5);
-  e.bytes = ColInt(s, 6);
-  e.kind = ColInt(s, 7);
-  e.other_pid = ColInt(s, 8);
-  e.runq = ColInt(s, 9);
-  e.waker_pid = ColInt(s, 10);
-  e.waker_tid = ColInt(s, 11);
-  return e;
-}
-
-// Schema 3 added the waker columns; older files read them as NULL.
-std::string RawColumns(bool wakers) {
-  return std::string("ts, duration_ns, pid, tid, op, ret, bytes, kind, other_pid, runq_ns, ") +
-         (wakers ? "waker_pid, waker_tid" : "NULL, NULL");
-}
-
 // How far before the window an interval that ends inside it may have begun (a thread asleep
 // since before the window): rows from this far back are read for the timelines.
 constexpr int64_t kCarryInNs = 60'000'000'000;
+// Launch rows are counted in op_seconds; this many are read for their durations.
+constexpr int64_t kMaxLaunchSamples = 20000;
 
 }  // namespace
 
-std::string WindowLabel(int64_t from, int64_t to, bool relative) {
-  char buf[96];
-  double secs = static_cast<double>(to - from) / 1e9;
-  if (relative) {
-    if (secs >= 3600 && static_cast<int64_t>(secs) % 3600 == 0) {
-      std::snprintf(buf, sizeof(buf), "last %lld h", static_cast<long long>(secs / 3600));
-    } else if (secs >= 120 && static_cast<int64_t>(secs) % 60 == 0) {
-      std::snprintf(buf, sizeof(buf), "last %lld min", static_cast<long long>(secs / 60));
-    } else {
-      std::snprintf(buf, sizeof(buf), "last %.0f s", secs);
-    }
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.1f s – %.1f s", static_cast<double>(from) / 1e9,
-                  static_cast<double>(to) / 1e9);
-  }
-  return buf;
-}
-
 StatusOr<WindowData> LoadWindow(StoreReader& reader, const WindowRequest& request) {
+  ASSIGN_OR_RETURN(SessionWindow window, ResolveWindow(reader, request));
+  ASSIGN_OR_RETURN(WindowRows rows,
+                   ReadWindowRows(reader, window, {kCarryInNs, kMaxLaunchSamples}));
   WindowData w;
-  if (request.session == 0) {
-    ASSIGN_OR_RETURN(w.session, reader.LatestSession());
-  } else {
-    w.session = request.session;
-  }
-  bool found = false;
-  // Schema 3 added sessions.tracer_pid and the waker columns.
-  ASSIGN_OR_RETURN(int64_t version, SingleInt(reader,
-                                              "SELECT CAST(value AS INTEGER) FROM meta WHERE key "
-                                              "= 'schema_version'",
-                                              {}, 0));
-  bool v3 = version >= 3;
-  RETURN_IF_ERROR(reader.ForEach(
-      std::string("SELECT COALESCE(cores, 0), drops, ") +
-          (v3 ? "COALESCE(tracer_pid, 0)" : "0") + " FROM sessions WHERE id = ?1",
-      {w.session}, [&](sqlite3_stmt* s) {
-        found = true;
-        w.cores = sqlite3_column_int64(s, 0);
-        w.drops = sqlite3_column_int64(s, 1);
-        w.tracer_pid = static_cast<int32_t>(sqlite3_column_int64(s, 2));
-      }));
-  const std::string raw_columns = RawColumns(v3);
-  if (!found) {
-    return NotFound("session " + std::to_string(w.session) + " is not in " + reader.path() +
-                    " — hint: `gpuwhy query \"SELECT id, kind, events FROM sessions\"` lists them");
-  }
-  ASSIGN_OR_RETURN(
-      w.session_first_ts,
-      SingleInt(reader, "SELECT MIN(ts) FROM event_rows WHERE session = ?1", {w.session}, kNull));
-  ASSIGN_OR_RETURN(
-      w.session_last_ts,
-      SingleInt(reader, "SELECT MAX(ts) FROM event_rows WHERE session = ?1", {w.session}, kNull));
-  if (w.session_first_ts == kNull) {
-    return NotFound("session " + std::to_string(w.session) + " in " + reader.path() +
-                    " has no events — hint: was the traced job running? check `gpuwhy query "
-                    "\"SELECT * FROM sessions\"` for drops");
-  }
-  bool relative = !request.from_ns.has_value() && !request.whole_session;
-  w.to = request.to_ns.value_or(SaturatingAdd(w.session_last_ts, 1));
-  if (request.whole_session) {
-    w.from = w.session_first_ts;
-  } else if (request.from_ns.has_value()) {
-    w.from = *request.from_ns;
-  } else {
-    w.from = std::max<int64_t>(0, SaturatingSub(w.to, request.since_ns));
-  }
-  if (w.to <= w.from) {
-    return InvalidArgument(
-        "empty window: --from must be before --to (both are times since the "
-        "session started, e.g. --from 30s --to 90s)");
-  }
-  if (request.whole_session) {
-    w.label = "whole session";
-  } else if (relative) {
-    // The length the recording really covers: a 21 s recording asked for 2 min is "last 21 s".
-    int64_t covered = SaturatingSub(w.to, std::max(w.from, w.session_first_ts));
-    w.label = WindowLabel(0, std::min(request.since_ns, covered), true);
-  } else {
-    w.label = WindowLabel(w.from, w.to, false);
-  }
-  const std::vector<int64_t> range = {w.session, w.from, w.to};
-
-  RETURN_IF_ERROR(reader.ForEach(
-      "SELECT pid, COALESCE(ppid, 0), name, COALESCE(cmdline, ''), tracked, first_ts, exit_ts, "
-      "exit_code FROM processes WHERE session = ?1",
-      {w.session}, [&](sqlite3_stmt* s) {
-        ProcessRecord p;
-        p.pid = static_cast<int32_t>(sqlite3_column_int64(s, 0));
-        p.ppid = static_cast<int32_t>(sqlite3_column_int64(s, 1));
-        p.name = ColText(s, 2);
-        p.cmdline = ColText(s, 3);
-        p.tracked = sqlite3_column_int64(s, 4) != 0;
-        p.first_ts = ColInt(s, 5);
-        p.exit_ts = ColInt(s, 6);
-        p.exit_code = ColInt(s, 7);
-        w.processes[p.pid] = p;
-      }));
-
-  // Tracked processes' rows (launches excluded), plus OOM kills of any process.
-  RETURN_IF_ERROR(reader.ForEach(
-      "SELECT " + raw_columns +
-          " FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3 AND op NOT IN (" +
-          kLaunchOpList +
-          ") AND (pid IN (SELECT pid FROM processes WHERE session = ?1 AND tracked = 1) "
-          "OR op = 210) ORDER BY ts",
-      range, [&](sqlite3_stmt* s) { w.events.push_back(ReadRawEvent(s)); }));
-  // Intervals that began before the window and end inside it (sleeps, syncs, copies).
-  RETURN_IF_ERROR(reader.ForEach(
-      "SELECT " + raw_columns +
-          " FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3 AND ts + duration_ns > ?3 "
-          "AND op IN (10, 11, 12, 13, 14, 15, 18, 19, 20, 104, 105, 106, 107, 108, 109, 110, 111, "
-          "112, 113, 114, 200) AND pid IN (SELECT pid FROM processes WHERE session = ?1 AND "
-          "tracked = 1) ORDER BY ts",
-      {w.session, w.from - kCarryInNs, w.from},
-      [&](sqlite3_stmt* s) { w.carry_in.push_back(ReadRawEvent(s)); }));
-
-  RETURN_IF_ERROR(reader.ForEach(
-      "SELECT " + raw_columns + " FROM event_rows WHERE session = ?1 AND op IN (" +
-          kLaunchOpList + ") AND ts >= ?2 AND ts < ?3 LIMIT 20000",
-      range, [&](sqlite3_stmt* s) { w.launch_samples.push_back(ReadRawEvent(s)); }));
-
-  RETURN_IF_ERROR(reader.ForEach(
-      "SELECT sec, pid, op, SUM(count), SUM(total_ns), MAX(max_ns) FROM op_seconds "
-      "WHERE session = ?1 AND sec >= ?2 AND sec <= ?3 GROUP BY sec, pid, op ORDER BY sec",
-      {w.session, w.from / 1'000'000'000, (w.to - 1) / 1'000'000'000}, [&](sqlite3_stmt* s) {
-        std::optional<Op> op = OpFromId(sqlite3_column_int64(s, 2));
-        if (!op) return;
-        OpSecondRow r;
-        r.sec = sqlite3_column_int64(s, 0);
-        r.pid = static_cast<int32_t>(sqlite3_column_int64(s, 1));
-        r.op = *op;
-        r.count = sqlite3_column_int64(s, 3);
-        r.total_ns = sqlite3_column_int64(s, 4);
-        r.max_ns = sqlite3_column_int64(s, 5);
-        w.op_seconds.push_back(r);
-      }));
-
-  RETURN_IF_ERROR(reader.ForEach(
-      "SELECT pid, COUNT(*), SUM(duration_ns), SUM(COALESCE(runq_ns, 0)), MAX(duration_ns) "
-      "FROM event_rows WHERE session = ?1 AND op = 200 AND ts >= ?2 AND ts < ?3 GROUP BY pid",
-      range, [&](sqlite3_stmt* s) {
-        SwitchTotals t;
-        t.pid = static_cast<int32_t>(sqlite3_column_int64(s, 0));
-        t.count = sqlite3_column_int64(s, 1);
-        t.off_ns = sqlite3_column_int64(s, 2);
-        t.runq_ns = sqlite3_column_int64(s, 3);
-        t.max_ns = sqlite3_column_int64(s, 4);
-        w.switch_totals.push_back(t);
-      }));
-
-  RETURN_IF_ERROR(reader.ForEach(
-      "SELECT ts, COALESCE(cpu_pct, 0), COALESCE(mem_pct, 0), COALESCE(load1, 0), "
-      "COALESCE(cores, 0), COALESCE(swap_used_bytes, 0), COALESCE(mem_available_bytes, 0), "
-      "COALESCE(major_faults_per_s, 0), COALESCE(ctx_switches_per_s, 0), "
-      "COALESCE(procs_running, 0), COALESCE(procs_blocked, 0), COALESCE(iowait_pct, 0) "
-      "FROM system_snapshots WHERE session = ?1 AND ts >= ?2 AND ts < ?3 ORDER BY ts",
-      range, [&](sqlite3_stmt* s) {
-        SystemSnapshot x;
-        x.ts_ns = sqlite3_column_int64(s, 0);
-        x.cpu_pct = sqlite3_column_double(s, 1);
-        x.mem_pct = sqlite3_column_double(s, 2);
-        x.load1 = sqlite3_column_double(s, 3);
-        x.cores = sqlite3_column_int64(s, 4);
-        x.swap_used_bytes = sqlite3_column_int64(s, 5);
-        x.mem_available_bytes = sqlite3_column_int64(s, 6);
-        x.major_faults_per_s = sqlite3_column_int64(s, 7);
-        x.ctx_switches_per_s = sqlite3_column_int64(s, 8);
-        x.procs_running = sqlite3_column_int64(s, 9);
-        x.procs_blocked = sqlite3_column_int64(s, 10);
-        x.iowait_pct = sqlite3_column_double(s, 11);
-        w.snapshots.push_back(x);
-      }));
-
-  RETURN_IF_ERROR(reader.ForEach(
-      "SELECT op, pid, stack_id, COUNT(*), SUM(duration_ns), MAX(duration_ns), "
-      "SUM(op = 200 AND kind = 0) FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3 "
-      "AND stack_id IS NOT NULL GROUP BY op, pid, stack_id",
-      range, [&](sqlite3_stmt* s) {
-        std::optional<Op> op = OpFromId(sqlite3_column_int64(s, 0));
-        if (!op) return;
-        StackUse u;
-        u.op = *op;
-        u.pid = static_cast<int32_t>(sqlite3_column_int64(s, 1));
-        u.stack_id = sqlite3_column_int64(s, 2);
-        u.count = sqlite3_column_int64(s, 3);
-        u.total_ns = sqlite3_column_int64(s, 4);
-        u.max_ns = sqlite3_column_int64(s, 5);
-        u.preempted = sqlite3_column_int64(s, 6);
-        w.stack_uses.push_back(u);
-      }));
-  if (!w.stack_uses.empty()) {  // a file without stack rows may predate the stacks table
-    // A stack whose frames are not valid JSON (an edited or damaged file) is skipped with a
-    // note instead of failing the whole explain.
-    const std::string used =
-        "SELECT DISTINCT stack_id FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3 "
-        "AND stack_id IS NOT NULL";
-    ASSIGN_OR_RETURN(w.malformed_stacks,
-                     SingleInt(reader,
-                               "SELECT COUNT(*) FROM stacks WHERE session = ?1 AND NOT "
-                               "json_valid(frames) AND id IN (" + used + ")",
-                               range, 0));
-    RETURN_IF_ERROR(reader.ForEach(
-        "SELECT stack_id, kind, COALESCE(function, ''), COALESCE(file, ''), COALESCE(line, 0), "
-        "COALESCE(module, '') FROM stack_frames WHERE session = ?1 AND stack_id IN (" + used +
-            ") AND stack_id IN (SELECT id FROM stacks WHERE session = ?1 AND json_valid(frames)) "
-            "ORDER BY stack_id, depth",
-        range, [&](sqlite3_stmt* s) {
-          StackFrameRow f;
-          f.python = ColText(s, 1) == "py";
-          f.function = ColText(s, 2);
-          f.file = ColText(s, 3);
-          f.line = sqlite3_column_int64(s, 4);
-          f.module = ColText(s, 5);
-          w.stack_frames[sqlite3_column_int64(s, 0)].push_back(std::move(f));
-        }));
-  }
-
-  ASSIGN_OR_RETURN(w.events_in_window,
-                   SingleInt(reader,
-                             "SELECT COUNT(*) FROM event_rows WHERE session = ?1 AND ts >= ?2 "
-                             "AND ts < ?3",
-                             range, 0));
-
+  w.session = window.session;
+  w.from = window.begin_ns;
+  w.to = window.end_ns;
+  w.session_first_ts = window.first_ts_ns;
+  w.session_last_ts = window.last_ts_ns;
+  w.label = std::move(window.label);
+  w.cores = rows.cores;
+  w.drops = rows.drops;
+  w.tracer_pid = rows.tracer_pid;
+  w.processes = std::move(rows.processes);
+  w.events = std::move(rows.events);
+  w.carry_in = std::move(rows.carry_in);
+  w.launch_samples = std::move(rows.launch_samples);
+  w.op_seconds = std::move(rows.op_seconds);
+  w.switch_totals = std::move(rows.switch_totals);
+  w.snapshots = std::move(rows.snapshots);
+  w.events_in_window = rows.events_in_window;
+  w.stack_uses = std::move(rows.stack_uses);
+  w.stack_frames = std::move(rows.stack_frames);
+  w.malformed_stacks = rows.malformed_stacks;
   return w;
 }
 

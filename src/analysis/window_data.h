@@ -1,5 +1,6 @@
-// What analysis reads from a recording: one window of one session, already decoded. The loader
-// (loader.cc) fills it from a database through StoreReader; unit tests build it by hand.
+// What analysis reads from a recording: one window of one session, already decoded into the
+// store's typed rows (store/window_rows.h). The loader (loader.cc) fills it from a database;
+// unit tests build it by hand.
 #pragma once
 
 #include <cstdint>
@@ -7,89 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "base/saturating.h"
 #include "store/event.h"
 #include "store/ops.h"
+#include "store/window_rows.h"
 
 namespace gw {
-
-// Arithmetic on values read from a file that anyone may have edited: clamp, never overflow.
-inline int64_t SaturatingAdd(int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
-  return r;
-}
-inline int64_t SaturatingSub(int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (__builtin_sub_overflow(a, b, &r)) return b < 0 ? INT64_MAX : INT64_MIN;
-  return r;
-}
-
-// One raw row of event_rows (launch rows are not loaded: op_seconds counts them).
-struct RawEvent {
-  int64_t ts = 0;  // session ns
-  int64_t duration = 0;
-  int32_t pid = 0;
-  int32_t tid = 0;
-  Op op = Op::kSchedSwitch;
-  int64_t ret = kNull;
-  int64_t bytes = kNull;
-  int64_t kind = kNull;
-  int64_t other_pid = kNull;
-  int64_t runq = kNull;
-  int64_t waker_pid = kNull;  // sched_switch of a blocked task: who woke it (0 = interrupt)
-  int64_t waker_tid = kNull;
-  int64_t End() const { return SaturatingAdd(ts, duration); }
-};
-
-struct ProcessRecord {
-  int32_t pid = 0;
-  int32_t ppid = 0;
-  std::string name;
-  std::string cmdline;
-  bool tracked = false;
-  int64_t first_ts = kNull;
-  int64_t exit_ts = kNull;
-  int64_t exit_code = kNull;
-};
-
-// One row of op_seconds summed over name_id.
-struct OpSecondRow {
-  int64_t sec = 0;
-  int32_t pid = 0;
-  Op op = Op::kCudaLaunchKernel;
-  int64_t count = 0;
-  int64_t total_ns = 0;
-  int64_t max_ns = 0;
-};
-
-// sched_switch totals of one process over the window (all processes, from SQL aggregates).
-struct SwitchTotals {
-  int32_t pid = 0;
-  int64_t count = 0;
-  int64_t off_ns = 0;
-  int64_t runq_ns = 0;
-  int64_t max_ns = 0;
-};
-
-// trace --stack: the rows of one (op, process, stack) in the window, aggregated in SQL.
-struct StackUse {
-  Op op = Op::kSchedSwitch;
-  int32_t pid = 0;
-  int64_t stack_id = 0;
-  int64_t count = 0;
-  int64_t total_ns = 0;
-  int64_t max_ns = 0;
-  int64_t preempted = 0;  // sched_switch rows with kind = preempted
-};
-
-// One frame of a stored stack (stack_frames), innermost first.
-struct StackFrameRow {
-  bool python = false;
-  std::string function;  // "" when unresolved
-  std::string file;      // "" when unknown
-  int64_t line = 0;
-  std::string module;    // native: the mapped file
-};
 
 struct WindowData {
   int64_t session = 0;

@@ -25,9 +25,6 @@
 
 namespace gw {
 
-void AddExplainWindowFlags(FlagSet& flags);
-StatusOr<ExplainOptions> ExplainOptionsFromFlags(const FlagSet& flags);
-
 namespace {
 
 // The io-bottleneck scenario's disk: 32 MB batches take 0.25 s to read, ~30 steps' worth.
@@ -518,7 +515,9 @@ int RunLiveDemo(const FlagSet& flags, const std::string& scenario_name,
   if (!json) {
     std::printf("$ gpuwhy explain --since %llds   # live demo: %s (real eBPF, simulated GPU, "
                 "%lld events)\n",
-                static_cast<long long>(options.since_ns / 1'000'000'000), scenario->name,
+                static_cast<long long>(options.window.since_ns.value_or(kDefaultSinceNs) /
+                                       1'000'000'000),
+                scenario->name,
                 static_cast<long long>(summary->events));
   }
   std::string text = json ? ReportToJson(*report) : ReportToText(*report);
@@ -603,7 +602,8 @@ int RunDemo(const Args& args) {
   if (!report.ok()) return ReportError(report.status());
   if (!flags.GetBool("json")) {
     std::printf("$ gpuwhy explain --since %llds   # demo scenario: %s (synthetic, %lld events)\n",
-                static_cast<long long>(options->since_ns / 1'000'000'000), scenario.c_str(),
+                static_cast<long long>(options->window.since_ns.value_or(kDefaultSinceNs) /
+                                            1'000'000'000), scenario.c_str(),
                 static_cast<long long>(stats->events));
   }
   std::string text = flags.GetBool("json") ? ReportToJson(*report) : ReportToText(*report);

@@ -22,16 +22,16 @@ void AddExplainWindowFlags(FlagSet& flags) {
 
 StatusOr<ExplainOptions> ExplainOptionsFromFlags(const FlagSet& flags) {
   ExplainOptions o;
-  o.since_ns = flags.GetDurationNs("since", 120'000'000'000);
-  if (flags.Has("from")) o.from_ns = flags.GetDurationNs("from");
-  if (flags.Has("to")) o.to_ns = flags.GetDurationNs("to");
-  if (o.to_ns && !o.from_ns) o.from_ns = *o.to_ns - o.since_ns;
-  o.session = flags.GetInt("session", 0);
+  // The flags map one to one onto the shared window request (store/window.h).
+  if (flags.Has("since")) o.window.since_ns = flags.GetDurationNs("since");
+  if (flags.Has("from")) o.window.from_ns = flags.GetDurationNs("from");
+  if (flags.Has("to")) o.window.to_ns = flags.GetDurationNs("to");
+  o.window.session = flags.GetInt("session", 0);
+  RETURN_IF_ERROR(ValidateWindowRequest(o.window));
   int64_t pid = flags.GetInt("pid", 0);
   if (pid < 0 || pid > 0x7fffffff) return InvalidArgument("--pid must be a process id");
   o.pid = static_cast<int32_t>(pid);
   o.evidence = flags.GetBool("evidence");
-  if (o.since_ns <= 0) return InvalidArgument("--since must be positive, e.g. 120s");
   return o;
 }
 

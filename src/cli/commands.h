@@ -39,6 +39,12 @@ int ReportError(const Status& status);
 // sets *exit_code = 2. Returns true when the command should proceed.
 bool ParseOrExit(FlagSet& flags, const Args& args, int* exit_code);
 
+// explain's flags (--since, --from, --to, --session, --pid, --evidence, --json), shared with
+// demo, and the options they give (the window: store/window.h's WindowRequest).
+struct ExplainOptions;
+void AddExplainWindowFlags(FlagSet& flags);
+StatusOr<ExplainOptions> ExplainOptionsFromFlags(const FlagSet& flags);
+
 // --db PATH (and GPUWHY_DB / ~/.gpuwhy/gpuwhy.db).
 void AddDbFlag(FlagSet& flags);
 std::string DatabasePath(const FlagSet& flags);

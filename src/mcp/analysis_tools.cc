@@ -44,25 +44,12 @@ StatusOr<ToolOutput> RunExplain(ReaderSource& source, const Json& json_args) {
   std::vector<std::string> known = WindowArgNames();
   known.push_back("pid");
   ASSIGN_OR_RETURN(ToolArgs args, ToolArgs::Create("explain", json_args, known));
-  std::optional<int64_t> session, pid;
-  std::optional<double> since_s, from_s, to_s;
-  RETURN_IF_ERROR(args.Int("session", 0, INT64_MAX, &session));
+  std::optional<int64_t> pid;
   RETURN_IF_ERROR(args.Int("pid", 1, INT32_MAX, &pid));
-  RETURN_IF_ERROR(args.Number("since_s", 1e-9, 1e7, &since_s));
-  RETURN_IF_ERROR(args.Number("from_s", 0, 1e7, &from_s));
-  RETURN_IF_ERROR(args.Number("to_s", 0, 1e7, &to_s));
-  if (since_s && (from_s || to_s)) {
-    return InvalidArgument("explain: give either since_s or from_s/to_s, not both");
-  }
-  ASSIGN_OR_RETURN(StoreReader * reader, source.Get());
   ExplainOptions options;
-  ASSIGN_OR_RETURN(options.session, ResolveSession(*reader, session));
-  if (since_s) options.since_ns = static_cast<int64_t>(*since_s * 1e9);
-  if (from_s) options.from_ns = static_cast<int64_t>(*from_s * 1e9);
-  if (to_s) {
-    options.to_ns = static_cast<int64_t>(*to_s * 1e9);
-    if (!from_s) options.from_ns = 0;
-  }
+  // The same window as `gpuwhy explain` for the same arguments (store/window.h).
+  ASSIGN_OR_RETURN(options.window, WindowRequestFromArgs(args, kDefaultSinceNs));
+  ASSIGN_OR_RETURN(StoreReader * reader, source.Get());
   options.pid = pid ? static_cast<int32_t>(*pid) : 0;
   options.evidence = true;
   ASSIGN_OR_RETURN(Report report, Explain(*reader, options));
@@ -113,8 +100,8 @@ StatusOr<ToolOutput> RunDiff(ReaderSource& source, const Json& json_args) {
     session_b = std::get<int64_t>(ids.rows[0][0]);
     session_a = std::get<int64_t>(ids.rows[1][0]);
   }
-  ASSIGN_OR_RETURN(int64_t sa, ResolveSession(*a, session_a));
-  ASSIGN_OR_RETURN(int64_t sb, ResolveSession(*b, session_b));
+  ASSIGN_OR_RETURN(int64_t sa, ResolveSession(*a, session_a.value_or(0)));
+  ASSIGN_OR_RETURN(int64_t sb, ResolveSession(*b, session_b.value_or(0)));
   ASSIGN_OR_RETURN(DiffReport diff, Diff(*a, sa, *b, sb));
   ToolOutput out;
   ASSIGN_OR_RETURN(out.structured, ParseReportJson(DiffToJson(diff), "diff"));
@@ -160,7 +147,7 @@ void AddAnalysisTools(McpServer& server, ReaderSource& source, const StoreToolLi
       "narrows it to one process and its tracked children.";
   Json props = WindowSchemaProperties();
   props["since_s"]["description"] =
-      "Analyse the last N seconds before the newest event (default 120).";
+      "Analyse the last N seconds before to_s, or before the newest event (default 120).";
   props["pid"] = Json{{"type", "integer"},
                       {"minimum", 1},
                       {"description", "Only this process and its tracked children."}};

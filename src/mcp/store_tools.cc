@@ -280,10 +280,10 @@ StatusOr<ToolOutput> OpStats(ReaderSource& source, const StoreToolLimits& limits
   std::vector<int64_t> op_ids;
   RETURN_IF_ERROR(OpIds(op_names, &op_ids));
   ASSIGN_OR_RETURN(StoreReader * reader, source.Get());
-  ASSIGN_OR_RETURN(TimeWindow w, ResolveWindow(*reader, args));
+  ASSIGN_OR_RETURN(SessionWindow w, ResolveToolWindow(*reader, args));
 
-  std::string filter = "session = ?1 AND ts BETWEEN ?2 AND ?3";
-  std::vector<int64_t> params = {w.session, w.lo_ns, w.hi_ns};
+  std::string filter = "session = ?1 AND ts >= ?2 AND ts < ?3";
+  std::vector<int64_t> params = {w.session, w.begin_ns, w.end_ns};
   if (pid) {
     filter += " AND pid = ?4";
     params.push_back(*pid);
@@ -309,8 +309,8 @@ StatusOr<ToolOutput> OpStats(ReaderSource& source, const StoreToolLimits& limits
 
   // Exact call counts from the per-second rollups (launch rows may be sampled).
   std::string rollup_filter = "session = ?1 AND sec BETWEEN ?2 AND ?3";
-  std::vector<int64_t> rollup_params = {w.session, w.lo_ns / 1'000'000'000,
-                                        w.hi_ns / 1'000'000'000};
+  std::vector<int64_t> rollup_params = {w.session, w.begin_ns / 1'000'000'000,
+                                        (w.end_ns - 1) / 1'000'000'000};
   if (pid) {
     rollup_filter += " AND pid = ?4";
     rollup_params.push_back(*pid);
@@ -347,7 +347,7 @@ StatusOr<ToolOutput> OpStats(ReaderSource& source, const StoreToolLimits& limits
     j["max_us"] = NullableUs(r[7]);
     ops.push_back(std::move(j));
   }
-  out.structured["window"] = w.ToJson();
+  out.structured["window"] = WindowToJson(w);
   if (pid) out.structured["pid"] = *pid;
   out.structured["ops"] = std::move(ops);
   out.structured["method"] =
@@ -396,7 +396,7 @@ StatusOr<ToolOutput> TopContention(ReaderSource& source, const StoreToolLimits& 
     }
   }
   ASSIGN_OR_RETURN(StoreReader * reader, source.Get());
-  ASSIGN_OR_RETURN(TimeWindow w, ResolveWindow(*reader, args));
+  ASSIGN_OR_RETURN(SessionWindow w, ResolveToolWindow(*reader, args));
   // The brief's Step-2 query, on the raw table for any session: sched_switch rows are off-CPU
   // intervals (duration_ns), runq_ns their runnable-but-waiting part.
   const std::string sql =
@@ -407,10 +407,10 @@ StatusOr<ToolOutput> TopContention(ReaderSource& source, const StoreToolLimits& 
       "group_concat(DISTINCT e.pid) AS pids, MAX(COALESCE(p.tracked, 0)) AS tracked "
       "FROM event_rows e LEFT JOIN processes p ON p.session = e.session AND p.pid = e.pid "
       "WHERE e.session = ?1 AND e.op = " +
-      std::to_string(kSchedSwitchId) + " AND e.ts BETWEEN ?2 AND ?3 GROUP BY " +
+      std::to_string(kSchedSwitchId) + " AND e.ts >= ?2 AND e.ts < ?3 GROUP BY " +
       std::string(by_pid ? "e.pid" : "process") + " ORDER BY " + order + " DESC, process LIMIT ?4";
   ASSIGN_OR_RETURN(Table t,
-                   reader->QueryWith(sql, {w.session, w.lo_ns, w.hi_ns, limit.value_or(10)},
+                   reader->QueryWith(sql, {w.session, w.begin_ns, w.end_ns, limit.value_or(10)},
                                      QueryOptions{0, limits.tool_timeout_ms}));
   // Who took the CPU when a thread was preempted.
   const std::string takers_sql =
@@ -419,10 +419,10 @@ StatusOr<ToolOutput> TopContention(ReaderSource& source, const StoreToolLimits& 
       "FROM event_rows e LEFT JOIN processes p ON p.session = e.session AND p.pid = e.other_pid "
       "WHERE e.session = ?1 AND e.op = " +
       std::to_string(kSchedSwitchId) +
-      " AND e.ts BETWEEN ?2 AND ?3 AND e.kind = 0 AND e.other_pid IS NOT NULL "
+      " AND e.ts >= ?2 AND e.ts < ?3 AND e.kind = 0 AND e.other_pid IS NOT NULL "
       "AND e.other_pid != e.pid GROUP BY process ORDER BY preemptions_caused DESC, process "
       "LIMIT 5";
-  ASSIGN_OR_RETURN(Table takers, reader->QueryWith(takers_sql, {w.session, w.lo_ns, w.hi_ns},
+  ASSIGN_OR_RETURN(Table takers, reader->QueryWith(takers_sql, {w.session, w.begin_ns, w.end_ns},
                                                    QueryOptions{0, limits.tool_timeout_ms}));
   bool cut = false;
   ToolOutput out;
@@ -456,7 +456,7 @@ StatusOr<ToolOutput> TopContention(ReaderSource& source, const StoreToolLimits& 
     j["victims_runq_wait_s"] = RealCell(r[2]);
     taker_rows.push_back(std::move(j));
   }
-  out.structured["window"] = w.ToJson();
+  out.structured["window"] = WindowToJson(w);
   out.structured["group_by"] = by_pid ? "pid" : "name";
   out.structured["order_by"] = order;
   out.structured["processes"] = std::move(rows);
@@ -494,10 +494,10 @@ StatusOr<ToolOutput> Timeline(ReaderSource& source, const StoreToolLimits& limit
   RETURN_IF_ERROR(OpIds(op_names, &op_ids));
   const int64_t window_ns = std::llround(window_s.value_or(10.0) * 1e9);
   ASSIGN_OR_RETURN(StoreReader * reader, source.Get());
-  ASSIGN_OR_RETURN(TimeWindow w, ResolveWindow(*reader, args));
+  ASSIGN_OR_RETURN(SessionWindow w, ResolveToolWindow(*reader, args));
   constexpr int64_t kMaxWindows = 2000;
-  const int64_t first_bucket = w.lo_ns >= 0 ? w.lo_ns / window_ns : 0;
-  const int64_t last_bucket = w.hi_ns >= 0 ? w.hi_ns / window_ns : 0;
+  const int64_t first_bucket = w.begin_ns >= 0 ? w.begin_ns / window_ns : 0;
+  const int64_t last_bucket = w.end_ns > 0 ? (w.end_ns - 1) / window_ns : 0;
   if (last_bucket - first_bucket + 1 > kMaxWindows) {
     return InvalidArgument("timeline: " + std::to_string(last_bucket - first_bucket + 1) +
                            " windows is more than " + std::to_string(kMaxWindows) +
@@ -507,8 +507,8 @@ StatusOr<ToolOutput> Timeline(ReaderSource& source, const StoreToolLimits& limit
   // holds any event, and its total event count comes for free.
   std::string sql =
       "SELECT ts / ?4 AS w, op, COUNT(*), AVG(duration_ns), MAX(duration_ns), SUM(duration_ns) "
-      "FROM event_rows WHERE session = ?1 AND ts BETWEEN ?2 AND ?3";
-  std::vector<int64_t> params = {w.session, w.lo_ns, w.hi_ns, window_ns};
+      "FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3";
+  std::vector<int64_t> params = {w.session, w.begin_ns, w.end_ns, window_ns};
   if (pid) {
     sql += " AND pid = ?5";
     params.push_back(*pid);
@@ -551,7 +551,7 @@ StatusOr<ToolOutput> Timeline(ReaderSource& source, const StoreToolLimits& limit
     }
     windows.push_back(std::move(j));
   }
-  out.structured["window"] = w.ToJson();
+  out.structured["window"] = WindowToJson(w);
   out.structured["window_s"] = window_ns / 1e9;
   out.structured["ops"] = op_names;
   if (pid) out.structured["pid"] = *pid;
@@ -590,9 +590,9 @@ StatusOr<ToolOutput> Stacks(ReaderSource& source, const StoreToolLimits& limits,
   std::vector<int64_t> op_ids;
   RETURN_IF_ERROR(OpIds({*op_name}, &op_ids));
   ASSIGN_OR_RETURN(StoreReader * reader, source.Get());
-  ASSIGN_OR_RETURN(TimeWindow w, ResolveWindow(*reader, args));
+  ASSIGN_OR_RETURN(SessionWindow w, ResolveToolWindow(*reader, args));
   ToolOutput out;
-  out.structured["window"] = w.ToJson();
+  out.structured["window"] = WindowToJson(w);
   out.structured["op"] = *op_name;
   ASSIGN_OR_RETURN(Table has, reader->Query("SELECT COUNT(*) FROM sqlite_master WHERE type = "
                                             "'table' AND name = 'stacks'",
@@ -616,9 +616,9 @@ StatusOr<ToolOutput> Stacks(ReaderSource& source, const StoreToolLimits& limits,
   }
   std::string sql =
       "SELECT stack_id, COUNT(*), AVG(duration_ns), MAX(duration_ns), SUM(duration_ns) "
-      "FROM event_rows WHERE session = ?1 AND ts BETWEEN ?2 AND ?3 AND op = ?4 AND stack_id IS "
+      "FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3 AND op = ?4 AND stack_id IS "
       "NOT NULL";
-  std::vector<int64_t> params = {w.session, w.lo_ns, w.hi_ns, op_ids[0], limit.value_or(10)};
+  std::vector<int64_t> params = {w.session, w.begin_ns, w.end_ns, op_ids[0], limit.value_or(10)};
   if (pid) {
     sql += " AND pid = ?6";
     params.push_back(*pid);

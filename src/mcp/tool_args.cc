@@ -7,18 +7,6 @@
 
 namespace gw::mcp {
 
-namespace {
-
-std::string FormatSeconds(double s) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3f s", s);
-  return buf;
-}
-
-int64_t SecondsToNs(double s) { return static_cast<int64_t>(std::llround(s * 1e9)); }
-
-}  // namespace
-
 StatusOr<ToolArgs> ToolArgs::Create(std::string tool, const Json& args,
                                     const std::vector<std::string>& known) {
   if (!args.is_object()) return InvalidArgument(tool + ": arguments must be a JSON object");
@@ -133,14 +121,14 @@ Status ToolArgs::Object(const char* name, const Json** out) const {
   return Status::Ok();
 }
 
-Json TimeWindow::ToJson() const {
+Json WindowToJson(const SessionWindow& w) {
   Json j = Json::object();
-  j["session"] = session;
-  j["label"] = label;
-  j["from_s"] = lo_ns / 1e9;
-  j["to_s"] = hi_ns / 1e9;
-  j["first_event_s"] = first_ts_ns / 1e9;
-  j["last_event_s"] = last_ts_ns / 1e9;
+  j["session"] = w.session;
+  j["label"] = w.label;
+  j["from_s"] = w.begin_ns / 1e9;
+  j["to_s"] = w.end_ns / 1e9;
+  j["first_event_s"] = w.first_ts_ns / 1e9;
+  j["last_event_s"] = w.last_ts_ns / 1e9;
   return j;
 }
 
@@ -154,14 +142,15 @@ Json WindowSchemaProperties() {
   p["since_s"] = Json{{"type", "number"},
                       {"exclusiveMinimum", 0},
                       {"description",
-                       "Only the last N seconds before the session's newest "
-                       "event (timestamp > MAX(timestamp) - N s). Excludes "
-                       "from_s/to_s."}};
+                       "Only the last N seconds before to_s, or before the "
+                       "session's newest event (timestamp > MAX(timestamp) - N s); "
+                       "clipped to the session's start. Excludes from_s."}};
   p["from_s"] = Json{{"type", "number"},
                      {"minimum", 0},
                      {"description",
                       "Window start, seconds since the session started "
-                      "(inclusive)."}};
+                      "(inclusive). Default: to_s - since_s, else the session's "
+                      "first event."}};
   p["to_s"] = Json{{"type", "number"},
                    {"minimum", 0},
                    {"description",
@@ -170,59 +159,28 @@ Json WindowSchemaProperties() {
   return p;
 }
 
-StatusOr<int64_t> ResolveSession(StoreReader& reader, std::optional<int64_t> requested) {
-  if (!requested || *requested == 0) return reader.LatestSession();
-  ASSIGN_OR_RETURN(Table t, reader.QueryWith("SELECT COUNT(*) FROM sessions WHERE id = ?1",
-                                             {*requested}, QueryOptions{1, 5000}));
-  if (t.rows.empty() || std::get<int64_t>(t.rows[0][0]) == 0) {
-    ASSIGN_OR_RETURN(Table ids, reader.Query("SELECT group_concat(id, ', ') FROM sessions",
-                                             QueryOptions{1, 5000}));
-    std::string list;
-    if (!ids.rows.empty()) list = CellToText(ids.rows[0][0], false);
-    return NotFound("session " + std::to_string(*requested) + " is not in " + reader.path() +
-                    " (sessions: " + (list.empty() ? "none" : list) + ")");
-  }
-  return *requested;
+StatusOr<WindowRequest> WindowRequestFromArgs(const ToolArgs& args,
+                                              std::optional<int64_t> default_since_ns) {
+  std::optional<int64_t> session;
+  std::optional<double> since_s, from_s, to_s;
+  RETURN_IF_ERROR(args.Int("session", 0, INT64_MAX, &session));
+  RETURN_IF_ERROR(args.Number("since_s", 1e-9, 1e7, &since_s));
+  RETURN_IF_ERROR(args.Number("from_s", 0, 1e7, &from_s));
+  RETURN_IF_ERROR(args.Number("to_s", 0, 1e7, &to_s));
+  WindowRequest r;
+  r.names = {"since_s", "from_s", "to_s", "session"};
+  r.session = session.value_or(0);
+  if (since_s) r.since_ns = SecondsToNs(*since_s);
+  if (from_s) r.from_ns = SecondsToNs(*from_s);
+  if (to_s) r.to_ns = SecondsToNs(*to_s);
+  r.default_since_ns = default_since_ns;
+  RETURN_IF_ERROR(ValidateWindowRequest(r));
+  return r;
 }
 
-StatusOr<TimeWindow> ResolveWindow(StoreReader& reader, const ToolArgs& args) {
-  std::optional<int64_t> session_arg;
-  RETURN_IF_ERROR(args.Int("session", 0, INT64_MAX, &session_arg));
-  TimeWindow w;
-  RETURN_IF_ERROR(args.Number("since_s", 1e-9, 1e7, &w.since_s));
-  RETURN_IF_ERROR(args.Number("from_s", 0, 1e7, &w.from_s));
-  RETURN_IF_ERROR(args.Number("to_s", 0, 1e7, &w.to_s));
-  if (w.since_s && (w.from_s || w.to_s)) {
-    return InvalidArgument("give either since_s or from_s/to_s, not both");
-  }
-  if (w.from_s && w.to_s && *w.to_s <= *w.from_s) {
-    return InvalidArgument("to_s must be greater than from_s");
-  }
-  ASSIGN_OR_RETURN(w.session, ResolveSession(reader, session_arg));
-  ASSIGN_OR_RETURN(Table b, reader.QueryWith("SELECT MIN(ts), MAX(ts) FROM event_rows WHERE "
-                                             "session = ?1",
-                                             {w.session}, QueryOptions{1, 10000}));
-  if (!b.rows.empty() && std::holds_alternative<int64_t>(b.rows[0][0])) {
-    w.first_ts_ns = std::get<int64_t>(b.rows[0][0]);
-    w.last_ts_ns = std::get<int64_t>(b.rows[0][1]);
-  }
-  if (w.since_s) {
-    w.lo_ns = w.last_ts_ns - SecondsToNs(*w.since_s) + 1;  // timestamp > last - since
-    w.hi_ns = w.last_ts_ns;
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "last %g s", *w.since_s);
-    w.label = buf;
-  } else if (w.from_s || w.to_s) {
-    w.lo_ns = w.from_s ? SecondsToNs(*w.from_s) : 0;
-    w.hi_ns = w.to_s ? SecondsToNs(*w.to_s) - 1 : w.last_ts_ns;  // to is exclusive
-    w.label = FormatSeconds(w.lo_ns / 1e9) + " – " +
-              (w.to_s ? FormatSeconds(*w.to_s) : std::string("end"));
-  } else {
-    w.lo_ns = w.first_ts_ns < 0 ? w.first_ts_ns : 0;
-    w.hi_ns = w.last_ts_ns;
-    w.label = "whole session";
-  }
-  return w;
+StatusOr<SessionWindow> ResolveToolWindow(StoreReader& reader, const ToolArgs& args) {
+  ASSIGN_OR_RETURN(WindowRequest request, WindowRequestFromArgs(args, std::nullopt));
+  return ResolveWindow(reader, request);
 }
 
 }  // namespace gw::mcp

@@ -11,10 +11,7 @@
 
 #include "base/status.h"
 #include "mcp/json_rpc.h"
-
-namespace gw {
-class StoreReader;
-}
+#include "store/window.h"
 
 namespace gw::mcp {
 
@@ -42,20 +39,6 @@ class ToolArgs {
   const Json* args_;
 };
 
-// A window of one session, as an inclusive range of session timestamps (ns since its start).
-struct TimeWindow {
-  int64_t session = 0;
-  int64_t lo_ns = 0;
-  int64_t hi_ns = 0;
-  int64_t first_ts_ns = 0;  // the session's first and last event
-  int64_t last_ts_ns = 0;
-  std::string label;  // "last 120 s", "whole session", "10.000 s – 40.000 s"
-  // The arguments that chose it (for explain, which resolves its own window).
-  std::optional<double> since_s, from_s, to_s;
-
-  Json ToJson() const;
-};
-
 // The window arguments every range-taking tool accepts.
 inline const std::vector<std::string>& WindowArgNames() {
   static const std::vector<std::string> kNames = {"session", "since_s", "from_s", "to_s"};
@@ -64,11 +47,16 @@ inline const std::vector<std::string>& WindowArgNames() {
 // Their JSON-schema properties, merged into a tool's input schema.
 Json WindowSchemaProperties();
 
-// session: 0/absent = newest. since_s: events with timestamp > last − since (the brief's
-// `timestamp > MAX(timestamp) - N`). from_s/to_s: from ≤ timestamp < to. Neither: whole session.
-StatusOr<TimeWindow> ResolveWindow(StoreReader& reader, const ToolArgs& args);
-
-// Resolves the session argument alone (0/absent = newest); NotFound lists the sessions there are.
-StatusOr<int64_t> ResolveSession(StoreReader& reader, std::optional<int64_t> requested);
+// The window arguments as a request for the shared window rule (store/window.h): session
+// (0/absent = newest), since_s (the last N s before to_s, default the newest event: the brief's
+// `timestamp > MAX(timestamp) - N`), from_s/to_s (seconds since the session started, [from,
+// to)). `default_since_ns` applies when neither since_s nor from_s is given; absent = the whole
+// session.
+StatusOr<WindowRequest> WindowRequestFromArgs(const ToolArgs& args,
+                                              std::optional<int64_t> default_since_ns);
+// WindowRequestFromArgs with no default, resolved on `reader`: the range the data tools read.
+StatusOr<SessionWindow> ResolveToolWindow(StoreReader& reader, const ToolArgs& args);
+// The window as tools report it: session, label, from_s/to_s ([from, to)), first/last event.
+Json WindowToJson(const SessionWindow& window);
 
 }  // namespace gw::mcp

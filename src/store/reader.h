@@ -74,7 +74,8 @@ class StoreReader {
   // Caps SQLite's heap in this process (kQueryHeapLimitBytes): for the processes that run user
   // SQL (query, mcp). A statement past it fails with an error instead of exhausting memory.
   static void LimitProcessHeap();
-  // Streams rows to a callback without materializing them (analysis over many rows).
+  // Streams rows to a callback without materializing them. For src/store's own typed readers
+  // (window.cc, window_rows.cc): other folders get plain structs from those, never a statement.
   using RowFn = std::function<void(sqlite3_stmt*)>;
   Status ForEach(const std::string& sql, const std::vector<int64_t>& params, const RowFn& fn);
 
@@ -83,7 +84,6 @@ class StoreReader {
   StatusOr<int64_t> LatestSession();
 
   const std::string& path() const { return path_; }
-  sqlite3* raw() { return db_.get(); }
 
  private:
   StoreReader(std::string path, ScopedDb db) : path_(std::move(path)), db_(std::move(db)) {}

@@ -1,0 +1,229 @@
+#include "store/window_rows.h"
+
+#include "store/reader.h"
+
+namespace gw {
+
+namespace {
+
+int64_t ColInt(sqlite3_stmt* s, int i) {
+  return sqlite3_column_type(s, i) == SQLITE_NULL ? kNull : sqlite3_column_int64(s, i);
+}
+
+std::string ColText(sqlite3_stmt* s, int i) {
+  const unsigned char* t = sqlite3_column_text(s, i);
+  return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
+}
+
+// Launch ops are counted in op_seconds (and may be sampled as rows): never loaded in bulk.
+constexpr const char* kLaunchOpList = "1,2,23,100,101";
+
+StatusOr<int64_t> SingleInt(StoreReader& reader, const std::string& sql,
+                            const std::vector<int64_t>& params, int64_t if_null) {
+  int64_t value = if_null;
+  RETURN_IF_ERROR(reader.ForEach(sql, params, [&](sqlite3_stmt* s) {
+    if (sqlite3_column_type(s, 0) != SQLITE_NULL) value = sqlite3_column_int64(s, 0);
+  }));
+  return value;
+}
+
+RawEvent ReadRawEvent(sqlite3_stmt* s) {
+  RawEvent e;
+  e.ts = sqlite3_column_int64(s, 0);
+  e.duration = sqlite3_column_int64(s, 1);
+  e.pid = static_cast<int32_t>(sqlite3_column_int64(s, 2));
+  e.tid = static_cast<int32_t>(sqlite3_column_int64(s, 3));
+  std::optional<Op> op = OpFromId(sqlite3_column_int64(s, 4));
+  e.op = op.value_or(Op::kRead);
+  e.ret = ColInt(s, 5);
+  e.bytes = ColInt(s, 6);
+  e.kind = ColInt(s, 7);
+  e.other_pid = ColInt(s, 8);
+  e.runq = ColInt(s, 9);
+  e.waker_pid = ColInt(s, 10);
+  e.waker_tid = ColInt(s, 11);
+  return e;
+}
+
+// Schema 3 added the waker columns; older files read them as NULL.
+std::string RawColumns(bool wakers) {
+  return std::string("ts, duration_ns, pid, tid, op, ret, bytes, kind, other_pid, runq_ns, ") +
+         (wakers ? "waker_pid, waker_tid" : "NULL, NULL");
+}
+
+}  // namespace
+
+StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& window,
+                                    const WindowRowsOptions& options) {
+  WindowRows w;
+  const int64_t session = window.session;
+  bool found = false;
+  // Schema 3 added sessions.tracer_pid and the waker columns.
+  ASSIGN_OR_RETURN(int64_t version, SingleInt(reader,
+                                              "SELECT CAST(value AS INTEGER) FROM meta WHERE key "
+                                              "= 'schema_version'",
+                                              {}, 0));
+  bool v3 = version >= 3;
+  RETURN_IF_ERROR(reader.ForEach(
+      std::string("SELECT COALESCE(cores, 0), drops, ") +
+          (v3 ? "COALESCE(tracer_pid, 0)" : "0") + " FROM sessions WHERE id = ?1",
+      {session}, [&](sqlite3_stmt* s) {
+        found = true;
+        w.cores = sqlite3_column_int64(s, 0);
+        w.drops = sqlite3_column_int64(s, 1);
+        w.tracer_pid = static_cast<int32_t>(sqlite3_column_int64(s, 2));
+      }));
+  if (!found) {
+    return NotFound("session " + std::to_string(session) + " is not in " + reader.path() +
+                    " — hint: `gpuwhy query \"SELECT id, kind, events FROM sessions\"` lists "
+                    "them");
+  }
+  const std::string raw_columns = RawColumns(v3);
+  const std::vector<int64_t> range = {session, window.begin_ns, window.end_ns};
+
+  RETURN_IF_ERROR(reader.ForEach(
+      "SELECT pid, COALESCE(ppid, 0), name, COALESCE(cmdline, ''), tracked, first_ts, exit_ts, "
+      "exit_code FROM processes WHERE session = ?1",
+      {session}, [&](sqlite3_stmt* s) {
+        ProcessRecord p;
+        p.pid = static_cast<int32_t>(sqlite3_column_int64(s, 0));
+        p.ppid = static_cast<int32_t>(sqlite3_column_int64(s, 1));
+        p.name = ColText(s, 2);
+        p.cmdline = ColText(s, 3);
+        p.tracked = sqlite3_column_int64(s, 4) != 0;
+        p.first_ts = ColInt(s, 5);
+        p.exit_ts = ColInt(s, 6);
+        p.exit_code = ColInt(s, 7);
+        w.processes[p.pid] = p;
+      }));
+
+  // Tracked processes' rows (launches excluded), plus OOM kills of any process.
+  RETURN_IF_ERROR(reader.ForEach(
+      "SELECT " + raw_columns +
+          " FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3 AND op NOT IN (" +
+          kLaunchOpList +
+          ") AND (pid IN (SELECT pid FROM processes WHERE session = ?1 AND tracked = 1) "
+          "OR op = 210) ORDER BY ts",
+      range, [&](sqlite3_stmt* s) { w.events.push_back(ReadRawEvent(s)); }));
+  // Intervals that began before the window and end inside it (sleeps, syncs, copies).
+  RETURN_IF_ERROR(reader.ForEach(
+      "SELECT " + raw_columns +
+          " FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3 AND ts + duration_ns > ?3 "
+          "AND op IN (10, 11, 12, 13, 14, 15, 18, 19, 20, 104, 105, 106, 107, 108, 109, 110, 111, "
+          "112, 113, 114, 200) AND pid IN (SELECT pid FROM processes WHERE session = ?1 AND "
+          "tracked = 1) ORDER BY ts",
+      {session, SaturatingSub(window.begin_ns, options.carry_in_ns), window.begin_ns},
+      [&](sqlite3_stmt* s) { w.carry_in.push_back(ReadRawEvent(s)); }));
+
+  RETURN_IF_ERROR(reader.ForEach(
+      "SELECT " + raw_columns + " FROM event_rows WHERE session = ?1 AND op IN (" +
+          kLaunchOpList + ") AND ts >= ?2 AND ts < ?3 LIMIT ?4",
+      {session, window.begin_ns, window.end_ns, options.max_launch_samples},
+      [&](sqlite3_stmt* s) { w.launch_samples.push_back(ReadRawEvent(s)); }));
+
+  RETURN_IF_ERROR(reader.ForEach(
+      "SELECT sec, pid, op, SUM(count), SUM(total_ns), MAX(max_ns) FROM op_seconds "
+      "WHERE session = ?1 AND sec >= ?2 AND sec <= ?3 GROUP BY sec, pid, op ORDER BY sec",
+      {session, window.begin_ns / 1'000'000'000, (window.end_ns - 1) / 1'000'000'000},
+      [&](sqlite3_stmt* s) {
+        std::optional<Op> op = OpFromId(sqlite3_column_int64(s, 2));
+        if (!op) return;
+        OpSecondRow r;
+        r.sec = sqlite3_column_int64(s, 0);
+        r.pid = static_cast<int32_t>(sqlite3_column_int64(s, 1));
+        r.op = *op;
+        r.count = sqlite3_column_int64(s, 3);
+        r.total_ns = sqlite3_column_int64(s, 4);
+        r.max_ns = sqlite3_column_int64(s, 5);
+        w.op_seconds.push_back(r);
+      }));
+
+  RETURN_IF_ERROR(reader.ForEach(
+      "SELECT pid, COUNT(*), SUM(duration_ns), SUM(COALESCE(runq_ns, 0)), MAX(duration_ns) "
+      "FROM event_rows WHERE session = ?1 AND op = 200 AND ts >= ?2 AND ts < ?3 GROUP BY pid",
+      range, [&](sqlite3_stmt* s) {
+        SwitchTotals t;
+        t.pid = static_cast<int32_t>(sqlite3_column_int64(s, 0));
+        t.count = sqlite3_column_int64(s, 1);
+        t.off_ns = sqlite3_column_int64(s, 2);
+        t.runq_ns = sqlite3_column_int64(s, 3);
+        t.max_ns = sqlite3_column_int64(s, 4);
+        w.switch_totals.push_back(t);
+      }));
+
+  RETURN_IF_ERROR(reader.ForEach(
+      "SELECT ts, COALESCE(cpu_pct, 0), COALESCE(mem_pct, 0), COALESCE(load1, 0), "
+      "COALESCE(cores, 0), COALESCE(swap_used_bytes, 0), COALESCE(mem_available_bytes, 0), "
+      "COALESCE(major_faults_per_s, 0), COALESCE(ctx_switches_per_s, 0), "
+      "COALESCE(procs_running, 0), COALESCE(procs_blocked, 0), COALESCE(iowait_pct, 0) "
+      "FROM system_snapshots WHERE session = ?1 AND ts >= ?2 AND ts < ?3 ORDER BY ts",
+      range, [&](sqlite3_stmt* s) {
+        SystemSnapshot x;
+        x.ts_ns = sqlite3_column_int64(s, 0);
+        x.cpu_pct = sqlite3_column_double(s, 1);
+        x.mem_pct = sqlite3_column_double(s, 2);
+        x.load1 = sqlite3_column_double(s, 3);
+        x.cores = sqlite3_column_int64(s, 4);
+        x.swap_used_bytes = sqlite3_column_int64(s, 5);
+        x.mem_available_bytes = sqlite3_column_int64(s, 6);
+        x.major_faults_per_s = sqlite3_column_int64(s, 7);
+        x.ctx_switches_per_s = sqlite3_column_int64(s, 8);
+        x.procs_running = sqlite3_column_int64(s, 9);
+        x.procs_blocked = sqlite3_column_int64(s, 10);
+        x.iowait_pct = sqlite3_column_double(s, 11);
+        w.snapshots.push_back(x);
+      }));
+
+  RETURN_IF_ERROR(reader.ForEach(
+      "SELECT op, pid, stack_id, COUNT(*), SUM(duration_ns), MAX(duration_ns), "
+      "SUM(op = 200 AND kind = 0) FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3 "
+      "AND stack_id IS NOT NULL GROUP BY op, pid, stack_id",
+      range, [&](sqlite3_stmt* s) {
+        std::optional<Op> op = OpFromId(sqlite3_column_int64(s, 0));
+        if (!op) return;
+        StackUse u;
+        u.op = *op;
+        u.pid = static_cast<int32_t>(sqlite3_column_int64(s, 1));
+        u.stack_id = sqlite3_column_int64(s, 2);
+        u.count = sqlite3_column_int64(s, 3);
+        u.total_ns = sqlite3_column_int64(s, 4);
+        u.max_ns = sqlite3_column_int64(s, 5);
+        u.preempted = sqlite3_column_int64(s, 6);
+        w.stack_uses.push_back(u);
+      }));
+  if (!w.stack_uses.empty()) {  // a file without stack rows may predate the stacks table
+    // A stack whose frames are not valid JSON (an edited or damaged file) is skipped with a
+    // note instead of failing the whole explain.
+    const std::string used =
+        "SELECT DISTINCT stack_id FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3 "
+        "AND stack_id IS NOT NULL";
+    ASSIGN_OR_RETURN(w.malformed_stacks,
+                     SingleInt(reader,
+                               "SELECT COUNT(*) FROM stacks WHERE session = ?1 AND NOT "
+                               "json_valid(frames) AND id IN (" + used + ")",
+                               range, 0));
+    RETURN_IF_ERROR(reader.ForEach(
+        "SELECT stack_id, kind, COALESCE(function, ''), COALESCE(file, ''), COALESCE(line, 0), "
+        "COALESCE(module, '') FROM stack_frames WHERE session = ?1 AND stack_id IN (" + used +
+            ") AND stack_id IN (SELECT id FROM stacks WHERE session = ?1 AND json_valid(frames)) "
+            "ORDER BY stack_id, depth",
+        range, [&](sqlite3_stmt* s) {
+          StackFrameRow f;
+          f.python = ColText(s, 1) == "py";
+          f.function = ColText(s, 2);
+          f.file = ColText(s, 3);
+          f.line = sqlite3_column_int64(s, 4);
+          f.module = ColText(s, 5);
+          w.stack_frames[sqlite3_column_int64(s, 0)].push_back(std::move(f));
+        }));
+  }
+
+  ASSIGN_OR_RETURN(w.events_in_window,
+                   SingleInt(reader,
+                             "SELECT COUNT(*) FROM event_rows WHERE session = ?1 AND ts >= ?2 "
+                             "AND ts < ?3",
+                             range, 0));
+  return w;
+}
+
+}  // namespace gw

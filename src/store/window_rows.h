@@ -1,0 +1,121 @@
+// Typed rows of one window of one session, read for the analysis (src/analysis/loader.cc) so
+// that it never sees SQL or SQLite. Every query is bounded by the window: a range of
+// event_rows' clustered (session, ts, seq) key, or of op_seconds' (session, sec, ...) key.
+// Nothing scans a session.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/saturating.h"
+#include "base/status.h"
+#include "store/event.h"
+#include "store/ops.h"
+#include "store/window.h"
+
+namespace gw {
+
+class StoreReader;
+
+// One raw row of event_rows (launch rows are not loaded: op_seconds counts them).
+struct RawEvent {
+  int64_t ts = 0;  // session ns
+  int64_t duration = 0;
+  int32_t pid = 0;
+  int32_t tid = 0;
+  Op op = Op::kSchedSwitch;
+  int64_t ret = kNull;
+  int64_t bytes = kNull;
+  int64_t kind = kNull;
+  int64_t other_pid = kNull;
+  int64_t runq = kNull;
+  int64_t waker_pid = kNull;  // sched_switch of a blocked task: who woke it (0 = interrupt)
+  int64_t waker_tid = kNull;
+  int64_t End() const { return SaturatingAdd(ts, duration); }
+};
+
+struct ProcessRecord {
+  int32_t pid = 0;
+  int32_t ppid = 0;
+  std::string name;
+  std::string cmdline;
+  bool tracked = false;
+  int64_t first_ts = kNull;
+  int64_t exit_ts = kNull;
+  int64_t exit_code = kNull;
+};
+
+// One row of op_seconds summed over name_id.
+struct OpSecondRow {
+  int64_t sec = 0;
+  int32_t pid = 0;
+  Op op = Op::kCudaLaunchKernel;
+  int64_t count = 0;
+  int64_t total_ns = 0;
+  int64_t max_ns = 0;
+};
+
+// sched_switch totals of one process over the window (all processes, from SQL aggregates).
+struct SwitchTotals {
+  int32_t pid = 0;
+  int64_t count = 0;
+  int64_t off_ns = 0;
+  int64_t runq_ns = 0;
+  int64_t max_ns = 0;
+};
+
+// trace --stack: the rows of one (op, process, stack) in the window, aggregated in SQL.
+struct StackUse {
+  Op op = Op::kSchedSwitch;
+  int32_t pid = 0;
+  int64_t stack_id = 0;
+  int64_t count = 0;
+  int64_t total_ns = 0;
+  int64_t max_ns = 0;
+  int64_t preempted = 0;  // sched_switch rows with kind = preempted
+};
+
+// One frame of a stored stack (stack_frames), innermost first.
+struct StackFrameRow {
+  bool python = false;
+  std::string function;  // "" when unresolved
+  std::string file;      // "" when unknown
+  int64_t line = 0;
+  std::string module;    // native: the mapped file
+};
+
+struct WindowRowsOptions {
+  // How far before the window an interval that ends inside it may have begun (a thread asleep
+  // since before the window): rows from this far back are read into `carry_in`.
+  int64_t carry_in_ns = 0;
+  int64_t max_launch_samples = 20000;
+};
+
+struct WindowRows {
+  int64_t cores = 0;  // sessions.cores
+  int64_t drops = 0;
+  int32_t tracer_pid = 0;                      // sessions.tracer_pid, 0 = unknown (schema < 3)
+  std::map<int32_t, ProcessRecord> processes;  // every process of the session
+  // Tracked processes' rows in the window except launches, plus OOM kills of any process, by ts.
+  std::vector<RawEvent> events;
+  // Tracked processes' interval rows (off-CPU, syncs, copies) that began up to carry_in_ns
+  // before the window and end inside it, by ts.
+  std::vector<RawEvent> carry_in;
+  std::vector<RawEvent> launch_samples;     // at most max_launch_samples launch rows
+  std::vector<OpSecondRow> op_seconds;      // the window's seconds, every pid, by sec
+  std::vector<SwitchTotals> switch_totals;  // every pid with sched_switch rows in the window
+  std::vector<SystemSnapshot> snapshots;    // by ts
+  int64_t events_in_window = 0;             // every row of the window
+  std::vector<StackUse> stack_uses;         // every pid, window rows with a stack
+  // The frames of those stacks (the stack_frames view), innermost first; stacks whose frames
+  // are not valid JSON are left out and counted in malformed_stacks.
+  std::map<int64_t, std::vector<StackFrameRow>> stack_frames;
+  int64_t malformed_stacks = 0;
+};
+
+StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& window,
+                                    const WindowRowsOptions& options);
+
+}  // namespace gw
