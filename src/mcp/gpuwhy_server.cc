@@ -1,14 +1,20 @@
 #include "mcp/gpuwhy_server.h"
 
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <thread>
 
+#include "base/scoped.h"
 #include "mcp/analysis_tools.h"
 #include "mcp/line_reader.h"
+#include "mcp/request_queue.h"
 #include "mcp/tool_args.h"
+#include "store/reader.h"
 
 namespace gw::mcp {
 
@@ -172,33 +178,68 @@ GpuwhyServer::GpuwhyServer(GpuwhyServerOptions options)
   server_.AddPrompt(std::move(investigate));
 }
 
+// Two threads (see request_queue.h for what they share and why it is race-free): this one
+// reads lines, applies cancellations at once and queues the rest; one worker handles messages
+// in order and writes every reply, so a long request does not stop notifications/cancelled
+// from being read.
 Status ServeStdio(McpServer& server, int in_fd, int out_fd, const StdioOptions& options) {
-  LineReader reader(in_fd, options.max_message_bytes);
-  while (true) {
+  // Written by the worker when it cannot write any more, so a blocked read ends too.
+  ScopedFd stop(::eventfd(0, EFD_CLOEXEC));
+  RequestQueue queue;
+  int write_errno = 0;  // set by the worker before Stop(); read here after join()
+  std::thread worker([&] {
+    QueryCancelScope cancel_scope(queue.cancel_flag());
+    while (std::optional<QueuedMessage> message = queue.Pop()) {
+      std::string reply = message->ready_reply ? std::move(message->text)
+                                               : HandleMessage(server, message->text, &queue);
+      if (!reply.empty() && !WriteAll(out_fd, reply + "\n")) {
+        write_errno = errno != 0 ? errno : EIO;
+        queue.Stop();
+        uint64_t one = 1;
+        if (stop) (void)!::write(stop.get(), &one, sizeof one);
+        return;
+      }
+    }
+  });
+
+  LineReader reader(in_fd, options.max_message_bytes, stop ? stop.get() : -1);
+  Status status = Status::Ok();
+  bool more = true;
+  while (more) {
     LineItem item = reader.Next();
-    std::string reply;
     switch (item.kind) {
-      case LineKind::kLine:
-        reply = HandleMessage(server, item.text);
+      case LineKind::kLine: {
+        bool only_cancellation = false;
+        for (const Json& id : CancelledRequestIds(item.text, &only_cancellation)) {
+          queue.Cancel(id);
+        }
+        if (!only_cancellation) more = queue.Push(QueuedMessage{std::move(item.text)});
         break;
+      }
       case LineKind::kTooLong:
-        reply = ErrorReply(
-            nullptr,
-            RpcError{RpcErrorCode::kInvalidRequest,
-                     "invalid request: message of " + std::to_string(item.discarded_bytes) +
-                         " bytes exceeds the " + std::to_string(options.max_message_bytes) +
-                         "-byte limit; it was discarded",
-                     nullptr});
+        more = queue.Push(QueuedMessage{
+            ErrorReply(nullptr,
+                       RpcError{RpcErrorCode::kInvalidRequest,
+                                "invalid request: message of " +
+                                    std::to_string(item.discarded_bytes) + " bytes exceeds the " +
+                                    std::to_string(options.max_message_bytes) +
+                                    "-byte limit; it was discarded",
+                                nullptr}),
+            /*ready_reply=*/true});
         break;
       case LineKind::kEof:
-        return Status::Ok();
+        more = false;
+        break;
       case LineKind::kError:
-        return Unavailable(item.text);
-    }
-    if (!reply.empty() && !WriteAll(out_fd, reply + "\n")) {
-      return ErrnoStatus("write reply to stdout", errno);
+        status = Unavailable(item.text);
+        more = false;
+        break;
     }
   }
+  queue.Close();  // the worker answers what was read, then ends
+  worker.join();
+  if (write_errno != 0) return ErrnoStatus("write reply to stdout", write_errno);
+  return status;
 }
 
 }  // namespace gw::mcp

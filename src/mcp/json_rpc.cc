@@ -35,8 +35,30 @@ RpcError InvalidRequest(std::string message) {
   return RpcError{RpcErrorCode::kInvalidRequest, std::move(message), nullptr};
 }
 
+// Runs one request: its reply (result or error), whatever the handler does.
+Json Dispatch(RpcHandler& handler, const std::string& method, const Json& params, const Json& id) {
+  RpcResult result;
+  try {
+    result = handler.HandleRequest(method, params);
+  } catch (const std::bad_alloc&) {
+    return ErrorObject(id, RpcError{RpcErrorCode::kInternalError,
+                                    "internal error: out of memory handling " + method, nullptr});
+  } catch (const std::exception& e) {
+    return ErrorObject(id,
+                       RpcError{RpcErrorCode::kInternalError,
+                                "internal error handling " + method + ": " + e.what(), nullptr});
+  } catch (...) {
+    return ErrorObject(
+        id, RpcError{RpcErrorCode::kInternalError, "internal error handling " + method, nullptr});
+  }
+  if (const RpcError* err = std::get_if<RpcError>(&result)) return ErrorObject(id, *err);
+  Json reply = ReplyEnvelope(id);
+  reply["result"] = std::move(std::get<Json>(result));
+  return reply;
+}
+
 // Handles one parsed message that is not a batch. Returns a null Json when no reply is due.
-Json HandleOne(RpcHandler& handler, const Json& msg) {
+Json HandleOne(RpcHandler& handler, const Json& msg, RequestHooks* hooks) {
   if (!msg.is_object()) {
     return ErrorObject(nullptr, InvalidRequest("invalid request: a JSON-RPC message must be a "
                                                "JSON object"));
@@ -83,23 +105,9 @@ Json HandleOne(RpcHandler& handler, const Json& msg) {
     return ErrorObject(nullptr, InvalidRequest("invalid request: \"id\" must be a string or a "
                                                "number"));
   }
-  RpcResult result;
-  try {
-    result = handler.HandleRequest(method, *params);
-  } catch (const std::bad_alloc&) {
-    return ErrorObject(id, RpcError{RpcErrorCode::kInternalError,
-                                    "internal error: out of memory handling " + method, nullptr});
-  } catch (const std::exception& e) {
-    return ErrorObject(id,
-                       RpcError{RpcErrorCode::kInternalError,
-                                "internal error handling " + method + ": " + e.what(), nullptr});
-  } catch (...) {
-    return ErrorObject(
-        id, RpcError{RpcErrorCode::kInternalError, "internal error handling " + method, nullptr});
-  }
-  if (const RpcError* err = std::get_if<RpcError>(&result)) return ErrorObject(id, *err);
-  Json reply = ReplyEnvelope(id);
-  reply["result"] = std::move(std::get<Json>(result));
+  if (hooks != nullptr && !hooks->Begin(*id_it, method)) return nullptr;  // cancelled, unrun
+  Json reply = Dispatch(handler, method, *params, id);
+  if (hooks != nullptr && !hooks->End()) return nullptr;  // cancelled while it ran
   return reply;
 }
 
@@ -152,49 +160,92 @@ std::string SerializeJson(const Json& value) {
 
 namespace {
 
-// The text of a top-level object's "id" when it is a number, as the client wrote it: a
-// parse/dump round trip reformats numbers (1.2e29 came back as 1.2000000000000001e+29), and
-// JSON-RPC says the reply carries the same id.
-std::optional<std::string> RawNumericId(std::string_view m) {
+size_t SkipSpace(std::string_view m, size_t j) {
+  while (j < m.size() && (m[j] == ' ' || m[j] == '\t' || m[j] == '\r' || m[j] == '\n')) ++j;
+  return j;
+}
+
+// The end of the string token that starts at m[i] == '"' (one past its closing quote).
+size_t StringEnd(std::string_view m, size_t i) {
+  ++i;
+  while (i < m.size() && m[i] != '"') i += m[i] == '\\' ? 2 : 1;
+  return i < m.size() ? i + 1 : m.size();
+}
+
+// The text of an object's own "id" value as the client wrote it, when it is a number or a
+// string: a parse/dump round trip reformats numbers (1.2e29 came back as
+// 1.2000000000000001e+29) and string escapes, and JSON-RPC says the reply carries the same id.
+// `m` is one JSON object that parsed. The last "id" member counts, as in nlohmann's parser.
+std::optional<std::string_view> RawId(std::string_view m) {
+  std::optional<std::string_view> found;
   int depth = 0;
-  auto skip_ws = [&](size_t j) {
-    while (j < m.size() && (m[j] == ' ' || m[j] == '\t' || m[j] == '\r' || m[j] == '\n')) ++j;
-    return j;
-  };
   for (size_t i = 0; i < m.size(); ++i) {
     char c = m[i];
     if (c == '"') {
-      size_t start = i++;
-      while (i < m.size() && m[i] != '"') i += m[i] == '\\' ? 2 : 1;
-      if (i >= m.size()) return std::nullopt;
+      size_t start = i;
+      size_t end = StringEnd(m, i);
+      i = end - 1;
       if (depth != 1) continue;
-      size_t j = skip_ws(i + 1);
+      size_t j = SkipSpace(m, end);
       if (j >= m.size() || m[j] != ':') continue;  // a value, not a key
-      if (m.substr(start + 1, i - start - 1) != "id") continue;
-      j = skip_ws(j + 1);
+      if (m.substr(start, end - start) != "\"id\"") continue;
+      j = SkipSpace(m, j + 1);
       size_t k = j;
-      while (k < m.size() && std::strchr("+-0123456789.eE", m[k]) != nullptr && m[k] != '\0') ++k;
-      if (k == j) return std::nullopt;
-      return std::string(m.substr(j, k - j));
+      if (j < m.size() && m[j] == '"') {
+        k = StringEnd(m, j);
+      } else {
+        while (k < m.size() && std::strchr("+-0123456789.eE", m[k]) != nullptr && m[k] != '\0') {
+          ++k;
+        }
+      }
+      found = k > j ? std::optional<std::string_view>(m.substr(j, k - j)) : std::nullopt;
+      continue;
     }
     if (c == '{' || c == '[') ++depth;
     if (c == '}' || c == ']') --depth;
   }
-  return std::nullopt;
+  return found;
 }
 
-// The reply with its numeric id spliced in as the client's text (only when that text parses to
-// the same number, and holds nothing but number characters).
+// The texts of the elements of a JSON array that parsed, in order.
+std::vector<std::string_view> ArrayElements(std::string_view m) {
+  std::vector<std::string_view> out;
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i < m.size(); ++i) {
+    char c = m[i];
+    if (c == '"') {
+      i = StringEnd(m, i) - 1;
+      continue;
+    }
+    if (c == '[' || c == '{') {
+      if (++depth == 1) start = i + 1;
+    } else if (c == ']' || c == '}') {
+      if (--depth == 0) {
+        std::string_view e = m.substr(start, i - start);
+        if (e.find_first_not_of(" \t\r\n") != std::string_view::npos) out.push_back(e);
+        break;
+      }
+    } else if (c == ',' && depth == 1) {
+      out.push_back(m.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  return out;
+}
+
+// The reply with its id spliced in as the client's text `message` has it (only when that text
+// parses to the same id: a number, or a string with the same characters).
 std::string SerializeWithRawId(Json reply, std::string_view message) {
   auto it = reply.find("id");
-  if (it != reply.end() && it->is_number()) {
-    std::optional<std::string> raw = RawNumericId(message);
+  if (it != reply.end() && (it->is_number() || it->is_string())) {
+    std::optional<std::string_view> raw = RawId(message);
     if (raw) {
       Json reparsed = Json::parse(*raw, nullptr, /*allow_exceptions=*/false);
-      if (!reparsed.is_discarded() && reparsed == *it) {
+      if (!reparsed.is_discarded() && reparsed.type() == it->type() && reparsed == *it) {
         reply.erase("id");
         std::string body = SerializeJson(reply);  // {"error":…} or {"jsonrpc":…}
-        return "{\"id\":" + *raw + "," + body.substr(1);
+        return "{\"id\":" + std::string(*raw) + "," + body.substr(1);
       }
     }
   }
@@ -207,7 +258,7 @@ std::string ErrorReply(const Json& id, const RpcError& error) {
   return SerializeJson(ErrorObject(id, error));
 }
 
-std::string HandleMessage(RpcHandler& handler, std::string_view message) {
+std::string HandleMessage(RpcHandler& handler, std::string_view message, RequestHooks* hooks) {
   try {
     if (NestingDepth(message) > kMaxNestingDepth) {
       return ErrorReply(nullptr, InvalidRequest("invalid request: JSON nested deeper than " +
@@ -235,16 +286,23 @@ std::string HandleMessage(RpcHandler& handler, std::string_view message) {
                                                   "send one message per line"));
       }
       if (msg.empty()) return ErrorReply(nullptr, InvalidRequest("invalid request: empty batch"));
-      Json replies = Json::array();
-      for (const Json& item : msg) {
+      // Each element's reply goes through the single-message path with that element's text,
+      // so its id is echoed as written.
+      std::vector<std::string_view> texts = ArrayElements(message);
+      if (texts.size() != msg.size()) texts.assign(msg.size(), std::string_view());
+      std::string replies;
+      for (size_t i = 0; i < msg.size(); ++i) {
+        const Json& item = msg[i];
         Json reply = item.is_array() ? ErrorObject(nullptr, InvalidRequest("invalid request: "
                                                                            "nested batch"))
-                                     : HandleOne(handler, item);
-        if (!reply.is_null()) replies.push_back(std::move(reply));
+                                     : HandleOne(handler, item, hooks);
+        if (reply.is_null()) continue;
+        replies += replies.empty() ? "[" : ",";
+        replies += SerializeWithRawId(std::move(reply), texts[i]);
       }
-      return replies.empty() ? std::string() : SerializeJson(replies);
+      return replies.empty() ? std::string() : replies + "]";
     }
-    Json reply = HandleOne(handler, msg);
+    Json reply = HandleOne(handler, msg, hooks);
     return reply.is_null() ? std::string() : SerializeWithRawId(std::move(reply), message);
   } catch (const std::exception& e) {
     return ErrorReply(nullptr, RpcError{RpcErrorCode::kInternalError,
@@ -252,6 +310,48 @@ std::string HandleMessage(RpcHandler& handler, std::string_view message) {
   } catch (...) {
     return ErrorReply(nullptr, RpcError{RpcErrorCode::kInternalError, "internal error", nullptr});
   }
+}
+
+namespace {
+
+// The requestId of one message when it is a well-formed notifications/cancelled.
+std::optional<Json> CancelledId(const Json& msg) {
+  if (!msg.is_object() || msg.contains("id")) return std::nullopt;
+  auto version = msg.find("jsonrpc");
+  auto method = msg.find("method");
+  auto params = msg.find("params");
+  if (version == msg.end() || *version != "2.0" || method == msg.end() ||
+      *method != kCancelledMethod || params == msg.end() || !params->is_object()) {
+    return std::nullopt;
+  }
+  auto id = params->find("requestId");
+  if (id == params->end() || !IsValidId(*id)) return std::nullopt;
+  return *id;
+}
+
+}  // namespace
+
+std::vector<Json> CancelledRequestIds(std::string_view message, bool* only_cancellation) {
+  *only_cancellation = false;
+  std::vector<Json> ids;
+  // Cheap test first: the reader thread calls this for every line.
+  if (message.find(kCancelledMethod) == std::string_view::npos) return ids;
+  if (NestingDepth(message) > kMaxNestingDepth) return ids;
+  try {
+    Json msg = Json::parse(message, nullptr, /*allow_exceptions=*/false);
+    if (msg.is_array()) {
+      for (const Json& item : msg) {
+        if (std::optional<Json> id = CancelledId(item)) ids.push_back(std::move(*id));
+      }
+    } else if (std::optional<Json> id = CancelledId(msg)) {
+      ids.push_back(std::move(*id));
+      *only_cancellation = true;
+    }
+  } catch (...) {
+    ids.clear();  // only allocation failure; a cancellation is best effort
+    *only_cancellation = false;
+  }
+  return ids;
 }
 
 }  // namespace gw::mcp

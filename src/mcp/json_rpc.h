@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 namespace gw::mcp {
 
@@ -50,7 +51,27 @@ class RpcHandler {
 // recursive code, not something MCP needs).
 inline constexpr int kMaxNestingDepth = 64;
 
-std::string HandleMessage(RpcHandler& handler, std::string_view message);
+// Lets a transport cancel requests (MCP notifications/cancelled). HandleMessage calls Begin
+// before it dispatches each request (not notifications) and End after: a request Begin refuses
+// is neither run nor answered, and the reply of one whose End returns false is dropped.
+class RequestHooks {
+ public:
+  virtual ~RequestHooks() = default;
+  virtual bool Begin(const Json& id, const std::string& method) = 0;
+  virtual bool End() = 0;
+};
+
+// Replies echo every id as the client wrote it (numbers in the same spelling, strings with the
+// same escapes), in batches as in single messages.
+std::string HandleMessage(RpcHandler& handler, std::string_view message,
+                          RequestHooks* hooks = nullptr);
+
+inline constexpr const char* kCancelledMethod = "notifications/cancelled";
+
+// The requestIds named by notifications/cancelled in a message: the one notification, or those
+// in a batch. Empty for anything else, including malformed cancellations (ignored, as the spec
+// says). `*only_cancellation` is set when the message is a single well-formed cancellation.
+std::vector<Json> CancelledRequestIds(std::string_view message, bool* only_cancellation);
 
 // Serializes with invalid UTF-8 replaced (strings read from traces are not guaranteed UTF-8),
 // never throwing.

@@ -71,6 +71,81 @@ TEST(JsonRpcTest, EchoesNumericIdsAsWritten) {
   EXPECT_EQ(Json::parse(out)["id"], "a\"id\":9");
 }
 
+// Issue 12: string ids came back re-escaped ("a\u0041" as "aA", "x\/y" as "x/y").
+TEST(JsonRpcTest, EchoesStringIdsVerbatim) {
+  FakeHandler h;
+  for (const char* id : {R"("a\u0041")", R"("x\/y")", R"("\ud83d\ude00 \"q\"")", R"("plain")"}) {
+    std::string msg = std::string(R"({"jsonrpc":"2.0","id":)") + id + R"(,"method":"echo"})";
+    std::string out = HandleMessage(h, msg);
+    EXPECT_NE(out.find(std::string("\"id\":") + id + ","), std::string::npos) << out;
+    EXPECT_EQ(Json::parse(out)["id"], Json::parse(id));
+  }
+}
+
+// Issue 12: inside a batch every id was reformatted (1e0 came back as 1.0, a big integer as
+// 1e+23), where single messages already echoed them as written.
+TEST(JsonRpcTest, BatchesEchoEveryIdAsWritten) {
+  FakeHandler h;
+  h.batches = true;
+  const std::vector<std::string> ids = {"1e0",     "1.2e29", "100000000000000000000000",
+                                        "-0.5E+3", "7",      R"("a\u0041")",
+                                        "2.50",    R"("x\/y")"};
+  std::string batch = "[ ";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i > 0) batch += i % 2 ? " ,\n" : ",";
+    // Every other one with an "id" nested in params, a notification in between.
+    batch += i % 2 ? R"({"jsonrpc":"2.0","method":"echo","params":{"id":3.0E0},"id" : )" + ids[i] +
+                         "}"
+                   : R"({"jsonrpc":"2.0","method":"nope","id":)" + ids[i] +
+                         R"(},{"jsonrpc":"2.0","method":"n"})";
+  }
+  batch += " ]";
+  std::string out = HandleMessage(h, batch);
+  ASSERT_TRUE(Json::accept(out)) << out;
+  Json replies = Json::parse(out);
+  ASSERT_TRUE(replies.is_array());
+  ASSERT_EQ(replies.size(), ids.size()) << out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_NE(out.find("\"id\":" + ids[i] + ","), std::string::npos) << ids[i] << " in " << out;
+    EXPECT_EQ(replies[i]["id"], Json::parse(ids[i]));
+  }
+  EXPECT_EQ(out.find("3.0E0,"), std::string::npos) << "a nested id is not the message's";
+  // Invalid elements keep their null id and the batch stays well-formed.
+  out = HandleMessage(h, R"([1, {"jsonrpc":"2.0","id":1.0,"method":"nope"}, [2], "s"])");
+  ASSERT_TRUE(Json::accept(out)) << out;
+  EXPECT_EQ(Json::parse(out).size(), 4u);
+  EXPECT_NE(out.find("\"id\":1.0,"), std::string::npos) << out;
+}
+
+TEST(JsonRpcTest, FindsCancelledRequestIds) {
+  bool only = false;
+  std::vector<Json> ids = CancelledRequestIds(
+      R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"r1",)"
+      R"("reason":"user"}})",
+      &only);
+  ASSERT_EQ(ids.size(), 1u);
+  EXPECT_EQ(ids[0], "r1");
+  EXPECT_TRUE(only);
+  ids = CancelledRequestIds(
+      R"([{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}},)"
+      R"({"jsonrpc":"2.0","id":9,"method":"ping"}])",
+      &only);
+  ASSERT_EQ(ids.size(), 1u);
+  EXPECT_EQ(ids[0], 5);
+  EXPECT_FALSE(only);  // the batch also holds a request
+  // Malformed cancellations, a request of that name and other text are no cancellation.
+  for (const char* m :
+       {R"({"jsonrpc":"2.0","method":"notifications/cancelled"})",
+        R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":null}})",
+        R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":[1]}})",
+        R"({"jsonrpc":"2.0","id":1,"method":"notifications/cancelled","params":{"requestId":1}})",
+        R"({"jsonrpc":"2.0","id":1,"method":"echo","params":{"x":"notifications/cancelled"}})",
+        "notifications/cancelled {", "[[[[notifications/cancelled"}) {
+    EXPECT_TRUE(CancelledRequestIds(m, &only).empty()) << m;
+    EXPECT_FALSE(only) << m;
+  }
+}
+
 TEST(JsonRpcTest, ParseErrorHasNullIdAndCode32700) {
   FakeHandler h;
   for (const char* bad : {"{", "not json", R"({"jsonrpc":"2.0","id":1,)", "\xff\xfe", "[1,2"}) {

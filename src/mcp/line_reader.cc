@@ -1,5 +1,6 @@
 #include "mcp/line_reader.h"
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,6 +25,15 @@ bool LineReader::Fill() {
   if (eof_) return false;
   char chunk[kChunk];
   while (true) {
+    if (stop_fd_ >= 0) {
+      pollfd fds[2] = {{fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+      int r = ::poll(fds, 2, -1);
+      if (r < 0 && errno == EINTR) continue;
+      if (r > 0 && (fds[1].revents & POLLIN) != 0) {
+        eof_ = true;  // the caller asked to stop
+        return false;
+      }
+    }
     ssize_t n = ::read(fd_, chunk, sizeof chunk);
     if (n > 0) {
       buffer_.append(chunk, static_cast<size_t>(n));

@@ -25,7 +25,10 @@ struct LineItem {
 
 class LineReader {
  public:
-  LineReader(int fd, size_t max_line_bytes) : fd_(fd), max_line_bytes_(max_line_bytes) {}
+  // `stop_fd` (optional): once it is readable (an eventfd another thread writes), input counts
+  // as ended, so a blocked Next() returns kEof.
+  LineReader(int fd, size_t max_line_bytes, int stop_fd = -1)
+      : fd_(fd), max_line_bytes_(max_line_bytes), stop_fd_(stop_fd) {}
 
   // Blocks until a line (skipping blank lines), an oversized line, EOF or an error.
   LineItem Next();
@@ -35,6 +38,7 @@ class LineReader {
 
   int fd_;
   size_t max_line_bytes_;
+  int stop_fd_;
   std::string buffer_;
   size_t scanned_ = 0;  // bytes of buffer_ already searched for '\n'
   bool discarding_ = false;

@@ -90,8 +90,8 @@ RpcResult McpServer::HandleRequest(const std::string& method, const Json& params
 
 void McpServer::HandleNotification(const std::string& method, const Json&) {
   if (method == "notifications/initialized") initialized_ = initialize_seen_;
-  // notifications/cancelled: requests run one at a time and are bounded by their time limits;
-  // by the time a cancellation is read the request has been answered. Others are ignored.
+  // notifications/cancelled is applied by the transport as soon as it is read (ServeStdio,
+  // request_queue.h): it never waits here behind the request it cancels. Others are ignored.
 }
 
 RpcResult McpServer::Initialize(const Json& params) {

@@ -4,9 +4,14 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <poll.h>
+
+#include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "mcp/analysis_tools.h"
 #include "mcp/gpuwhy_server.h"
@@ -313,6 +318,165 @@ TEST_F(ServerTest, InvestigatePrompt) {
   EXPECT_EQ(Call("prompts/get",
                  {{"name", "investigate"}, {"arguments", {{"pid", "x"}}}})["error"]["code"],
             -32602);
+}
+
+// `gpuwhy mcp`'s stdio loop on pipes, in a thread: what a client sees.
+class StdioSession {
+ public:
+  explicit StdioSession(McpServer& server) {
+    EXPECT_EQ(pipe(in_), 0);
+    EXPECT_EQ(pipe(out_), 0);
+    thread_ = std::thread([this, &server] {
+      status_ = ServeStdio(server, in_[0], out_[1]);
+      close(out_[1]);
+    });
+  }
+  ~StdioSession() {
+    EndInput();
+    thread_.join();
+    close(in_[0]);
+    close(out_[0]);
+  }
+  void Send(const std::string& line) {
+    std::string data = line + "\n";
+    EXPECT_EQ(write(in_[1], data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  }
+  void EndInput() {
+    if (in_[1] >= 0) close(in_[1]);
+    in_[1] = -1;
+  }
+  // The next reply, or nullopt after `timeout_s` or at the end of output.
+  std::optional<Json> Read(double timeout_s) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (true) {
+      size_t nl = buffer_.find('\n');
+      if (nl != std::string::npos) {
+        Json j = Json::parse(buffer_.substr(0, nl), nullptr, false);
+        buffer_.erase(0, nl + 1);
+        return j;
+      }
+      int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      deadline - std::chrono::steady_clock::now())
+                                      .count());
+      if (left <= 0) return std::nullopt;
+      pollfd p{out_[0], POLLIN, 0};
+      if (poll(&p, 1, left) <= 0) continue;
+      char chunk[65536];
+      ssize_t n = read(out_[0], chunk, sizeof chunk);
+      if (n <= 0) return std::nullopt;
+      buffer_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  int in_[2] = {-1, -1};
+  int out_[2] = {-1, -1};
+  std::thread thread_;
+  Status status_;
+  std::string buffer_;
+};
+
+std::string Request(const Json& id, const std::string& method, const Json& params) {
+  return Json{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}}.dump();
+}
+
+std::string Cancellation(const Json& id) {
+  return Json{{"jsonrpc", "2.0"},
+              {"method", "notifications/cancelled"},
+              {"params", {{"requestId", id}, {"reason", "test"}}}}
+      .dump();
+}
+
+Json EndlessQuery(int64_t timeout_ms) {
+  return {{"name", "query_sql"},
+          {"arguments",
+           {{"sql", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT "
+                    "COUNT(*) FROM c"},
+            {"timeout_ms", timeout_ms}}}};
+}
+
+// Issue 12: notifications/cancelled was not honoured: a query kept running to its time limit
+// (60 s here) and everything behind it waited. Now the cancelled query stops at once, gets no
+// reply, and the cancellation touches no other request.
+TEST_F(ServerTest, CancellationStopsTheRequestItNamesAndNothingElse) {
+  StdioSession io(gpuwhy_->server());
+  io.Send(Request(1, "initialize",
+                  {{"protocolVersion", "2025-06-18"},
+                   {"capabilities", Json::object()},
+                   {"clientInfo", {{"name", "t"}, {"version", "1"}}}}));
+  std::optional<Json> r = io.Read(30);
+  ASSERT_TRUE(r && (*r)["id"] == 1);
+  io.Send(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+
+  // 1. A running query: cancelled, stopped, no reply. Unknown ids and malformed cancels first.
+  io.Send(Request("slow-1", "tools/call", EndlessQuery(60'000)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  io.Send(Cancellation(999));
+  io.Send(Cancellation("slow-2"));
+  io.Send(R"({"jsonrpc":"2.0","method":"notifications/cancelled"})");
+  io.Send(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":{}}})");
+  io.Send(Cancellation("slow-1"));
+  auto start = std::chrono::steady_clock::now();
+  io.Send(Request(3, "ping", Json::object()));
+  r = io.Read(10);
+  ASSERT_TRUE(r.has_value()) << "no reply 10 s after the cancellation: the query still runs";
+  EXPECT_EQ((*r)["id"], 3) << r->dump();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10);
+
+  // 2. The next request runs normally: the cancellation did not leak into it.
+  io.Send(Request(4, "tools/call",
+                  {{"name", "query_sql"}, {"arguments", {{"sql", "SELECT 4 AS four"}}}}));
+  r = io.Read(30);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ((*r)["id"], 4);
+  EXPECT_FALSE((*r)["result"]["isError"].get<bool>()) << r->dump();
+
+  // 3. A queued request cancelled before it starts is never run or answered; the one running
+  //    in front of it is cancelled too.
+  io.Send(Request(5, "tools/call", EndlessQuery(60'000)));
+  io.Send(Request(6, "tools/call",
+                  {{"name", "query_sql"}, {"arguments", {{"sql", "SELECT 6"}}}}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  io.Send(Cancellation(6));
+  io.Send(Cancellation(5));
+  io.Send(Request(7, "ping", Json::object()));
+  r = io.Read(10);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ((*r)["id"], 7) << r->dump();
+
+  // 4. Cancelling a finished request (7) while another runs leaves the running one alone: it
+  //    ends by its own time limit and is answered.
+  io.Send(Request(8, "tools/call", EndlessQuery(700)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  io.Send(Cancellation(7));
+  io.Send(Cancellation(1));  // initialize, finished long ago
+  r = io.Read(30);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ((*r)["id"], 8);
+  EXPECT_TRUE((*r)["result"]["isError"].get<bool>());
+  EXPECT_NE(r->dump().find("time limit"), std::string::npos) << r->dump();
+
+  // Nothing else comes: no late replies for the cancelled requests.
+  io.EndInput();
+  EXPECT_FALSE(io.Read(5).has_value());
+}
+
+// The stdio loop still ends cleanly at EOF with requests queued, and answers all of them.
+TEST_F(ServerTest, StdioAnswersEverythingReadBeforeEof) {
+  StdioSession io(gpuwhy_->server());
+  for (int i = 1; i <= 40; ++i) io.Send(Request(i, "ping", Json::object()));
+  io.Send(std::string(2 << 20, 'x'));  // oversized: answered with -32600, in order
+  io.EndInput();
+  for (int i = 1; i <= 40; ++i) {
+    std::optional<Json> r = io.Read(30);
+    ASSERT_TRUE(r.has_value()) << i;
+    EXPECT_EQ((*r)["id"], i);
+  }
+  std::optional<Json> big = io.Read(30);
+  ASSERT_TRUE(big.has_value());
+  EXPECT_EQ((*big)["error"]["code"], -32600);
+  EXPECT_FALSE(io.Read(5).has_value());
 }
 
 TEST_F(ServerTest, MissingDatabaseIsAToolErrorNotACrash) {

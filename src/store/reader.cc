@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -16,6 +17,15 @@
 namespace gw {
 
 namespace {
+
+// The calling thread's cancellation flag (QueryCancelScope); null when none.
+thread_local const std::atomic<bool>* t_cancel_flag = nullptr;
+
+bool CancelRequested(const std::atomic<bool>* flag) {
+  return flag != nullptr && flag->load(std::memory_order_relaxed);
+}
+
+constexpr const char* kCancelledMessage = "query cancelled by the client";
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -158,16 +168,30 @@ int ReaderAuthorizer(void* user, int action, const char* a1, const char* a2, con
   }
 }
 
-// Interrupts the statement at its deadline from a thread of its own: the progress handler
-// runs only every 10,000 VM steps, and one step (a 50 MB printf) can take long.
+// Interrupts the statement at its deadline, or once `cancel` is set, from a thread of its own:
+// the progress handler runs only every 10,000 VM steps, and one step (a 50 MB printf) can take
+// long. sqlite3_interrupt is called under mu_, and the destructor takes mu_ before the
+// statement's owner goes on, so the connection is open whenever it is interrupted.
 class Watchdog {
  public:
-  Watchdog(sqlite3* db, int64_t timeout_ms) : db_(db) {
-    if (timeout_ms <= 0) return;
-    thread_ = std::thread([this, timeout_ms] {
+  Watchdog(sqlite3* db, int64_t timeout_ms, const std::atomic<bool>* cancel) : db_(db) {
+    if (timeout_ms <= 0 && cancel == nullptr) return;
+    thread_ = std::thread([this, timeout_ms, cancel] {
+      using Clock = std::chrono::steady_clock;
+      const Clock::time_point deadline = timeout_ms > 0
+                                             ? Clock::now() + std::chrono::milliseconds(timeout_ms)
+                                             : Clock::time_point::max();
       std::unique_lock<std::mutex> lock(mu_);
-      if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return done_; })) {
-        sqlite3_interrupt(db_);
+      while (!done_) {
+        if (CancelRequested(cancel) || Clock::now() >= deadline) {
+          sqlite3_interrupt(db_);
+          return;
+        }
+        // Without a cancellation flag only the deadline can end it: sleep until then.
+        Clock::time_point wake =
+            cancel != nullptr ? std::min(deadline, Clock::now() + std::chrono::milliseconds(20))
+                              : deadline;
+        cv_.wait_until(lock, wake, [&] { return done_; });
       }
     });
   }
@@ -193,8 +217,16 @@ class Watchdog {
 
 int ReaderProgress(void* user) {
   auto* reader = static_cast<StoreReader*>(user);
+  if (CancelRequested(t_cancel_flag)) return 1;
   return (reader->deadline_ms_ != 0 && NowMs() > reader->deadline_ms_) ? 1 : 0;
 }
+
+QueryCancelScope::QueryCancelScope(const std::atomic<bool>* cancelled)
+    : previous_(t_cancel_flag) {
+  t_cancel_flag = cancelled;
+}
+
+QueryCancelScope::~QueryCancelScope() { t_cancel_flag = previous_; }
 
 StatusOr<std::unique_ptr<StoreReader>> StoreReader::Open(const std::string& path) {
   struct stat st;
@@ -322,7 +354,7 @@ StatusOr<QueryEnd> StoreReader::QueryStream(const std::string& sql,
   deadline_ms_ = options.timeout_ms > 0 ? NowMs() + options.timeout_ms : 0;
   int rc;
   {
-    Watchdog watchdog(db_.get(), options.timeout_ms);
+    Watchdog watchdog(db_.get(), options.timeout_ms, t_cancel_flag);
     while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
       if (options.max_rows > 0 && end.rows >= options.max_rows) {
         end.truncated = true;
@@ -336,6 +368,9 @@ StatusOr<QueryEnd> StoreReader::QueryStream(const std::string& sql,
     }
   }
   deadline_ms_ = 0;
+  if (rc == SQLITE_INTERRUPT && CancelRequested(t_cancel_flag)) {
+    return Unavailable(kCancelledMessage);
+  }
   if (rc == SQLITE_INTERRUPT) {
     return Unavailable("query stopped after " + std::to_string(options.timeout_ms) +
                        " ms (time limit) — hint: narrow it with a timestamp range or LIMIT");
@@ -369,6 +404,9 @@ Status StoreReader::ForEach(const std::string& sql, const std::vector<int64_t>& 
   }
   int rc;
   while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) fn(stmt.get());
+  if (rc == SQLITE_INTERRUPT && CancelRequested(t_cancel_flag)) {
+    return Unavailable(kCancelledMessage);
+  }
   if (rc != SQLITE_DONE) return SqliteStatus(db_.get(), rc, "read " + path_);
   return Status::Ok();
 }

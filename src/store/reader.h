@@ -5,6 +5,7 @@
 // a per-statement time limit. Opening never creates or changes the file.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -27,6 +28,24 @@ struct QueryEnd {
 // (LimitProcessHeap).
 inline constexpr int kMaxValueBytes = 64 << 20;
 inline constexpr int64_t kQueryHeapLimitBytes = int64_t{1} << 30;
+
+// Cancellation from another thread (MCP notifications/cancelled). While a QueryCancelScope lives
+// on a thread, every statement a StoreReader steps on that thread stops soon after `*cancelled`
+// becomes true: the progress handler checks it every 10,000 VM steps, and QueryStream's watchdog
+// every 20 ms (for single slow steps). The statement then fails with kUnavailable "... cancelled
+// by the client". Thread safety: the scope keeps the pointer in a thread_local, read only by the
+// thread that created it (the one stepping statements); the flag itself is an atomic that any
+// thread may set. The flag must outlive the scope.
+class QueryCancelScope {
+ public:
+  explicit QueryCancelScope(const std::atomic<bool>* cancelled);
+  ~QueryCancelScope();
+  QueryCancelScope(const QueryCancelScope&) = delete;
+  QueryCancelScope& operator=(const QueryCancelScope&) = delete;
+
+ private:
+  const std::atomic<bool>* previous_;
+};
 
 struct QueryOptions {
   int64_t max_rows = 0;        // 0 = unlimited; else rows beyond are cut and flagged

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <unistd.h>
 
 #include <cstdio>
@@ -194,6 +196,50 @@ TEST_F(StoreTest, QueryTimeLimitHoldsForSlowSteps) {
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(t.status().code(), StatusCode::kUnavailable) << t.status().message();
   EXPECT_LT(s, 2.0) << "a 300 ms limit stopped the statement after " << s << " s";
+}
+
+// Issue 12 (MCP notifications/cancelled): a flag set from another thread stops the statements
+// of the thread in a QueryCancelScope, those with slow single steps (watchdog) as well as
+// endless ones (progress handler) and ForEach, which has no time limit at all.
+TEST_F(StoreTest, QueryCancelScopeStopsStatementsFromAnotherThread) {
+  auto w = NewWriter();
+  ASSERT_TRUE(w->BeginSession({}).ok());
+  ASSERT_TRUE(w->Close().ok());
+  auto r = StoreReader::Open(path_);
+  ASSERT_TRUE(r.ok());
+  const char* kSlowSteps =
+      "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c LIMIT 2000) "
+      "SELECT SUM(length(hex(randomblob(30000000)))) FROM c";
+  const char* kEndless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) "
+                         "SELECT COUNT(*) FROM c";
+  for (int variant = 0; variant < 3; ++variant) {
+    std::atomic<bool> cancel{false};
+    QueryCancelScope scope(&cancel);
+    std::thread canceller([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      cancel.store(true);
+    });
+    auto start = std::chrono::steady_clock::now();
+    Status st;
+    if (variant == 0) {
+      st = (*r)->Query(kSlowSteps).status();  // no time limit
+    } else if (variant == 1) {
+      st = (*r)->Query(kEndless, QueryOptions{0, 60'000}).status();
+    } else {
+      st = (*r)->ForEach(kEndless, {}, [](sqlite3_stmt*) {});
+    }
+    canceller.join();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(st.code(), StatusCode::kUnavailable) << variant << ": " << st.message();
+    EXPECT_NE(st.message().find("cancelled"), std::string::npos) << st.message();
+    EXPECT_LT(s, 3.0) << "variant " << variant << " stopped " << s << " s after the cancel";
+  }
+  // A flag that is not set changes nothing, and the connection works after a cancellation.
+  std::atomic<bool> idle{false};
+  QueryCancelScope scope(&idle);
+  auto t = (*r)->Query("SELECT 41 + 1");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(std::get<int64_t>(t->rows[0][0]), 42);
 }
 
 // Rows reach the callback as they are read: a statement without end streams until its limit.

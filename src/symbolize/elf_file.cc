@@ -137,12 +137,21 @@ std::optional<SourceLine> ElfFile::FindLine(uint64_t address) {
 }
 
 std::optional<std::string> ElfFile::ReadAddress(uint64_t address, size_t size) const {
-  std::optional<uint64_t> off = AddressToFileOffset(address);
-  if (!off) return std::nullopt;
   size_t file_size = 0;
   const char* image = elf_rawfile(elf_.get(), &file_size);
-  if (image == nullptr || *off + size > file_size) return std::nullopt;
-  return std::string(image + *off, size);
+  if (image == nullptr) return std::nullopt;
+  // The headers are the file's word: every sum is checked before it is used (a segment at
+  // offset 2^64 - 8 made `offset + size` wrap and the read land outside the mapping).
+  for (const Segment& s : segments_) {
+    if (address < s.vaddr || address - s.vaddr >= s.filesz) continue;
+    uint64_t in_segment = address - s.vaddr;
+    if (size > s.filesz - in_segment) return std::nullopt;  // runs past the initialized data
+    if (s.offset > file_size || in_segment > file_size - s.offset) return std::nullopt;
+    uint64_t off = s.offset + in_segment;
+    if (size > file_size - off) return std::nullopt;
+    return std::string(image + off, size);
+  }
+  return std::nullopt;
 }
 
 }  // namespace gw

@@ -2,6 +2,7 @@
 
 #include <sys/uio.h>
 
+#include <cstdint>
 #include <cstring>
 
 namespace gw {
@@ -72,20 +73,28 @@ int32_t ReadSignedVarint(const std::string& t, size_t* i) {
   return (v & 1) ? -static_cast<int32_t>(v >> 1) : static_cast<int32_t>(v >> 1);
 }
 
+// Line arithmetic runs in int64_t; a line outside int (only a corrupt table makes one) is "no
+// line". Past kMaxLineMagnitude a table is corrupt: stop before the sum could overflow.
+constexpr int64_t kMaxLineMagnitude = int64_t{1} << 40;
+
+int AsLine(int64_t line) {
+  return line >= INT32_MIN && line <= INT32_MAX ? static_cast<int>(line) : -1;
+}
+
 // 3.10 (PEP 626): pairs of (bytecode bytes advanced, signed line delta; -128 = no line).
 int LineFor310(const std::string& t, int first_line, int64_t offset) {
-  int line = first_line;
+  int64_t line = first_line;  // wide: the table and first line are the traced process's memory
   int64_t end = 0;
   for (size_t i = 0; i + 1 < t.size(); i += 2) {
     int64_t start = end;
     end += static_cast<uint8_t>(t[i]);
     int8_t delta = static_cast<int8_t>(t[i + 1]);
-    int current = -1;
+    int64_t current = -1;
     if (delta != -128) {
       line += delta;
       current = line;
     }
-    if (offset >= start && offset < end) return current;
+    if (offset >= start && offset < end) return AsLine(current);
   }
   return -1;
 }
@@ -94,7 +103,7 @@ int LineFor310(const std::string& t, int first_line, int64_t offset) {
 int LineFor311(const std::string& t, int first_line, int64_t offset) {
   int64_t unit = offset / 2;
   int64_t end = 0;
-  int line = first_line;
+  int64_t line = first_line;  // wide: deltas are up to 2^31 each (a corrupt or hostile table)
   size_t i = 0;
   while (i < t.size()) {
     uint8_t head = static_cast<uint8_t>(t[i++]);
@@ -102,7 +111,8 @@ int LineFor311(const std::string& t, int first_line, int64_t offset) {
     int code = (head >> 3) & 0x0f;
     int64_t start = end;
     end += (head & 0x07) + 1;
-    int current = line;
+    if (line > kMaxLineMagnitude || line < -kMaxLineMagnitude) return -1;  // corrupt
+    int64_t current = line;
     if (code == 15) {
       current = -1;           // no location
     } else if (code == 14) {  // long form
@@ -122,7 +132,7 @@ int LineFor311(const std::string& t, int first_line, int64_t offset) {
       current = line;
       i += 1;
     }
-    if (unit >= start && unit < end) return current;
+    if (unit >= start && unit < end) return AsLine(current);
   }
   return -1;
 }

@@ -1,12 +1,16 @@
 // Unit tests for the symbolizer's building blocks: maps parsing, CPython line tables (against
 // fixtures recorded from the real interpreters' co_lines()), and splicing.
 #include <gtest/gtest.h>
+#include <elf.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "symbolize/elf_file.h"
 #include "symbolize/process_maps.h"
 #include "symbolize/python_code.h"
 #include "symbolize/symbolizer.h"
@@ -74,6 +78,63 @@ TEST(PythonLineTableTest, MatchesInterpreterCoLines) {
 
 TEST(PythonLineTableTest, NotStartedFrameIsFirstLine) {
   EXPECT_EQ(PythonLineForOffset(12, "", 7, -2), 7);
+}
+
+// Found by fuzz_stacks: a line table (the traced process's memory) whose deltas sum past
+// INT_MAX overflowed a signed int (UBSan abort; a wrapped negative line in release builds).
+TEST(PythonLineTableTest, HostileTablesDoNotOverflow) {
+  // 3.11+: three "no column" entries, each one code unit and line delta +(2^31 - 1).
+  const std::string huge_delta = "\xe8\x7e\x7f\x7f\x7f\x7f\x03";
+  const std::string table = huge_delta + huge_delta + huge_delta;
+  for (int64_t offset : {0, 2, 4, 6}) {
+    int line = PythonLineForOffset(13, table, 1, offset);
+    EXPECT_TRUE(line == -1 || line > 0) << "offset " << offset << ": line " << line;
+  }
+  EXPECT_EQ(PythonLineForOffset(13, table, 1, 4), -1);
+  // 3.10: first line INT_MAX (co_firstlineno is the process's memory too) plus one.
+  EXPECT_EQ(PythonLineForOffset(10, std::string("\x02\x01", 2), INT32_MAX, 0), -1);
+  EXPECT_EQ(PythonLineForOffset(10, std::string("\x02\x01", 2), 41, 0), 42);
+}
+
+// Found by fuzz_elf: a PT_LOAD segment whose file offset is near 2^64 made ReadAddress's
+// bounds check wrap (offset + size), and it read far outside the mapped file.
+TEST(ElfFileTest, ReadAddressChecksHostileSegmentOffsets) {
+  char path[] = "/tmp/gw_elf_test_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  Elf64_Ehdr eh{};
+  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
+  eh.e_ident[EI_CLASS] = ELFCLASS64;
+  eh.e_ident[EI_DATA] = ELFDATA2LSB;
+  eh.e_ident[EI_VERSION] = EV_CURRENT;
+  eh.e_type = ET_DYN;
+  eh.e_machine = EM_X86_64;
+  eh.e_version = EV_CURRENT;
+  eh.e_phoff = sizeof eh;
+  eh.e_ehsize = sizeof eh;
+  eh.e_phentsize = sizeof(Elf64_Phdr);
+  eh.e_phnum = 2;
+  Elf64_Phdr ph[2]{};
+  ph[0].p_type = PT_LOAD;  // hostile: its bytes "start" 8 bytes before 2^64
+  ph[0].p_vaddr = 0x1000;
+  ph[0].p_offset = ~uint64_t{0} - 7;
+  ph[0].p_filesz = ph[0].p_memsz = 0x1000;
+  ph[1].p_type = PT_LOAD;  // honest: the headers themselves, at 0x10000
+  ph[1].p_vaddr = 0x10000;
+  ph[1].p_offset = 0;
+  ph[1].p_filesz = ph[1].p_memsz = sizeof eh + sizeof ph;
+  ASSERT_EQ(write(fd, &eh, sizeof eh), static_cast<ssize_t>(sizeof eh));
+  ASSERT_EQ(write(fd, ph, sizeof ph), static_cast<ssize_t>(sizeof ph));
+  close(fd);
+  auto elf = ElfFile::Open(path);
+  unlink(path);
+  ASSERT_TRUE(elf.ok()) << elf.status().message();
+  EXPECT_FALSE((*elf)->ReadAddress(0x1000, 16).has_value());
+  EXPECT_FALSE((*elf)->ReadAddress(0x1ff8, 16).has_value());
+  std::optional<std::string> magic = (*elf)->ReadAddress(0x10000, 4);
+  ASSERT_TRUE(magic.has_value());
+  EXPECT_EQ(*magic, std::string(ELFMAG, SELFMAG));
+  EXPECT_FALSE((*elf)->ReadAddress(0x10000, sizeof eh + sizeof ph + 1).has_value());
 }
 
 TEST(PythonInstructionOffsetTest, PerVersion) {
