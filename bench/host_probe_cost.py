@@ -19,6 +19,7 @@ tracked process or not).
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,7 +34,10 @@ HOST_PROGS = ("gw_sched_switch", "gw_sched_waking", "gw_irq_entry", "gw_irq_exit
 
 
 def prog_stats():
-    """{name: (run_cnt, run_time_ns)} of every loaded BPF program, from bpftool."""
+    """{name: (run_cnt, run_time_ns)} of every loaded BPF program, from bpftool ({} without
+    bpftool: the round-trip times are then the whole result)."""
+    if shutil.which("bpftool") is None:
+        return {}
     out = subprocess.run(["bpftool", "prog", "show", "--json"], capture_output=True, text=True,
                          check=True).stdout
     stats = {}

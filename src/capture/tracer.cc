@@ -91,7 +91,7 @@ Status Tracer::Start() {
     ASSIGN_OR_RETURN(writer_, StoreWriter::Create(options_.db_path, wo));
     HostInfo hi = ReadHostInfo();
     SessionInfo info;
-    info.kind = "trace";
+    info.kind = options_.session_kind;
     info.wall_start_ns = clock_.wall_start_ns;
     info.mono_start_ns = clock_.mono_start_ns;
     info.host = hi.host;

@@ -36,6 +36,7 @@
 namespace gw {
 
 struct TracerOptions {
+  std::string session_kind = "trace";  // sessions.kind: "job" for `trace -- CMD`
   int64_t duration_ns = 0;  // 0: until Ctrl-C / SIGTERM
   std::vector<int32_t> pids;
   std::vector<std::string> comms;

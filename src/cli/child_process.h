@@ -39,7 +39,8 @@ class GatedChild {
   GatedChild& operator=(GatedChild&&) = delete;
   GatedChild(const GatedChild&) = delete;
   GatedChild& operator=(const GatedChild&) = delete;
-  // A child never released exits at once (the gate closes) and is reaped.
+  // A child never released exits at once (the gate closes) and is reaped; a released one that
+  // is still running is left alone (Wait() first to reap it).
   ~GatedChild();
 
   pid_t pid() const { return pid_; }

@@ -1,7 +1,6 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,12 +11,12 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "analysis/explain.h"
 #include "capture/tracer.h"
 #include "cli/blkio_throttle.h"
+#include "cli/child_process.h"
 #include "cli/commands.h"
 #include "demo/generator.h"
 #include "demo/scenarios.h"
@@ -207,99 +206,65 @@ class ChildSet {
   ChildSet& operator=(const ChildSet&) = delete;
   ~ChildSet() { StopAll(); }
 
-  // Forks a child pinned to `cpu` with stdout/stderr to `log_fd`. With a gate, the child
-  // waits until Release() before exec, so a tracer can follow it from its first instruction.
-  // cpu < 0: not pinned.
+  // Starts a child pinned to `cpu` (< 0: not pinned) with stdout/stderr to `log_fd`, in its own
+  // process group (a terminal's Ctrl-C reaches gpuwhy, which stops the children). With a gate,
+  // it waits until Release() before exec, so a tracer can follow it from its first instruction.
   StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, int cpu, int log_fd, bool gated) {
-    int gate[2] = {-1, -1};
-    if (gated && pipe2(gate, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
-    std::vector<char*> cargv;
-    for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-    cargv.push_back(nullptr);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) return ErrnoStatus("fork", errno);
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-      if (getppid() != parent) _exit(127);
-      signal(SIGINT, SIG_DFL);
-      signal(SIGTERM, SIG_DFL);
-      sigset_t none;
-      sigemptyset(&none);
-      sigprocmask(SIG_SETMASK, &none, nullptr);
-      // Own process group: a terminal's Ctrl-C reaches gpuwhy, which stops the children.
-      setpgid(0, 0);
-      if (cpu >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(cpu, &set);
-        sched_setaffinity(0, sizeof(set), &set);
-      }
-      if (log_fd >= 0) {
-        dup2(log_fd, STDOUT_FILENO);
-        dup2(log_fd, STDERR_FILENO);
-      }
-      int devnull = open("/dev/null", O_RDONLY);
-      if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-      if (gated) {
-        close(gate[1]);
-        char c;
-        if (read(gate[0], &c, 1) != 1) _exit(127);  // parent gone or gave up
-      }
-      execv(cargv[0], cargv.data());
-      _exit(127);
-    }
-    if (gated) {
-      close(gate[0]);
-      gates_[pid] = gate[1];
-    }
-    pids_.push_back(pid);
+    ChildOptions options;
+    options.argv = argv;
+    options.cpu = cpu;
+    options.output_fd = log_fd;
+    options.stdin_null = true;
+    options.own_process_group = true;
+    options.die_with_parent = true;
+    ASSIGN_OR_RETURN(GatedChild child, GatedChild::Spawn(options));
+    pid_t pid = child.pid();
+    children_.push_back(std::move(child));
+    if (!gated) RETURN_IF_ERROR(Release(pid));
     return pid;
   }
 
-  void Release(pid_t pid) {
-    auto it = gates_.find(pid);
-    if (it == gates_.end()) return;
-    ssize_t ignored = write(it->second, "g", 1);
-    (void)ignored;
-    close(it->second);
-    gates_.erase(it);
+  Status Release(pid_t pid) {
+    GatedChild* child = Find(pid);
+    return child == nullptr ? Status::Ok() : child->Release();
   }
 
   // True when `pid` has exited (it is reaped then).
   bool Exited(pid_t pid) {
-    int status = 0;
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) {
-      pids_.erase(std::remove(pids_.begin(), pids_.end(), pid), pids_.end());
-      return true;
-    }
-    return r < 0;
+    GatedChild* child = Find(pid);
+    int code = 0;
+    return child == nullptr || child->Exited(&code);
   }
 
   void StopAll() {
-    for (auto& [pid, fd] : gates_) close(fd);  // gated children exit at once
-    gates_.clear();
-    for (pid_t pid : pids_) kill(pid, SIGTERM);
+    int code = 0;
+    for (GatedChild& c : children_) {
+      if (!c.Exited(&code)) kill(c.pid(), SIGTERM);
+    }
     // Up to ~2 s for a clean exit (the trainer stops its own workers), then SIGKILL.
-    for (int i = 0; i < 200 && !pids_.empty(); ++i) {
-      std::vector<pid_t> left;
-      for (pid_t pid : pids_) {
-        if (waitpid(pid, nullptr, WNOHANG) == 0) left.push_back(pid);
+    for (int i = 0; i < 200; ++i) {
+      bool running = false;
+      for (GatedChild& c : children_) running |= !c.Exited(&code);
+      if (!running) break;
+      usleep(10'000);
+    }
+    for (GatedChild& c : children_) {
+      if (!c.Exited(&code)) {
+        kill(c.pid(), SIGKILL);
+        c.Wait();
       }
-      pids_ = std::move(left);
-      if (!pids_.empty()) usleep(10'000);
     }
-    for (pid_t pid : pids_) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-    pids_.clear();
+    children_.clear();
   }
 
  private:
-  std::vector<pid_t> pids_;
-  std::unordered_map<pid_t, int> gates_;
+  GatedChild* Find(pid_t pid) {
+    for (GatedChild& c : children_) {
+      if (c.pid() == pid) return &c;
+    }
+    return nullptr;
+  }
+  std::vector<GatedChild> children_;
 };
 
 // A cold file for the io-bottleneck scenario (O_DIRECT reads never hit the page cache). On
@@ -454,7 +419,7 @@ int RunLiveDemo(const FlagSet& flags, const std::string& scenario_name,
   if (!created.ok()) return ReportError(created.status());
   std::unique_ptr<Tracer> tracer = std::move(created).value();
   if (Status st = tracer->Start(); !st.ok()) return ReportError(st);
-  children.Release(*loop);
+  if (Status st = children.Release(*loop); !st.ok()) return ReportError(st);
 
   std::fprintf(stderr, "gpuwhy demo --live: tracing %llds…\n", static_cast<long long>(duration_s));
   int64_t inject_at_ns = duration_ns / 3;

@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "discover/cuda_libs.h"
 #include "sources/system/host_info.h"
+#include "store/window.h"
 
 namespace gw {
 
@@ -255,6 +256,7 @@ int RunTrace(const Args& all_args) {
     if (!spawned.ok()) return ReportError(spawned.status());
     job.emplace(std::move(*spawned));
     options.pids = {static_cast<int32_t>(job->pid())};
+    options.session_kind = kJobSessionKind;  // explain's default window: the job's lifetime
     for (std::string& dir : CudaLibDirsNextTo(command[0], std::getenv("PATH"))) options.cuda_libs.push_back(dir);
   }
 

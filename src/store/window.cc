@@ -145,6 +145,18 @@ StatusOr<SessionWindow> ResolveWindow(StoreReader& reader, const WindowRequest& 
                     " has no events — hint: was the traced job running? check `gpuwhy query "
                     "\"SELECT * FROM sessions\"` for drops");
   }
+  // A session `trace -- CMD` recorded is the job's whole lifetime: by default, all of it.
+  std::string kind;
+  RETURN_IF_ERROR(reader.ForEach("SELECT kind FROM sessions WHERE id = ?1", {session},
+                                 [&](sqlite3_stmt* s) {
+                                   const unsigned char* t = sqlite3_column_text(s, 0);
+                                   if (t != nullptr) kind = reinterpret_cast<const char*>(t);
+                                 }));
+  if (kind == kJobSessionKind) {
+    WindowRequest whole = request;
+    whole.default_since_ns.reset();
+    return WindowOfSession(whole, session, *first, *last);
+  }
   return WindowOfSession(request, session, *first, *last);
 }
 

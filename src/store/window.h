@@ -8,6 +8,8 @@
 //   begin = from, else end − since (since: the request's, else its default), clipped to the
 //           session's start (0, or its first event if an edited file has earlier ones);
 //           with neither from nor a since: the session's first event (the whole session).
+//   A session of kind "job" (`trace -- CMD`: the job's lifetime) ignores the default since:
+//   without since or from it is the whole session.
 //   since together with from is refused; since with to is "since, ending at to".
 //   An empty window (end ≤ begin), a session that is not there and a session without events
 //   are errors that say so.
@@ -22,6 +24,9 @@
 namespace gw {
 
 class StoreReader;
+
+// sessions.kind of a recording made by `trace -- CMD`.
+inline constexpr char kJobSessionKind[] = "job";
 
 // explain's default window: the last 2 minutes of the session.
 inline constexpr int64_t kDefaultSinceNs = 120'000'000'000;

@@ -221,5 +221,51 @@ TEST_F(WindowFileTest, MissingSessionListsTheSessions) {
       << w.status().message();
 }
 
+// A session recorded by `trace -- CMD` (kind "job") is the job's lifetime: explain's default
+// window is all of it, not its last 2 minutes; an attached trace keeps the default.
+TEST(WindowJobSession, DefaultWindowIsTheJobsLifetime) {
+  char tmpl[] = "/tmp/gw_window_job_XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::string path = dir + "/j.db";
+  {
+    auto writer = StoreWriter::Create(path, {});
+    ASSERT_TRUE(writer.ok()) << writer.status().message();
+    for (const char* kind : {"job", "trace"}) {
+      SessionInfo info;
+      info.kind = kind;
+      info.wall_start_ns = 1;
+      ASSERT_TRUE((*writer)->BeginSession(info).ok());
+      for (int64_t t : {1 * kSec, 150 * kSec, 300 * kSec}) {
+        Event e;
+        e.ts_ns = t;
+        e.pid = e.tid = 100;
+        e.op = Op::kSchedSwitch;
+        (*writer)->AppendEvent(e);
+      }
+      ASSERT_TRUE((*writer)->EndSession(SessionTotals{}).ok());
+    }
+    ASSERT_TRUE((*writer)->Close().ok());
+  }
+  auto reader = StoreReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  WindowRequest job = WindowRequestWithDefaultSince(kDefaultSinceNs);
+  job.session = 1;
+  StatusOr<SessionWindow> w = ResolveWindow(**reader, job);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  EXPECT_EQ(w->begin_ns, 1 * kSec);
+  EXPECT_EQ(w->label, "whole session");
+  WindowRequest attached = WindowRequestWithDefaultSince(kDefaultSinceNs);
+  attached.session = 2;
+  w = ResolveWindow(**reader, attached);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  EXPECT_EQ(w->begin_ns, 300 * kSec + 1 - kDefaultSinceNs);
+  // An explicit --since still applies to a job's session.
+  job.since_ns = 10 * kSec;
+  w = ResolveWindow(**reader, job);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  EXPECT_EQ(w->begin_ns, 290 * kSec + 1);
+  (void)!std::system(("rm -rf " + dir).c_str());
+}
+
 }  // namespace
 }  // namespace gw
