@@ -26,8 +26,11 @@ done
 glibc=$(objdump -T "$bin" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1)
 depends="libc6 (>= ${glibc:-2.17})"
 
-stage=$BUILD/deb/root
-rm -rf "$BUILD/deb"
+# Staged next to the package (the test stages in its scratch directory, not the build tree).
+mkdir -p "$OUT"
+stage=$(mktemp -d "$OUT/.gpuwhy-deb.XXXXXX")
+trap 'rm -rf "$stage"' EXIT
+chmod 0755 "$stage"
 mkdir -p "$stage/DEBIAN"
 DESTDIR=$stage PREFIX=/usr UNITDIR=/lib/systemd/system \
   ZSHCOMPDIR=/usr/share/zsh/vendor-completions SYSCONFDIR=/etc GZIP_MAN=1 \
@@ -51,7 +54,6 @@ done
 (cd "$stage" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z |
    xargs -0 md5sum) > "$stage/DEBIAN/md5sums"
 
-mkdir -p "$OUT"
 deb=$OUT/gpuwhy_${version}_${arch}.deb
 dpkg-deb --root-owner-group -Zxz --build "$stage" "$deb" > /dev/null
 echo "$deb"

@@ -270,14 +270,24 @@ complete -F _gpuwhy gpuwhy
 """
 
 
-def zsh_quote(text):
-    """A help text inside an _arguments spec's [...] in single quotes."""
-    text = text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]").replace(":", "\\:")
+def sq(text):
+    """Inside single quotes."""
     return text.replace("'", "'\\''")
 
 
+def zsh_quote(text):
+    """A help text inside an _arguments spec's [...]: brackets, colons, backslashes escaped."""
+    text = text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]").replace(":", "\\:")
+    return sq(text)
+
+
+def zsh_message(text):
+    """An _arguments message field (between colons)."""
+    return sq(text.replace("\\", "\\\\").replace(":", "\\:"))
+
+
 def zsh_completion(commands):
-    described = "\n".join(f"    '{c.name}:{zsh_quote(c.summary)}'" for c in commands)
+    described = "\n".join(f"    '{c.name}:{sq(c.summary)}'" for c in commands)
     cases = []
     for c in commands:
         if not c.usage:
@@ -287,7 +297,7 @@ def zsh_completion(commands):
             rep = "*" if "repeatable" in f.help else ""
             if f.value:
                 action = "_files" if f.takes_path else " "
-                specs.append(f"'{rep}{f.name}=[{zsh_quote(f.help)}]:{zsh_quote(f.value)}:{action}'")
+                specs.append(f"'{rep}{f.name}=[{zsh_quote(f.help)}]:{zsh_message(f.value)}:{action}'")
             else:
                 specs.append(f"'{f.name}[{zsh_quote(f.help)}]'")
         specs.append("'(- *)'{-h,--help}'[show this help]'")
