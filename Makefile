@@ -9,7 +9,12 @@ JOBS ?= $(shell nproc)
 # Root is needed for apt and for the BPF tests; under a normal user sudo is used for both.
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all setup build demo test test-sanitize bench format tidy clean
+.PHONY: all setup build demo test test-sanitize bench format tidy clean install uninstall deb
+
+# `make install` / `make uninstall` (PREFIX, DESTDIR; packaging/install.sh lists the rest).
+PREFIX ?= /usr/local
+DESTDIR ?=
+export PREFIX DESTDIR
 
 all: build
 
@@ -48,6 +53,19 @@ bench-footprint: build
 	$(SUDO) python3 bench/footprint.py --build $(BUILD)
 bench-train: build
 	$(SUDO) python3 bench/train_overhead.py --build $(BUILD)
+
+# Installs what `make` built (binary, generated man pages and completions, the recorder unit and
+# /etc/default/gpuwhy): `make && sudo make install`. It builds nothing, so root writes no files
+# into the build tree.
+install:
+	packaging/install.sh $(BUILD)
+
+uninstall:
+	packaging/install.sh --uninstall
+
+# gpuwhy_<version>_<arch>.deb in $(BUILD)/ (packaging/README.md).
+deb: build
+	packaging/build_deb.sh $(BUILD)
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h' '*.bpf.c')

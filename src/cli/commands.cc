@@ -12,6 +12,8 @@ const std::vector<Command>& AllCommands() {
       {"demo", "record a synthetic scenario (no root, no GPU) and explain it", RunDemo},
       {"diff", "compare two recordings before/after a fix", RunDiff},
       {"query", "run read-only SQL against a recording", RunQuery},
+      {"sessions", "list the recording sessions in a database (span, events, size)", RunSessions},
+      {"prune", "remove old recording sessions from a database", RunPrune},
       {"trace", "trace CUDA calls and host kernel events of GPU jobs into the database",
        RunTrace},
       {"version", "print the gpuwhy version", RunVersion},

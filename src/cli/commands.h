@@ -24,7 +24,9 @@ int RunDemo(const Args& args);
 int RunDiff(const Args& args);
 int RunExplain(const Args& args);
 int RunMcp(const Args& args);
+int RunPrune(const Args& args);
 int RunQuery(const Args& args);
+int RunSessions(const Args& args);
 int RunTrace(const Args& args);
 int RunVersion(const Args& args);
 
@@ -48,6 +50,11 @@ StatusOr<ExplainOptions> ExplainOptionsFromFlags(const FlagSet& flags);
 // --db PATH (and GPUWHY_DB / ~/.gpuwhy/gpuwhy.db).
 void AddDbFlag(FlagSet& flags);
 std::string DatabasePath(const FlagSet& flags);
+
+// 1.5 GB, 12.0 MB, 640 KB, 512 B (decimal units, as df -H and the docs use).
+std::string HumanBytes(int64_t bytes);
+// 2h 5m, 3m 20s, 45.2s, 850ms.
+std::string HumanSpan(int64_t ns);
 
 std::string VersionString();
 // The command line as typed, for the sessions table.

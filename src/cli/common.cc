@@ -44,6 +44,41 @@ std::string DatabasePath(const FlagSet& flags) {
   return db.empty() ? DefaultDatabasePath() : db;
 }
 
+std::string HumanBytes(int64_t bytes) {
+  static const char* const kUnits[] = {"KB", "MB", "GB", "TB"};
+  if (bytes < 1000) return std::to_string(bytes) + " B";
+  double v = static_cast<double>(bytes);
+  int unit = -1;
+  while (v >= 1000 && unit < 3) {
+    v /= 1000;
+    ++unit;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[unit]);
+  return buf;
+}
+
+std::string HumanSpan(int64_t ns) {
+  if (ns < 0) ns = 0;
+  char buf[32];
+  int64_t s = ns / 1'000'000'000;
+  if (ns < 1'000'000'000) {
+    std::snprintf(buf, sizeof buf, "%lldms", static_cast<long long>(ns / 1'000'000));
+  } else if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ns) / 1e9);
+  } else if (s < 3600) {
+    std::snprintf(buf, sizeof buf, "%lldm %llds", static_cast<long long>(s / 60),
+                  static_cast<long long>(s % 60));
+  } else if (s < 86400) {
+    std::snprintf(buf, sizeof buf, "%lldh %lldm", static_cast<long long>(s / 3600),
+                  static_cast<long long>(s / 60 % 60));
+  } else {
+    std::snprintf(buf, sizeof buf, "%lldd %lldh", static_cast<long long>(s / 86400),
+                  static_cast<long long>(s / 3600 % 24));
+  }
+  return buf;
+}
+
 std::string VersionString() { return GPUWHY_VERSION; }
 
 std::string CommandLine() { return g_command_line; }

@@ -413,7 +413,12 @@ Status StoreReader::ForEach(const std::string& sql, const std::vector<int64_t>& 
 
 StatusOr<std::vector<SessionSummary>> StoreReader::Sessions() {
   std::vector<SessionSummary> out;
-  RETURN_IF_ERROR(ForEach(
+  // Schema 3 added sessions.tracer_pid.
+  int64_t version = 0;
+  RETURN_IF_ERROR(ForEach("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'",
+                          {}, [&](sqlite3_stmt* st) { version = sqlite3_column_int64(st, 0); }));
+  RETURN_IF_ERROR(ForEach(std::string(
+
       // A session whose tracer died (kill -9, power loss) never got its stop time and totals:
       // they are derived from its rows (stop = its newest row).
       "SELECT s.id, s.kind, s.wall_start_ns, COALESCE(s.wall_stop_ns, s.wall_start_ns + "
@@ -424,8 +429,9 @@ StatusOr<std::vector<SessionSummary>> StoreReader::Sessions() {
       "event_rows WHERE session = s.id) ELSE s.events END, s.drops, "
       "COALESCE(s.drops_detail,''), "
       "COALESCE((SELECT MIN(ts) FROM event_rows WHERE session = s.id), 0), "
-      "COALESCE((SELECT MAX(ts) FROM event_rows WHERE session = s.id), 0) "
-      "FROM sessions s ORDER BY s.id",
+      "COALESCE((SELECT MAX(ts) FROM event_rows WHERE session = s.id), 0), "
+      "s.wall_stop_ns IS NOT NULL, ") +
+          (version >= 3 ? "COALESCE(s.tracer_pid, 0)" : "0") + " FROM sessions s ORDER BY s.id",
       {}, [&](sqlite3_stmt* st) {
         auto text = [&](int i) {
           const unsigned char* t = sqlite3_column_text(st, i);
@@ -449,6 +455,8 @@ StatusOr<std::vector<SessionSummary>> StoreReader::Sessions() {
         s.drops_detail = text(14);
         s.first_ts = sqlite3_column_int64(st, 15);
         s.last_ts = sqlite3_column_int64(st, 16);
+        s.ended = sqlite3_column_int64(st, 17) != 0;
+        s.tracer_pid = static_cast<int32_t>(sqlite3_column_int64(st, 18));
         out.push_back(std::move(s));
       }));
   return out;

@@ -70,6 +70,8 @@ struct SessionSummary {
   std::string drops_detail;
   int64_t first_ts = 0;  // first event, ns since session start
   int64_t last_ts = 0;   // last event, ns since session start
+  bool ended = false;     // its tracer wrote the stop time and totals (EndSession)
+  int32_t tracer_pid = 0; // the recording process (0: synthetic, or a file older than schema 3)
 };
 
 class StoreReader {

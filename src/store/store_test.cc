@@ -10,6 +10,7 @@
 
 #include "store/reader.h"
 #include "store/schema.h"
+#include "store/session_admin.h"
 #include "store/sqlite_util.h"
 #include "store/writer.h"
 
@@ -457,6 +458,86 @@ TEST_F(StoreTest, MaxDbPrunesOldestRowsToStayUnderTheCap) {
   EXPECT_EQ(std::get<int64_t>(t->rows[0][1]), int64_t{399999} * 1000000);  // newest kept
   std::ifstream f(path_, std::ios::binary | std::ios::ate);
   EXPECT_LE(static_cast<int64_t>(f.tellg()), o.max_db_bytes);
+}
+
+// Three sessions, the middle one removed: every row of it goes, the others stay whole, freed
+// pages go back to the filesystem (gpuwhy files have incremental auto-vacuum).
+TEST_F(StoreTest, DeleteSessionsRemovesEveryRowOfThoseSessionsOnly) {
+  {
+    auto w = NewWriter();
+    for (int s = 0; s < 3; ++s) {
+      SessionInfo info;
+      info.wall_start_ns = (s + 1) * 1'000'000'000'000;
+      info.tracer_pid = 12345;
+      ASSERT_TRUE(w->BeginSession(info).ok());
+      w->UpsertProcess({100 + s, 1, "p", "p", "p", 0, kNull, kNull, true});
+      std::vector<Event> events;
+      for (int i = 0; i < (s == 1 ? 200000 : 1000); ++i) {
+        events.push_back(Switch(i * 1000, 100 + s, 1));
+      }
+      w->AppendEvents(events.data(), events.size());
+      SystemSnapshot snap;
+      snap.ts_ns = 1;
+      w->AppendSnapshot(snap);
+      SessionTotals totals;
+      totals.wall_stop_ns = info.wall_start_ns + 1'000'000'000;
+      totals.events = static_cast<int64_t>(events.size());
+      ASSERT_TRUE(w->EndSession(totals).ok());
+    }
+    ASSERT_TRUE(w->Close().ok());
+  }
+  {
+    auto r = StoreReader::Open(path_);
+    ASSERT_TRUE(r.ok());
+    auto usage = ReadDatabaseUsage(**r);
+    ASSERT_TRUE(usage.ok()) << usage.status().message();
+    EXPECT_EQ(usage->event_rows, 202000);
+    EXPECT_EQ(usage->rows_by_session.at(2), 200000);
+    EXPECT_GT(usage->EstimatedSessionBytes(2), usage->EstimatedSessionBytes(1) * 50);
+    auto sessions = (*r)->Sessions();
+    ASSERT_TRUE(sessions.ok());
+    for (const SessionSummary& s : *sessions) {
+      EXPECT_TRUE(s.ended);
+      EXPECT_EQ(s.tracer_pid, 12345);
+      EXPECT_EQ(StateOf(s), SessionState::kEnded);
+    }
+  }
+  auto result = DeleteSessions(path_, {2});
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_EQ(result->sessions_removed, 1);
+  EXPECT_EQ(result->rows_removed, 200000);
+  EXPECT_TRUE(result->space_returned);
+  EXPECT_LT(result->bytes_after, result->bytes_before / 2);
+  auto r = StoreReader::Open(path_);
+  ASSERT_TRUE(r.ok());
+  auto rows = (*r)->Query(
+      "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM event_rows), "
+      "(SELECT COUNT(*) FROM processes), (SELECT COUNT(*) FROM system_snapshots), "
+      "(SELECT COUNT(*) FROM op_seconds WHERE session = 2), "
+      "(SELECT COUNT(*) FROM event_rows WHERE session = 2)");
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  EXPECT_EQ(std::get<int64_t>(rows->rows[0][0]), 2);
+  EXPECT_EQ(std::get<int64_t>(rows->rows[0][1]), 2000);
+  EXPECT_EQ(std::get<int64_t>(rows->rows[0][2]), 2);
+  EXPECT_EQ(std::get<int64_t>(rows->rows[0][3]), 2);
+  EXPECT_EQ(std::get<int64_t>(rows->rows[0][4]), 0);
+  EXPECT_EQ(std::get<int64_t>(rows->rows[0][5]), 0);
+}
+
+// An open session whose tracer pid is alive on this host is "recording"; one whose tracer is
+// gone, or that was recorded elsewhere, is "interrupted".
+TEST_F(StoreTest, OpenSessionStateFollowsItsTracer) {
+  SessionSummary s;
+  s.ended = false;
+  s.tracer_pid = static_cast<int32_t>(getpid());
+  EXPECT_EQ(StateOf(s), SessionState::kRecording);
+  s.host = "some-other-host.invalid";
+  EXPECT_EQ(StateOf(s), SessionState::kInterrupted);
+  s.host.clear();
+  s.tracer_pid = 0;
+  EXPECT_EQ(StateOf(s), SessionState::kInterrupted);
+  s.ended = true;
+  EXPECT_EQ(StateOf(s), SessionState::kEnded);
 }
 
 }  // namespace

@@ -698,6 +698,44 @@ Status StoreWriter::PruneIfNeeded() {
   return Status::Ok();
 }
 
+StatusOr<StoreWriter::RemovedSessions> StoreWriter::RemoveSessions(
+    const std::vector<int64_t>& ids) {
+  RETURN_IF_ERROR(Flush());
+  std::lock_guard<std::mutex> db_lock(db_mu_);
+  sqlite3* db = db_.get();
+  RemovedSessions removed;
+  if (ids.empty()) return removed;
+  std::string list;
+  for (int64_t id : ids) {
+    if (id == session_id_ && id != 0) {
+      return FailedPrecondition("session " + std::to_string(id) + " is being recorded");
+    }
+    list += (list.empty() ? "" : ",") + std::to_string(id);
+  }
+  const std::string in = " IN (" + list + ")";
+  RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE").WithContext("prune " + path_));
+  Status st = Exec(db, "DELETE FROM event_rows WHERE session" + in);
+  removed.event_rows = sqlite3_changes(db);
+  for (const char* table : {"op_seconds", "processes", "system_snapshots", "stacks"}) {
+    if (st.ok()) st = Exec(db, std::string("DELETE FROM ") + table + " WHERE session" + in);
+  }
+  if (st.ok()) {
+    st = Exec(db, "DELETE FROM sessions WHERE id" + in);
+    removed.sessions = sqlite3_changes(db);
+  }
+  if (st.ok()) st = Exec(db, "COMMIT");
+  if (!st.ok()) {
+    (void)Exec(db, "ROLLBACK");
+    return st.WithContext("prune " + path_);
+  }
+  // auto_vacuum is chosen when a file is created: 2 (incremental) for every file gpuwhy made.
+  ASSIGN_OR_RETURN(int64_t auto_vacuum, QueryInt(db, "PRAGMA auto_vacuum", 0));
+  if (auto_vacuum == 2) RETURN_IF_ERROR(Exec(db, "PRAGMA incremental_vacuum"));
+  removed.space_returned = auto_vacuum != 0;
+  RETURN_IF_ERROR(Exec(db, "PRAGMA wal_checkpoint(TRUNCATE)").WithContext("prune " + path_));
+  return removed;
+}
+
 std::string DefaultDatabasePath() {
   if (const char* env = std::getenv("GPUWHY_DB"); env != nullptr && *env != '\0') return env;
   std::string home;

@@ -77,6 +77,16 @@ class StoreWriter {
   // Flushes and stops the writer thread; further appends are ignored.
   Status Close();
 
+  // Deletes every row of these sessions (not the current one) in one transaction, then gives
+  // freed pages back (incremental auto-vacuum) and truncates the WAL. session_admin.h's
+  // DeleteSessions is the entry point.
+  struct RemovedSessions {
+    int64_t sessions = 0;
+    int64_t event_rows = 0;
+    bool space_returned = false;  // false when the file has no incremental auto-vacuum
+  };
+  StatusOr<RemovedSessions> RemoveSessions(const std::vector<int64_t>& ids);
+
   WriterStats stats() const;
   int64_t session_id() const { return session_id_; }
   const std::string& path() const { return path_; }
