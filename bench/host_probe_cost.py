@@ -140,10 +140,13 @@ def main():
     for mode, values in ns.items():
         med, lo, hi = median_range(values)
         print(f"  {mode:7} {med:8.0f} ({lo:.0f}–{hi:.0f})   +{med - base:.0f} ns vs none")
-    print("\ngpuwhy host programs during its rounds (kernel.bpf_stats_enabled):")
-    print(f"  {'program':18} {'runs':>12} {'ns/run':>8}")
-    for name, (cnt, t) in per_prog.items():
-        print(f"  {name:18} {cnt:12,} {t / cnt if cnt else 0:8.0f}")
+    if shutil.which("bpftool") is None:
+        print("\nper-program run counts and times: not measured (no bpftool on this machine)")
+    else:
+        print("\ngpuwhy host programs during its rounds (kernel.bpf_stats_enabled):")
+        print(f"  {'program':18} {'runs':>12} {'ns/run':>8}")
+        for name, (cnt, t) in per_prog.items():
+            print(f"  {name:18} {cnt:12,} {t / cnt if cnt else 0:8.0f}")
     print(f"\ninterrupts on this machine during the gpuwhy rounds: {irq_count / irq_s:,.0f}/s")
 
 
