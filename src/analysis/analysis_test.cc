@@ -6,6 +6,7 @@
 #include "analysis/analyze.h"
 #include "analysis/callers.h"
 #include "analysis/explain.h"
+#include "analysis/format.h"
 #include "analysis/thresholds.h"
 #include "analysis/timeline.h"
 
@@ -96,6 +97,15 @@ const Finding* Find(const Report& r, const std::string& rule) {
 }
 
 // ---- Timeline precedence -------------------------------------------------------------------
+
+// A unit changes where the rounded number would reach 1000: "1.0ms", never "1000µs".
+TEST(FormatTest, DurationsSwitchUnitBeforeReading1000) {
+  EXPECT_EQ(FormatNs(999), "999ns");
+  EXPECT_EQ(FormatNs(999'400), "999µs");
+  EXPECT_EQ(FormatNs(999'600), "1.0ms");
+  EXPECT_EQ(FormatNs(999'600'000), "1.00s");
+  EXPECT_EQ(FormatNs(12'300'000), "12ms");
+}
 
 TEST(TimelineTest, BlockedInsideSyncIsSyncAndWakeDelayIsRunq) {
   RawEvent sync = Call(1, Op::kCudaStreamSync, 0, 10 * kMs);

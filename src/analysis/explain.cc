@@ -9,6 +9,7 @@
 #include "analysis/format.h"
 #include "analysis/loader.h"
 #include "analysis/thresholds.h"
+#include "store/reader.h"
 
 namespace gw {
 
@@ -159,6 +160,11 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
   }
   if (r.system.cores == 0) r.system.cores = w.cores;
 
+  if (options.pid != 0 && !w.processes.count(options.pid)) {
+    r.notes.push_back(Fmt("--pid %d is not a process of this recording (session %lld): see "
+                          "`gpuwhy query \"SELECT pid, name FROM process_names\"`",
+                          options.pid, static_cast<long long>(w.session)));
+  }
   Facts f = ComputeFacts(w, options);
   if (f.main_pid == 0) {
     r.notes.push_back(
@@ -269,6 +275,7 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
 StatusOr<Report> Explain(StoreReader& reader, const ExplainOptions& options) {
   ASSIGN_OR_RETURN(WindowData w, LoadWindow(reader, options.window));
   Report report = Analyze(w, options);
+  report.db_path = reader.path();
   FillSourceLines(&report);
   return report;
 }

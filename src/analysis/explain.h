@@ -153,6 +153,7 @@ struct Report {
   int64_t events = 0;                      // raw rows in the window (all pids)
   std::vector<std::string> notes;          // data caveats: drops, missing sources, sampled launches
   bool evidence = false;                   // copied from options: ReportToText prints evidence SQL
+  std::string db_path;                     // the file explained: evidence commands name it
   // trace --stack (empty otherwise): top callers of the CUDA ops that took the most time, and
   // where the feeding processes were when they left the CPU.
   std::vector<CallerSection> callers;

@@ -21,9 +21,9 @@ std::string FormatNs(int64_t ns) {
   double v = static_cast<double>(ns);
   if (ns < 1000) return Fmt("%lldns", static_cast<long long>(ns));
   if (ns < 10'000) return Fmt("%.1fµs", v / 1e3);
-  if (ns < 1'000'000) return Fmt("%.0fµs", v / 1e3);
+  if (ns < 999'500) return Fmt("%.0fµs", v / 1e3);  // 999.6µs reads "1.0ms", never "1000µs"
   if (ns < 10'000'000) return Fmt("%.1fms", v / 1e6);
-  if (ns < 1'000'000'000) return Fmt("%.0fms", v / 1e6);
+  if (ns < 999'500'000) return Fmt("%.0fms", v / 1e6);
   return Fmt("%.2fs", v / 1e9);
 }
 

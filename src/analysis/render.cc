@@ -121,7 +121,9 @@ std::string ReportToText(const Report& r) {
   bool any = false;
   for (const Finding& f : r.findings) {
     any = true;
-    out += Fmt("[%s] %s\n", SeverityName(f.severity), Title(f).c_str());
+    // The headline: what this cause cost the GPU feed, as --json's lost_s says.
+    std::string lost = f.lost_s >= 0.05 ? Fmt(" (%.1f s lost)", f.lost_s) : "";
+    out += Fmt("[%s] %s%s\n", SeverityName(f.severity), Title(f).c_str(), lost.c_str());
     AppendLines(&out, "Root:", f.root);
     AppendLines(&out, "Effect:", f.effects);
     AppendLines(&out, "Contributing:", f.contributing);
@@ -129,7 +131,9 @@ std::string ReportToText(const Report& r) {
     if (r.evidence) {
       for (const EvidenceQuery& q : f.evidence) {
         out += "  Evidence:     -- " + q.what + "\n";
-        out += Indent("gpuwhy query \"" + q.sql + "\"", "                ");
+        // Copy-paste runs it on the same file: --db always, shell-quoted.
+        std::string db = r.db_path.empty() ? "" : " --db " + ShellQuote(r.db_path);
+        out += Indent("gpuwhy query" + db + " \"" + q.sql + "\"", "                ");
       }
     }
     out += "\n";

@@ -908,8 +908,8 @@ void ColdStart(const Facts& f, std::vector<Finding>* out) {
   x.effects.push_back(Fmt("GPU throughput below half of steady state for the first %s s",
                           FormatSeconds(Sec(cold_ns)).c_str()));
   x.fix.push_back(
-      "load kernels on first use: CUDA_MODULE_LOADING=LAZY (default since CUDA "
-      "11.7 with lazy-loading-capable drivers)");
+      "load kernels on first use: CUDA_MODULE_LOADING=LAZY (opt-in since CUDA 11.7, the "
+      "default since CUDA 12.2: check the job does not set CUDA_MODULE_LOADING=EAGER)");
   x.fix.push_back(
       "cache compiled kernels between runs: TORCHINDUCTOR_FX_GRAPH_CACHE=1 "
       "TORCHINDUCTOR_CACHE_DIR=/var/cache/inductor");
@@ -976,9 +976,9 @@ void GpuSharing(const Facts& f, std::vector<Finding>* out) {
   std::string names;
   for (int32_t p : peers) names += (names.empty() ? "" : ", ") + ProcessLabel(*f.w, p);
   x.root.push_back(
-      Fmt("%zu other process(es) made CUDA calls during %zu of the training "
-          "process's %zu active seconds (%s): %s",
-          peers.size(), shared_secs.size(), main_ops->second.size(), FormatPct(overlap).c_str(),
+      Fmt("%s made CUDA calls during %zu of the training process's %zu active seconds (%s): %s",
+          Plural(static_cast<int64_t>(peers.size()), "other process", "other processes").c_str(),
+          shared_secs.size(), main_ops->second.size(), FormatPct(overlap).c_str(),
           names.c_str()));
   if (!alone.empty() && !shared.empty()) {
     x.effects.push_back(Fmt("%s p50 %s alone → %s while shared (%s)", f.sync_op.c_str(),
@@ -1021,7 +1021,9 @@ void OomKills(const Facts& f, std::vector<Finding>* out) {
   for (size_t i = 0; i < kills.size() && i < 5; ++i) {
     victims += (victims.empty() ? "" : ", ") + ProcessLabel(*f.w, kills[i]->pid);
   }
-  x.root.push_back(Fmt("%zu OOM kill(s): %s", kills.size(), victims.c_str()));
+  x.root.push_back(Fmt("%s: %s",
+                       Plural(static_cast<int64_t>(kills.size()), "OOM kill", "OOM kills").c_str(),
+                       victims.c_str()));
   x.fix.push_back(
       "reduce host memory per DataLoader worker (memory-mapped datasets), or run fewer "
       "workers");

@@ -103,7 +103,7 @@ std::string FlagSet::HelpText() const {
     if (!s.default_text.empty()) out += " (default " + s.default_text + ")";
     out += "\n";
   }
-  out += "  -h, --help              show this help\n";
+  out += "  -h, --help            show this help\n";  // the flags' 24-column left side
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "base/table.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
@@ -25,15 +27,37 @@ static std::string FormatReal(double d, bool human) {
     std::snprintf(buf, sizeof buf, "%.17g", d);
     return buf;
   }
+  // Never scientific notation: big values whole, small ones with 3 significant digits.
   double a = std::fabs(d);
   if (a >= 1e15) {
-    std::snprintf(buf, sizeof buf, "%.6g", d);
+    std::snprintf(buf, sizeof buf, "%.0f", d);
   } else if (a >= 1 || a == 0) {
     std::snprintf(buf, sizeof buf, "%.1f", d);
   } else {
-    std::snprintf(buf, sizeof buf, "%.3g", d);
+    int decimals = std::min(20, 2 - static_cast<int>(std::floor(std::log10(a))));
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, d);
   }
   return buf;
+}
+
+// Columns that hold identifiers or points in time (pid, session, timestamp, wall_start_ns…):
+// their integers read better without thousands separators, which are for counts and amounts.
+static bool IsIdentifierColumn(const std::string& column) {
+  std::string c;
+  for (char ch : column) c += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  static const char* const kExact[] = {"id", "pid", "tid", "ppid", "session", "ts", "timestamp",
+                                       "sec", "window_sec", "cpu", "addr", "ret", "kind",
+                                       "depth", "line", "offset", "exit_code"};
+  for (const char* e : kExact) {
+    if (c == e) return true;
+  }
+  auto ends = [&](const char* suffix) {
+    std::string sfx = suffix;
+    return c.size() >= sfx.size() && c.compare(c.size() - sfx.size(), sfx.size(), sfx) == 0;
+  };
+  return ends("_id") || ends("_pid") || ends("_tid") || ends("_ts") ||
+         c.rfind("wall_", 0) == 0 || c.rfind("mono_", 0) == 0 || c.find("start") != std::string::npos ||
+         c.find("stop") != std::string::npos;
 }
 
 std::string CellToText(const Cell& cell, bool human) {
@@ -147,7 +171,9 @@ std::string FormatTable(const Table& table, TableFormat format) {
         std::vector<std::string> line;
         for (size_t c = 0; c < n; ++c) {
           if (std::holds_alternative<std::string>(row[c])) numeric[c] = false;
-          line.push_back(Printable(CellToText(row[c], true)));
+          const Cell& cell = row[c];
+          bool plain_int = std::holds_alternative<int64_t>(cell) && IsIdentifierColumn(table.columns[c]);
+          line.push_back(Printable(CellToText(cell, !plain_int)));
           width[c] = std::max(width[c], DisplayWidth(line.back()));
         }
         cells.push_back(std::move(line));

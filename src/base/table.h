@@ -20,7 +20,8 @@ struct Table {
 
 enum class TableFormat { kText, kCsv, kJson };
 
-// Text: integers with thousands separators, reals rounded for reading, numbers right-aligned,
+// Text: integers with thousands separators (not in id, pid, session or time columns), reals
+// rounded for reading (never scientific notation), numbers right-aligned,
 // a header row and a rule like the brief's. CSV: RFC 4180 quoting, raw numbers. JSON: an array
 // of objects (plus a note on truncation written to stderr by the caller).
 std::string FormatTable(const Table& table, TableFormat format);

@@ -113,4 +113,23 @@ std::string EscapeC1InJson(std::string json) {
   return out;
 }
 
+std::string ShellQuote(std::string_view text) {
+  bool plain = !text.empty();
+  for (char c : text) {
+    bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                std::string_view("/._-+:,=@%").find(c) != std::string_view::npos;
+    plain = plain && safe;
+  }
+  if (plain) return std::string(text);
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
 }  // namespace gw

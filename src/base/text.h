@@ -28,4 +28,9 @@ std::string EscapeC1InJson(std::string json);
 // True when TerminalSafe would return the text unchanged (the cheap common case).
 bool IsTerminalSafe(std::string_view text);
 
+// `text` as one word for a POSIX shell, for commands printed to be copied: unchanged when it
+// has only characters no shell treats specially (letters, digits, / . _ - + : , = @ %),
+// otherwise in single quotes with each ' written as '\''.
+std::string ShellQuote(std::string_view text);
+
 }  // namespace gw

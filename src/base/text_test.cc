@@ -7,6 +7,22 @@
 namespace gw {
 namespace {
 
+TEST(ShellQuote, PlainWordsStayQuotedOnesRoundTripThroughTheShell) {
+  EXPECT_EQ(ShellQuote("/tmp/run-1.db"), "/tmp/run-1.db");
+  EXPECT_EQ(ShellQuote("my run.db"), "'my run.db'");
+  EXPECT_EQ(ShellQuote("it's $HOME`x`"), "'it'\\''s $HOME`x`'");
+  EXPECT_EQ(ShellQuote(""), "''");
+  // What the shell makes of it is the original text.
+  std::string tricky = "a b'c\"$(d)";
+  std::string cmd = "printf %s " + ShellQuote(tricky);
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[64] = {};
+  size_t n = fread(buf, 1, sizeof(buf) - 1, p);
+  pclose(p);
+  EXPECT_EQ(std::string(buf, n), tricky);
+}
+
 TEST(ValidUtf8, KeepsGoodTextAndReplacesBadBytes) {
   EXPECT_EQ(ValidUtf8("python3 (train.py) µs → ✓"), "python3 (train.py) µs → ✓");
   EXPECT_EQ(ValidUtf8("a\xFF" "b"), "a\xEF\xBF\xBD" "b");

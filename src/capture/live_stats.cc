@@ -1,5 +1,7 @@
 #include "capture/live_stats.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -149,8 +151,9 @@ std::string LiveStats::Correlation() const {
   std::string line = head;
   int32_t top = -1;
   int64_t top_count = 0;
+  const int32_t self = static_cast<int32_t>(getpid());  // the tracer is never the culprit
   for (const auto& [pid, n] : preempt) {
-    if (n > top_count) {
+    if (pid != self && pid > 0 && n > top_count) {
       top = pid;
       top_count = n;
     }
@@ -160,7 +163,7 @@ std::string LiveStats::Correlation() const {
   } else {
     int64_t top_ns = 0;
     for (const auto& [pid, ns] : caused) {
-      if (ns > top_ns) {
+      if (pid != self && pid > 0 && ns > top_ns) {
         top = pid;
         top_ns = ns;
       }
@@ -235,7 +238,10 @@ std::string Bar(double pct, int width) {
   return bar + "]";
 }
 
-void RenderTable(std::string& out, const char* title, const std::vector<OpRow>& rows) {
+// At most `max_rows` rows (0: all), busiest first as the snapshot orders them; the rest are
+// counted on one line.
+void RenderTable(std::string& out, const char* title, const std::vector<OpRow>& rows,
+                 size_t max_rows) {
   out += title;
   out += "\n";
   if (rows.empty()) {
@@ -246,7 +252,9 @@ void RenderTable(std::string& out, const char* title, const std::vector<OpRow>& 
   std::snprintf(line, sizeof line, "  %-22s %12s %10s %10s %10s  %s\n", "op", "count", "p50", "p95",
                 "p99", "flags");
   out += line;
-  for (const OpRow& r : rows) {
+  size_t shown = max_rows == 0 || rows.size() <= max_rows ? rows.size() : max_rows - 1;
+  for (size_t i = 0; i < shown; ++i) {
+    const OpRow& r = rows[i];
     std::string name(OpName(r.op));
     std::snprintf(line, sizeof line, "  %-22s %12s %10s %10s %10s  %s\n", name.c_str(),
                   WithThousands(r.count).c_str(), FormatDurationNs(r.p50_ns).c_str(),
@@ -254,12 +262,12 @@ void RenderTable(std::string& out, const char* title, const std::vector<OpRow>& 
                   r.flags.c_str());
     out += line;
   }
+  if (shown < rows.size()) out += "  … " + std::to_string(rows.size() - shown) + " more ops\n";
 }
 
 }  // namespace
 
-std::string RenderLiveView(const LiveSnapshot& s, int width) {
-  (void)width;
+std::string RenderLiveView(const LiveSnapshot& s, int width, int height) {
   std::string out;
   char line[512];
   std::snprintf(line, sizeof line,
@@ -267,7 +275,14 @@ std::string RenderLiveView(const LiveSnapshot& s, int width) {
                 static_cast<long long>(s.elapsed_ns / kNsPerSec), WithThousands(s.events).c_str(),
                 static_cast<long long>(s.drops), static_cast<long long>(s.tracked_processes));
   out += line;
-  if (s.have_system) {
+  if (s.have_system && width < 96) {  // no room for the bars
+    const SystemSnapshot& x = s.system;
+    std::snprintf(line, sizeof line,
+                  "System: CPU %.1f%% | Memory %.1f%% | Load %.1f (%lld cores) | Swap %lld MB\n",
+                  x.cpu_pct, x.mem_pct, x.load1, static_cast<long long>(x.cores),
+                  static_cast<long long>(x.swap_used_bytes >> 20));
+    out += line;
+  } else if (s.have_system) {
     const SystemSnapshot& x = s.system;
     std::snprintf(line, sizeof line,
                   "System: CPU %s %5.1f%% | Memory %s %5.1f%% | Load: %.1f (%lld cores) | Swap: "
@@ -280,9 +295,13 @@ std::string RenderLiveView(const LiveSnapshot& s, int width) {
     out += "System: (first sample in a second)\n";
   }
   out += "\n";
-  RenderTable(out, "CUDA Runtime", s.runtime);
-  RenderTable(out, "CUDA Driver", s.driver);
-  RenderTable(out, "Host", s.host);
+  // The three tables share what the screen has left: header, system, blanks, 3 titles, 3
+  // column headings and the correlation line take 10, the caller's notes up to 4.
+  size_t max_rows = 0;
+  if (height > 0) max_rows = static_cast<size_t>(std::max(2, (height - 14) / 3));
+  RenderTable(out, "CUDA Runtime", s.runtime, max_rows);
+  RenderTable(out, "CUDA Driver", s.driver, max_rows);
+  RenderTable(out, "Host", s.host, max_rows);
   out += "\n→ " + s.correlation + "\n";
   return out;
 }

@@ -97,7 +97,9 @@ class LiveStats {
 
 // Renders the live view in the brief's style. `tty`: ANSI cursor-home / clear-to-end so the
 // screen is redrawn in place without flicker; otherwise plain text.
-std::string RenderLiveView(const LiveSnapshot& s, int width);
+// The full-screen view; `width` picks the System line's form, `height` (> 0) caps the op rows
+// so the frame fits the terminal (0: every row).
+std::string RenderLiveView(const LiveSnapshot& s, int width, int height = 0);
 // One plain line for a non-terminal stdout.
 std::string RenderStatusLine(const LiveSnapshot& s);
 

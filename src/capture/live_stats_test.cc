@@ -61,5 +61,42 @@ TEST(LiveStatsTest, CorrelationNamesTopPreemptorOfTrackedTasks) {
   EXPECT_EQ(RenderStatusLine(s).find('\x1b'), std::string::npos) << "no escapes off a TTY";
 }
 
+// The live view on an 80×24 terminal: every op of a busy trace would not fit, so the tables are
+// capped (the rest counted) and the System line drops its bars; the header stays on screen.
+TEST(LiveStatsTest, ViewFitsAnEightyByTwentyFourTerminal) {
+  LiveStats stats;
+  std::vector<Event> events;
+  size_t n_ops = 0;
+  const OpInfo* ops = AllOps(&n_ops);
+  for (size_t i = 0; i < n_ops; ++i) {  // every op the runtime, driver and host layers have
+    Event e;
+    e.pid = 100;
+    e.tid = 100;
+    e.op = ops[i].op;
+    e.duration_ns = 1000;
+    events.push_back(e);
+  }
+  stats.AddEvents(events.data(), events.size());
+  SystemSnapshot sys;
+  sys.cpu_pct = 50;
+  sys.mem_pct = 10;
+  sys.cores = 2;
+  stats.SetSystem(sys);
+  std::string view = RenderLiveView(stats.Snapshot(5'000'000'000), 80, 24);
+  std::vector<std::string> lines;
+  size_t start = 0;
+  for (size_t nl; (nl = view.find('\n', start)) != std::string::npos; start = nl + 1) {
+    lines.push_back(view.substr(start, nl - start));
+  }
+  EXPECT_LE(lines.size(), 20u) << view;  // 4 left for notes
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_EQ(lines[0].rfind("gpuwhy trace", 0), 0u);
+  EXPECT_EQ(lines[1].rfind("System: CPU 50.0%", 0), 0u) << lines[1];
+  EXPECT_LE(lines[1].size(), 80u);
+  EXPECT_NE(view.find("more ops"), std::string::npos) << view;
+  // Without a height every op is listed.
+  EXPECT_EQ(RenderLiveView(stats.Snapshot(5'000'000'000), 80).find("more ops"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gw

@@ -52,6 +52,18 @@ std::string TracefsPath() {
   return "";
 }
 
+// Where /proc/mounts has a tracefs, readable or not ("" when none is mounted): a user who
+// cannot read it should hear that, not that it is missing.
+std::string TracefsMountPoint() {
+  std::istringstream in(ReadSmallFile("/proc/mounts"));
+  std::string device, point, type;
+  std::string rest;
+  while (in >> device >> point >> type && std::getline(in, rest)) {
+    if (type == "tracefs") return point;
+  }
+  return "";
+}
+
 CheckResult CheckKernel() {
   CheckResult r{"kernel", CheckState::kPass, true, "", ""};
   struct utsname u;
@@ -85,7 +97,12 @@ CheckResult CheckTracefs() {
       r.detail = "mounted it at /sys/kernel/tracing";
     }
   }
-  if (path.empty()) {
+  std::string mounted = path.empty() ? TracefsMountPoint() : "";
+  if (path.empty() && !mounted.empty()) {
+    r.state = CheckState::kInfo;  // root (what trace runs as) can read it
+    r.detail = "mounted at " + mounted + ", not readable as uid " + std::to_string(geteuid());
+    r.hint = "run as root: sudo gpuwhy check";
+  } else if (path.empty()) {
     r.state = CheckState::kFail;
     r.detail = "not mounted";
     r.hint = "run as root (gpuwhy mounts it), or: mount -t tracefs nodev /sys/kernel/tracing";
@@ -110,7 +127,7 @@ CheckResult CheckUprobes() {
 CheckResult CheckTracepoints() {
   CheckResult r{"tracepoints", CheckState::kPass, true, "", ""};
   std::string base = TracefsPath();
-  const char* const kNeeded[] = {"sched/sched_switch", "sched/sched_wakeup",
+  const char* const kNeeded[] = {"sched/sched_switch", "sched/sched_waking",
                                  "sched/sched_process_fork", "sched/sched_process_exit",
                                  "block/block_rq_issue", "exceptions/page_fault_user"};
   std::string missing;
@@ -122,7 +139,12 @@ CheckResult CheckTracepoints() {
       missing += std::string(missing.empty() ? "" : ", ") + tp;
     }
   }
-  if (base.empty()) {
+  if (base.empty() && !TracefsMountPoint().empty()) {
+    r.state = CheckState::kInfo;
+    r.required = false;
+    r.detail = "not listed: tracefs is not readable as uid " + std::to_string(geteuid());
+    r.hint = "run as root: sudo gpuwhy check";
+  } else if (base.empty()) {
     r.state = CheckState::kFail;
     r.detail = "cannot list tracepoints without tracefs";
     r.hint = "mount tracefs (see above)";

@@ -95,7 +95,11 @@ int RunQuery(const Args& args) {
   if (format == TableFormat::kText && (!block.rows.empty() || !header_done)) flush_text();
   if (format == TableFormat::kJson) std::fputs(json_rows ? "\n]\n" : "]\n", stdout);
   std::fflush(stdout);
-  if (end->truncated) {
+  if (end->truncated && flags.Has("limit")) {
+    // The user asked for at most N rows: say what was shown, not that it was cut.
+    std::fprintf(stderr, "(first %lld rows: --limit %lld)\n", static_cast<long long>(end->rows),
+                 static_cast<long long>(options.max_rows));
+  } else if (end->truncated) {
     std::fprintf(stderr, "gpuwhy query: output cut at %lld rows — use --limit N (0 = all)\n",
                  static_cast<long long>(options.max_rows));
   } else if (format == TableFormat::kText) {

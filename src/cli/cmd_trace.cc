@@ -87,14 +87,33 @@ int TerminalWidth() {
   return 100;
 }
 
+int TerminalHeight() {
+  winsize ws{};
+  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) return ws.ws_row;
+  return 0;  // unknown: no cap
+}
+
+// The first `width - 1` characters of a line (UTF-8 aware), "…" when cut: a frame's line that
+// wrapped would push the header off the screen.
+std::string FitWidth(const std::string& line, int width) {
+  size_t limit = width > 1 ? static_cast<size_t>(width - 1) : 1;
+  size_t chars = 0;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if ((static_cast<unsigned char>(line[i]) & 0xC0) == 0x80) continue;  // continuation byte
+    if (++chars > limit) return line.substr(0, i) + "…";
+  }
+  return line;
+}
+
 // Redraws in place: cursor home, each line cleared to its end, then clear below. No full-
 // screen clear per frame, so no flicker.
 void DrawFrame(const std::string& text) {
   std::string frame = "\x1b[H";
   std::istringstream in(text);
   std::string line;
+  int width = TerminalWidth();
   // The only escapes on screen are these: any in the text (names, notes) become '?'.
-  while (std::getline(in, line)) frame += TerminalSafe(line) + "\x1b[K\n";
+  while (std::getline(in, line)) frame += FitWidth(TerminalSafe(line), width) + "\x1b[K\n";
   frame += "\x1b[J";
   std::fwrite(frame.data(), 1, frame.size(), stdout);
   std::fflush(stdout);
@@ -131,7 +150,7 @@ void PrintSummary(FILE* out, const TraceSummary& s, const LiveSnapshot& live, bo
                  "processes that map libcudart%s\n",
                  s.db_path.empty() ? "" : " (the host events are recorded all the same)");
   } else if (!s.db_path.empty()) {
-    std::fprintf(out, "  next: gpuwhy explain --db %s\n", s.db_path.c_str());
+    std::fprintf(out, "  next: gpuwhy explain --db %s\n", ShellQuote(s.db_path).c_str());
   }
 }
 
@@ -322,13 +341,8 @@ int RunTrace(const Args& all_args) {
     if (!live) return;
     LiveSnapshot snap = tracer->Live();
     if (tty) {
-      std::string frame = RenderLiveView(snap, TerminalWidth());
-      size_t width = static_cast<size_t>(TerminalWidth());
-      for (const std::string& n : recent_notes) {
-        std::string note = "note: " + n;
-        if (note.size() > width) note = note.substr(0, width > 1 ? width - 1 : 0) + "…";
-        frame += note + "\n";
-      }
+      std::string frame = RenderLiveView(snap, TerminalWidth(), TerminalHeight());
+      for (const std::string& n : recent_notes) frame += "note: " + n + "\n";  // fit by DrawFrame
       DrawFrame(frame);
     } else {
       std::printf("%s\n", TerminalSafe(RenderStatusLine(snap)).c_str());
@@ -338,7 +352,7 @@ int RunTrace(const Args& all_args) {
   StatusOr<TraceSummary> summary = tracer->Stop();
   if (!summary.ok()) return ReportError(summary.status());
   LiveSnapshot last = tracer->Live();
-  if (live && tty) DrawFrame(RenderLiveView(last, TerminalWidth()));
+  if (live && tty) DrawFrame(RenderLiveView(last, TerminalWidth(), TerminalHeight()));
   bool filtered = !options.pids.empty() || !options.comms.empty();
   PrintSummary(info, *summary, last, filtered);
   if (job.has_value() && !job_exited) {

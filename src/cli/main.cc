@@ -28,6 +28,10 @@ int main(int argc, char** argv) {
   }
   std::string name = argv[1];
   if (name == "help" || name == "--help" || name == "-h") {
+    if (argc >= 3 && (argv[2] == std::string("--help") || argv[2] == std::string("-h"))) {
+      PrintUsage(stdout);  // `gpuwhy help --help`: help about help is the command list
+      return gw::kExitOk;
+    }
     if (argc >= 3) {
       for (const gw::Command& c : gw::AllCommands()) {
         if (argv[2] == std::string(c.name)) return c.run({"--help"});

@@ -233,7 +233,7 @@ StatusOr<std::unique_ptr<StoreReader>> StoreReader::Open(const std::string& path
   if (stat(path.c_str(), &st) != 0) {
     return NotFound("database " + path +
                     " does not exist — hint: record one with `sudo gpuwhy trace`, or make a "
-                    "sample with `gpuwhy demo --keep " + path + "`; --db or GPUWHY_DB choose "
+                    "sample with `gpuwhy demo cpu-contention --keep " + path + "`; --db or GPUWHY_DB choose "
                     "another file");
   }
   if (S_ISDIR(st.st_mode)) return InvalidArgument("database " + path + " is a directory");

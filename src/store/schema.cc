@@ -229,8 +229,8 @@ Status CheckSchemaReadable(sqlite3* db) {
   ASSIGN_OR_RETURN(int version, ReadVersion(db));
   if (version == 0) {
     return FailedPrecondition("the database is empty (no gpuwhy tables) — hint: record with "
-                              "`sudo gpuwhy trace` or create a sample with `gpuwhy demo --keep "
-                              "FILE`");
+                              "`sudo gpuwhy trace` or create a sample with `gpuwhy demo "
+                              "cpu-contention --keep FILE`");
   }
   if (version > kSchemaVersion) {
     return FailedPrecondition("database schema version " + std::to_string(version) +

@@ -31,6 +31,13 @@ out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$GPUWHY" check 2>&1); 
 [ $rc -eq 1 ] && pass "unprivileged exit 1" || fail "unprivileged exit $rc"
 echo "$out" | grep -q '^✗ privileges' && pass "unprivileged ✗ privileges" || fail "unprivileged privileges line: $out"
 echo "$out" | grep -q 'hint: run `sudo gpuwhy trace`' && pass "unprivileged hint" || fail "hint"
+# tracefs is mounted here (root read it above) but not readable by uid 65534: say so, never
+# "not mounted".
+if grep -q " tracefs " /proc/mounts; then
+  echo "$out" | grep -q "tracefs.*not readable as uid 65534" && ! echo "$out" | grep -q "not mounted" \
+    && pass "unprivileged: tracefs mounted but unreadable, not 'not mounted'" \
+    || fail "unprivileged tracefs line: $(echo "$out" | grep tracefs)"
+fi
 
 "$GPUWHY" check --bogus >/dev/null 2>&1; [ $? -eq 2 ] && pass "bad flag exit 2" || fail "bad flag"
 

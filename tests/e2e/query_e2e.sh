@@ -31,10 +31,16 @@ golden query_step3 "$GPUWHY" query --db "$tmp/f.db" "$STEP3"
 golden query_step3_csv "$GPUWHY" query --db "$tmp/f.db" --csv "$STEP3"
 golden query_step2_json "$GPUWHY" query --db "$tmp/f.db" --json "$STEP2"
 
-# Row limit: a note on stderr, exit 0.
+# Row limit: an explicit --limit N says what was shown, never that the output was "cut"; the
+# default limit does say so.
 out=$("$GPUWHY" query --db "$tmp/f.db" --limit 2 "SELECT * FROM events" 2>&1)
-if [ "$(echo "$out" | grep -c '^ *[0-9]')" -ge 2 ] && echo "$out" | grep -q "output cut at 2 rows"; then
+if [ "$(echo "$out" | grep -c '^ *[0-9]')" -ge 2 ] && echo "$out" | grep -q "(first 2 rows: --limit 2)" \
+   && ! echo "$out" | grep -q "cut"; then
   pass "limit note"; else fail "limit note: $out"; fi
+# Ids and times without thousands separators, counts with them; no scientific notation.
+out=$("$GPUWHY" query --db "$tmp/f.db" "SELECT id, wall_start_ns, 1234567 AS n, 1e-7 AS small FROM sessions LIMIT 1" 2>&1)
+echo "$out" | grep -Eq "^ *[0-9]+ \| [0-9]{19} \| 1,234,567 \| 0\.000000100" \
+  && pass "separators on counts only, no 1e-07" || fail "number formats: $out"
 
 # Refusals: writes, ATTACH, pragma changes, extension loading — exit 1, clear message, file unchanged.
 sum_before=$(sha256sum "$tmp/f.db" | cut -d' ' -f1)
