@@ -7,6 +7,7 @@
 #   2. one slow DataLoader worker (the host starves the GPU): median SM activity well below the
 #      healthy run's, and the starvation finding quotes SM activity while it waited;
 #   3. --gpu-interval 0: no rows; a missing NVML: one note, no rows, the trace still works.
+# (Not --quiet: the tracer's notes, which say what NVML it sampled, are part of the test.)
 # Usage: gpu_e2e.sh GPUWHY SIM_BIN SIM_LIB   (root: trace loads BPF; ~40 s)
 set -uo pipefail
 GPUWHY=$1 SIM_BIN=$2 SIM_LIB=$3
@@ -27,7 +28,7 @@ run() {  # run NAME [trace flags] -- [train flags]
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do tflags+=("$1"); shift; done
   [ "${1:-}" = "--" ] && shift
   lflags=("$@")
-  "$GPUWHY" trace --quiet --db "$WORK/$name.db" "${tflags[@]}" -- $T "${lflags[@]}" \
+  "$GPUWHY" trace --db "$WORK/$name.db" "${tflags[@]}" -- $T "${lflags[@]}" \
     > "$WORK/$name.out" 2>&1
 }
 
@@ -42,7 +43,7 @@ n=$(q "$WORK/healthy.db" "SELECT COUNT(*) FROM gpu_samples")
 bad=$(q "$WORK/healthy.db" "SELECT COUNT(*) FROM gpu_samples WHERE util_pct NOT BETWEEN 0 AND 100 OR sm_active_pct NOT BETWEEN 0 AND 100 OR sm_occupancy_pct > sm_active_pct OR power_mw < 100000 OR sm_clock_mhz <> 1980")
 [ "${bad:-1}" -eq 0 ] && pass "every sample in range" || fail "$bad samples out of range"
 dev=$(q "$WORK/healthy.db" "SELECT name || ',' || gpm_supported FROM gpu_devices")
-[ "$dev" = "gwsim simulated GPU,1" ] && pass "gpu_devices: $dev" || fail "gpu_devices: $dev"
+[ "$(echo "$dev" | tr -d '"')" = "gwsim simulated GPU,1" ] && pass "gpu_devices: $dev" || fail "gpu_devices: $dev"
 jobpid=$(q "$WORK/healthy.db" "SELECT pid FROM processes WHERE comm = 'gw_train_loop' AND ppid NOT IN (SELECT pid FROM processes WHERE comm = 'gw_train_loop') LIMIT 1")
 pn=$(q "$WORK/healthy.db" "SELECT COUNT(*) FROM gpu_process_samples WHERE pid = ${jobpid:-0} AND sm_util_pct > 0")
 [ "${pn:-0}" -ge 10 ] && pass "per-process rows name the job (pid $jobpid, $pn busy rows)" \
@@ -83,7 +84,7 @@ fi
   "$SIM_BIN/gw_train_loop" --duration 2 > "$WORK/off.out" 2>&1
 n=$(q "$WORK/off.db" "SELECT COUNT(*) FROM gpu_samples")
 [ "${n:-1}" -eq 0 ] && pass "--gpu-interval 0: no samples" || fail "--gpu-interval 0: $n rows"
-"$GPUWHY" trace --quiet --db "$WORK/none.db" --nvml-lib "$WORK/no-such-libnvidia-ml.so.1" -- \
+"$GPUWHY" trace --db "$WORK/none.db" --nvml-lib "$WORK/no-such-libnvidia-ml.so.1" -- \
   "$SIM_BIN/gw_train_loop" --duration 2 > "$WORK/none.out" 2>&1; rc=$?
 [ $rc -eq 0 ] && [ "$(grep -c 'no GPU samples (NVML)' "$WORK/none.out")" -eq 1 ] \
   && pass "no NVML: the trace works and says so once" || fail "no NVML: rc $rc $(cat "$WORK/none.out")"
