@@ -1,17 +1,87 @@
 #include "driver/device.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <sys/prctl.h>
 #include <time.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
+
+#include "gwsim/gpu_state.h"
 
 namespace gwsim {
 namespace {
+
+// The published busy time (gwsim/gpu_state.h); null when the file could not be made.
+GwsimGpuState* g_gpu_state = nullptr;
+std::string* g_gpu_state_path = nullptr;
+
+void RemoveGpuState() {
+  // Forked children inherit the mapping and the atexit handler: only the maker removes it.
+  if (g_gpu_state != nullptr && g_gpu_state_path != nullptr && g_gpu_state->pid == getpid()) {
+    unlink(g_gpu_state_path->c_str());
+  }
+}
+
+void CreateGpuState(int device_count) {
+  const char* dir = getenv("GWSIM_GPU_STATE_DIR");
+  std::string path = std::string(dir != nullptr && *dir != '\0' ? dir : "/dev/shm") + "/" +
+                     GWSIM_GPU_STATE_PREFIX + std::to_string(getpid());
+  int fd = -1;
+  for (int attempt = 0; attempt < 2 && fd < 0; ++attempt) {
+    fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST) unlink(path.c_str());  // a dead process's file, same pid
+  }
+  if (fd < 0) return;
+  fchmod(fd, 0644);  // readable by the (root) tracer whatever the umask
+  void* p = MAP_FAILED;
+  if (ftruncate(fd, sizeof(GwsimGpuState)) == 0) {
+    p = mmap(nullptr, sizeof(GwsimGpuState), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  close(fd);
+  if (p == MAP_FAILED) {
+    unlink(path.c_str());
+    return;
+  }
+  auto* st = static_cast<GwsimGpuState*>(p);
+  st->version = GWSIM_GPU_STATE_VERSION;
+  st->device_count = static_cast<uint32_t>(std::min(device_count, GWSIM_GPU_STATE_MAX_DEVICES));
+  st->pid = getpid();
+  __atomic_store_n(&st->magic, GWSIM_GPU_STATE_MAGIC, __ATOMIC_RELEASE);
+  g_gpu_state = st;
+  g_gpu_state_path = new std::string(path);
+  atexit(RemoveGpuState);
+}
+
+// A kernel occupied [start, end) of `device`'s time. Called with Sim::mu held, so intervals
+// are merged without races: only time after the newest counted end is added.
+void PublishKernel(int device, int64_t start, int64_t end, size_t used_bytes) {
+  if (g_gpu_state == nullptr || device < 0 ||
+      device >= static_cast<int>(g_gpu_state->device_count) || end <= start) {
+    return;
+  }
+  GwsimGpuDeviceState& d = g_gpu_state->dev[device];
+  uint64_t s = static_cast<uint64_t>(start);
+  uint64_t e = static_cast<uint64_t>(end);
+  uint64_t covered = __atomic_load_n(&d.covered_until_ns, __ATOMIC_RELAXED);
+  if (e > covered) {
+    uint64_t add = e - std::max(s, covered);
+    __atomic_store_n(&d.busy_ns, __atomic_load_n(&d.busy_ns, __ATOMIC_RELAXED) + add,
+                     __ATOMIC_RELEASE);
+    __atomic_store_n(&d.covered_until_ns, e, __ATOMIC_RELAXED);
+  }
+  __atomic_store_n(&d.used_bytes, static_cast<uint64_t>(used_bytes), __ATOMIC_RELAXED);
+  __atomic_store_n(&d.kernels, __atomic_load_n(&d.kernels, __ATOMIC_RELAXED) + 1,
+                   __ATOMIC_RELAXED);
+}
 
 constexpr size_t kStagingChunkBytes = 2u << 20;
 
@@ -116,6 +186,8 @@ void StreamLoop(CUstream_st* s) {
         cursor_ns = start + static_cast<int64_t>(item.duration_ns);
         SleepUntilNs(cursor_ns);
         lock.lock();
+        PublishKernel(s->ctx->device, start, cursor_ns,
+                      sim.devices[static_cast<size_t>(s->ctx->device)].used_bytes);
         break;
       case WorkKind::kCopy: {
         double rate = sim.config.pcie_bytes_per_ns;
@@ -224,6 +296,7 @@ Sim::Sim() {
   config.max_kernel_ns = EnvU64("GWSIM_MAX_KERNEL_NS", 10'000'000'000ull);
   config.populate_max_bytes = EnvU64("GWSIM_POPULATE_MAX_MB", 256) << 20;
   devices.resize(static_cast<size_t>(config.device_count));
+  CreateGpuState(config.device_count);
 }
 
 Sim& Sim::Get() {

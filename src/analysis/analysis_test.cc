@@ -96,6 +96,98 @@ const Finding* Find(const Report& r, const std::string& rule) {
   return nullptr;
 }
 
+// NVML samples of GPU 0 every 100 ms over [from, to): `sm(ts)` gives SM activity.
+template <typename Fn>
+void AddGpu(WindowData& w, Fn sm) {
+  w.gpu_devices.push_back({0, "NVIDIA H200", true});
+  for (int64_t t = w.from + 100 * kMs; t < w.to; t += 100 * kMs) {
+    GpuSample g;
+    g.ts_ns = t;
+    g.util_pct = static_cast<int64_t>(sm(t) * 1.2);
+    g.sm_active_pct = sm(t);
+    g.sm_occupancy_pct = sm(t) / 4;
+    g.power_mw = 400000;
+    w.gpu_samples.push_back(g);
+  }
+}
+
+// ---- GPU truth (gpu.cc) ---------------------------------------------------------------------
+
+TEST(GpuTruthTest, ContentionEffectQuotesSmActivityWhileItHeld) {
+  Builder b;
+  b.Proc(900, 1, "ffmpeg", false);
+  // The first half: 60 ms of every 100 ms waiting for a CPU; the second half quiet.
+  for (int64_t t = 0; t < 50 * kSec; t += 100 * kMs) {
+    b.Add(Sw(kMain, t + 10 * kMs, 60 * kMs, SwitchKind::kPreempted, 60 * kMs, 900));
+  }
+  AddGpu(b.w, [](int64_t t) { return t <= 50 * kSec ? 25.0 : 71.0; });
+  Report r = b.Run();
+  ASSERT_EQ(r.gpus.size(), 1u);
+  EXPECT_EQ(r.gpus[0].name, "NVIDIA H200");
+  EXPECT_NEAR(r.gpus[0].sm_active_pct, 48, 24);  // a median of 25s and 71s
+  const Finding* f = Find(r, "cpu-contention");
+  ASSERT_NE(f, nullptr);
+  ASSERT_TRUE(f->gpu.present);
+  EXPECT_EQ(f->gpu.metric, "SM active");
+  EXPECT_NEAR(f->gpu.blamed_pct, 25, 1);
+  EXPECT_NEAR(f->gpu.quiet_pct, 71, 1);
+  EXPECT_NEAR(f->gpu.blamed_s, 50, 1);
+  EXPECT_NEAR(f->gpu.gpu_idle_s, 50 * 0.46, 1);
+  std::string effects;
+  for (const std::string& e : f->effects) effects += e + "\n";
+  EXPECT_NE(effects.find("GPU 0 SM active 25% while the main thread waited for a CPU"),
+            std::string::npos)
+      << effects;
+  EXPECT_NE(effects.find("vs 71% in the quietest samples"), std::string::npos) << effects;
+  EXPECT_TRUE(r.gpu_verdict.empty()) << "host-side causes explain much of this window";
+  std::string text = ReportToText(r);
+  EXPECT_NE(text.find("  GPU 0 (H200): nvidia-smi util "), std::string::npos) << text;
+  EXPECT_NE(text.find("| SM active "), std::string::npos) << text;
+  auto j = nlohmann::json::parse(ReportToJson(r));
+  EXPECT_EQ(j["gpus"][0]["name"], "NVIDIA H200");
+  EXPECT_NEAR(j["findings"][0]["gpu_effect"]["blamed_pct"].get<double>(), 25, 1);
+}
+
+TEST(GpuTruthTest, BusyGpuWithoutHostCausesIsTheBottleneck) {
+  Builder b;
+  b.Preempt(200 * kMs, 0);
+  AddGpu(b.w, [](int64_t) { return 80.0; });
+  Report r = b.Run();
+  for (const Finding& f : r.findings) EXPECT_EQ(f.severity, Severity::kLow) << f.rule;
+  EXPECT_NE(r.gpu_verdict.find("the GPU is the bottleneck: GPU 0 SM active 80%"), std::string::npos)
+      << r.gpu_verdict;
+  EXPECT_NE(ReportToText(r).find("→ the GPU is the bottleneck"), std::string::npos);
+}
+
+TEST(GpuTruthTest, IdleGpuIsNoBottleneckAndNoSamplesMeansNoGpuKeys) {
+  Builder b;
+  AddGpu(b.w, [](int64_t) { return 10.0; });
+  EXPECT_TRUE(b.Run().gpu_verdict.empty());
+  Builder none;
+  Report r = none.Run();
+  EXPECT_TRUE(r.gpus.empty());
+  auto j = nlohmann::json::parse(ReportToJson(r));
+  EXPECT_FALSE(j.contains("gpus"));
+  EXPECT_EQ(ReportToText(r).find("GPU 0"), std::string::npos);
+}
+
+TEST(GpuTruthTest, WithoutGpmUtilizationStandsIn) {
+  Builder b;
+  b.w.gpu_devices.push_back({0, "Tesla T4", false});
+  for (int64_t t = 100 * kMs; t < b.w.to; t += 100 * kMs) {
+    GpuSample g;
+    g.ts_ns = t;
+    g.util_pct = 90;
+    b.w.gpu_samples.push_back(g);
+  }
+  Report r = b.Run();
+  ASSERT_EQ(r.gpus.size(), 1u);
+  EXPECT_LT(r.gpus[0].sm_active_pct, 0);
+  std::string text = ReportToText(r);
+  EXPECT_NE(text.find("GPU 0 (Tesla T4): nvidia-smi util 90% | no GPM"), std::string::npos) << text;
+  EXPECT_NE(r.gpu_verdict.find("utilization 90%"), std::string::npos) << r.gpu_verdict;
+}
+
 // ---- Timeline precedence -------------------------------------------------------------------
 
 // A unit changes where the rounded number would reach 1000: "1.0ms", never "1000µs".

@@ -7,6 +7,7 @@
 #include "analysis/callers.h"
 #include "analysis/facts.h"
 #include "analysis/format.h"
+#include "analysis/gpu.h"
 #include "analysis/loader.h"
 #include "analysis/thresholds.h"
 #include "store/reader.h"
@@ -159,6 +160,7 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
     s.major_faults_per_s = static_cast<int64_t>(static_cast<double>(faults) / n);
   }
   if (r.system.cores == 0) r.system.cores = w.cores;
+  r.gpus = SummarizeGpus(w);
 
   if (options.pid != 0 && !w.processes.count(options.pid)) {
     r.notes.push_back(Fmt("--pid %d is not a process of this recording (session %lld): see "
@@ -199,6 +201,7 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
                                       }),
                        r.findings.end());
     }
+    AddGpuEffects(f, &r);
     r.feed_time.push_back(MakeGroup("main thread's critical path (waits resolved by who woke it)",
                                     1, f.window_ns, f.path, true));
     r.feed_time.push_back(MakeGroup("training threads (CUDA callers)",

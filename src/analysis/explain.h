@@ -42,6 +42,22 @@ struct EvidenceQuery {
   std::string sql;
 };
 
+// NVML truth during the intervals a host-side finding blames (samples of the job's GPU whose
+// interval the main thread spent mostly in the finding's cause) against the quietest samples
+// (the quarter with the least host waiting). Present only when the window has GPU samples.
+struct GpuEffect {
+  bool present = false;
+  int32_t gpu = 0;
+  std::string metric;           // "SM active" (GPM) or "utilization" (NVML, nvidia-smi's)
+  double blamed_pct = 0;        // mean of `metric` over the blamed samples
+  double quiet_pct = 0;         // mean over the quietest samples
+  int64_t blamed_samples = 0;
+  int64_t quiet_samples = 0;
+  double blamed_s = 0;          // wall seconds the blamed samples cover
+  // GPU-seconds idle the cause explains: blamed_s × (quiet − blamed) / 100, at least 0.
+  double gpu_idle_s = 0;
+};
+
 struct Finding {
   std::string rule;  // stable id: "cpu-contention", "dataloader-starvation", ...
   Severity severity = Severity::kLow;
@@ -54,6 +70,7 @@ struct Finding {
   std::vector<EvidenceQuery> evidence;
   std::vector<Metric> metrics;
   double lost_s = 0;  // GPU-feed seconds this cause explains (ranking key after severity)
+  GpuEffect gpu;      // with NVML samples: SM activity while this cause held the job
 };
 
 // Where the GPU-feeding threads' time went (see docs/detections.md for the precedence).
@@ -112,6 +129,24 @@ struct SystemContext {
   int64_t major_faults_per_s = 0;
 };
 
+// One GPU over the window, from NVML samples (trace --gpu-interval): medians per sample, the
+// way dashboards aggregate. GPM values are < 0 when the device has no GPM.
+struct GpuSummary {
+  int32_t gpu = 0;
+  std::string name;  // "NVIDIA H200"
+  bool gpm = false;
+  int64_t samples = 0;
+  double util_pct = -1;          // NVML utilization: what nvidia-smi shows
+  double mem_util_pct = -1;
+  double sm_active_pct = -1;     // GPM SM_UTIL
+  double sm_occupancy_pct = -1;  // GPM SM_OCCUPANCY
+  double tensor_active_pct = -1;
+  double dram_bw_pct = -1;
+  double sm_clock_mhz = -1;
+  double power_w = -1;
+  double mem_used_gb = -1;
+};
+
 struct ReportWindow {
   int64_t session = 0;
   int64_t from_ns = 0;  // session ns
@@ -147,6 +182,10 @@ struct CallerSection {
 struct Report {
   ReportWindow window;
   SystemContext system;
+  std::vector<GpuSummary> gpus;  // NVML samples in the window, per GPU (empty without them)
+  // Set when the job's GPU was busy and host-side causes explain little of the window:
+  // "the GPU is the bottleneck: …". Empty otherwise.
+  std::string gpu_verdict;
   std::vector<Finding> findings;  // most severe first, then by lost_s
   std::vector<FeedTimeGroup> feed_time;
   std::vector<ProcessStat> top_processes;  // by off-CPU time, training and workers first

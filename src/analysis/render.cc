@@ -38,6 +38,31 @@ std::string Indent(const std::string& text, const std::string& prefix) {
 
 std::string Title(const Finding& f) { return f.cause + " → " + f.effect; }
 
+// "GPU 0 (H200): nvidia-smi util 83% | SM active 71% | occupancy 17% | 1980 MHz | 451 W".
+std::string GpuLine(const GpuSummary& g) {
+  std::string name = g.name;
+  if (name.rfind("NVIDIA ", 0) == 0) name = name.substr(7);
+  std::string out = Fmt("GPU %d", g.gpu) + (name.empty() ? "" : " (" + name + ")") + ":";
+  std::string sep = " ";
+  auto add = [&](const std::string& part) {
+    out += sep + part;
+    sep = " | ";
+  };
+  if (g.util_pct >= 0) add(Fmt("nvidia-smi util %.0f%%", g.util_pct));
+  if (g.sm_active_pct >= 0) add(Fmt("SM active %.0f%%", g.sm_active_pct));
+  if (g.sm_occupancy_pct >= 0) add(Fmt("occupancy %.0f%%", g.sm_occupancy_pct));
+  if (g.tensor_active_pct >= 0) add(Fmt("tensor %.0f%%", g.tensor_active_pct));
+  if (g.dram_bw_pct >= 0) add(Fmt("DRAM bw %.0f%%", g.dram_bw_pct));
+  if (g.sm_clock_mhz >= 0) add(Fmt("%.0f MHz", g.sm_clock_mhz));
+  if (g.power_w >= 0) add(Fmt("%.0f W", g.power_w));
+  if (!g.gpm) add("no GPM");
+  return out + Fmt(" (median of %lld samples)", static_cast<long long>(g.samples));
+}
+
+nlohmann::ordered_json Pct(double v) {
+  return v < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(R(v));
+}
+
 std::string Ms(double ms) { return FormatNs(static_cast<int64_t>(ms * 1e6)); }
 
 void AppendSiteDetail(std::string* out, const CallSite& s) {
@@ -117,6 +142,8 @@ std::string ReportToText(const Report& r) {
     out += Fmt("System Context: no system snapshots (%lld cores)\n",
                static_cast<long long>(r.system.cores));
   }
+  for (const GpuSummary& g : r.gpus) out += "  " + GpuLine(g) + "\n";
+  if (!r.gpu_verdict.empty()) out += "  → " + r.gpu_verdict + "\n";
   out += "\nCausal Chains (" + r.window.label + "):\n" + std::string(kRule) + "\n";
   bool any = false;
   for (const Finding& f : r.findings) {
@@ -194,6 +221,26 @@ std::string ReportToJson(const Report& r) {
     } else {
       j["system"] = {{"cores", r.system.cores}};
     }
+    if (!r.gpus.empty()) {
+      ordered_json gpus = ordered_json::array();
+      for (const GpuSummary& g : r.gpus) {
+        gpus.push_back({{"gpu", g.gpu},
+                        {"name", g.name},
+                        {"gpm", g.gpm},
+                        {"samples", g.samples},
+                        {"util_pct", Pct(g.util_pct)},
+                        {"mem_util_pct", Pct(g.mem_util_pct)},
+                        {"sm_active_pct", Pct(g.sm_active_pct)},
+                        {"sm_occupancy_pct", Pct(g.sm_occupancy_pct)},
+                        {"tensor_active_pct", Pct(g.tensor_active_pct)},
+                        {"dram_bw_pct", Pct(g.dram_bw_pct)},
+                        {"sm_clock_mhz", Pct(g.sm_clock_mhz)},
+                        {"power_w", Pct(g.power_w)},
+                        {"mem_used_gb", Pct(g.mem_used_gb)}});
+      }
+      j["gpus"] = gpus;
+      if (!r.gpu_verdict.empty()) j["gpu_verdict"] = r.gpu_verdict;
+    }
     ordered_json findings = ordered_json::array();
     for (const Finding& f : r.findings) {
       ordered_json jf;
@@ -207,6 +254,16 @@ std::string ReportToJson(const Report& r) {
       jf["contributing"] = f.contributing;
       jf["fix"] = f.fix;
       jf["lost_s"] = R(f.lost_s);
+      if (f.gpu.present) {
+        jf["gpu_effect"] = {{"gpu", f.gpu.gpu},
+                            {"metric", f.gpu.metric},
+                            {"blamed_pct", R(f.gpu.blamed_pct)},
+                            {"quiet_pct", R(f.gpu.quiet_pct)},
+                            {"blamed_samples", f.gpu.blamed_samples},
+                            {"quiet_samples", f.gpu.quiet_samples},
+                            {"blamed_s", R(f.gpu.blamed_s)},
+                            {"gpu_idle_s", R(f.gpu.gpu_idle_s)}};
+      }
       ordered_json metrics = ordered_json::array();
       for (const Metric& m : f.metrics) {
         metrics.push_back({{"name", m.name}, {"value", R(m.value)}, {"unit", m.unit}});

@@ -93,4 +93,15 @@ inline constexpr double kFoldLowShare = 0.5;
 // diff: a change counts as better/worse beyond this relative change (noise band).
 inline constexpr double kDiffNoiseShare = 0.10;
 
+// NVML truth (src/analysis/gpu.cc).
+// A GPU sample is blamed on a finding when the main thread spent at least this share of the
+// sample's interval in the finding's cause.
+inline constexpr double kGpuBlameShare = 0.2;
+// At least this many blamed samples before a finding's Effect quotes SM activity.
+inline constexpr int64_t kGpuMinBlamedSamples = 3;
+// The job's GPU is "the bottleneck" when its median SM activity (utilization without GPM) is at
+// least this, and the host-side findings' lost time is under kGpuBoundHostShare of the window.
+inline constexpr double kGpuBusyPct = 60.0;
+inline constexpr double kGpuBoundHostShare = 0.10;
+
 }  // namespace gw::thresholds

@@ -38,6 +38,8 @@ struct WindowData {
   std::vector<StackUse> stack_uses;                             // every pid, window rows
   std::map<int64_t, std::vector<StackFrameRow>> stack_frames;  // stacks those rows use
   int64_t malformed_stacks = 0;  // stacks of those rows whose frames could not be read
+  std::vector<GpuDevice> gpu_devices;  // NVML (schema 4): the session's GPUs
+  std::vector<GpuSample> gpu_samples;  // the window's samples, by ts then gpu
 };
 
 }  // namespace gw

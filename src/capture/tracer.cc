@@ -143,10 +143,39 @@ Status Tracer::Start() {
       },
       [this] { return ElapsedNs(); });
   sampler_->Start();
+  StartGpuSampler();
   started_ = true;
   drain_ = std::thread([this] { DrainLoop(); });
   if (stacks_) stack_thread_ = std::thread([this] { StackLoop(); });
   return Status::Ok();
+}
+
+void Tracer::StartGpuSampler() {
+  if (options_.gpu_interval_ns <= 0) return;
+  GpuSamplerOptions go;
+  go.library = options_.nvml_lib;
+  go.interval_ns = options_.gpu_interval_ns;
+  StatusOr<std::unique_ptr<GpuSampler>> made = GpuSampler::Create(go, [this] { return ElapsedNs(); });
+  std::lock_guard<std::mutex> lock(notes_mu_);
+  if (!made.ok()) {
+    notes_.push_back("no GPU samples (NVML): " + made.status().message());
+    return;
+  }
+  gpu_sampler_ = std::move(*made);
+  std::string gpus;
+  bool gpm = false;
+  for (const GpuDevice& d : gpu_sampler_->devices()) {
+    gpus += (gpus.empty() ? "" : ", ") + std::to_string(d.gpu) + " " + d.name;
+    gpm = gpm || d.gpm_supported;
+  }
+  notes_.push_back("NVML " + gpu_sampler_->library_path() + ": GPU " + gpus + " every " +
+                   std::to_string(options_.gpu_interval_ns / 1'000'000) + " ms" +
+                   (gpm ? " (GPM: SM activity, occupancy)" : " (no GPM: utilization only)"));
+  if (writer_) writer_->AppendGpuDevices(gpu_sampler_->devices());
+  gpu_sampler_->Start([this](const std::vector<GpuSample>& samples,
+                             const std::vector<GpuProcessSample>& processes) {
+    if (writer_) writer_->AppendGpuSamples(samples, processes);
+  });
 }
 
 void Tracer::WatchStacksOf(int32_t pid) {
@@ -272,6 +301,7 @@ StatusOr<TraceSummary> Tracer::Stop() {
   TraceSummary summary;
   summary.elapsed_ns = ElapsedNs();
   if (sampler_) sampler_->Stop();
+  if (gpu_sampler_) gpu_sampler_->Stop();
   stop_drain_ = true;
   if (drain_.joinable()) drain_.join();
   if (stacks_) {

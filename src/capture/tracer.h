@@ -2,7 +2,8 @@
 //
 // Start():  session clock (CLOCK_MONOTONIC + CLOCK_REALTIME at one instant), StoreWriter and
 //           session row (unless record=false), HostSource (owner of the tracked set), then
-//           CudaSource (sharing the tracked-set fd), the 1 Hz SystemSampler, the drain thread.
+//           CudaSource (sharing the tracked-set fd), the 1 Hz SystemSampler, the NVML
+//           GpuSampler (10 Hz by default; a note when there is no NVML), the drain thread.
 //           With `stacks` (trace --stack) first a StackRegistry whose maps every source shares.
 // Stacks:   a second thread watches newly tracked processes (maps snapshot, CPython offsets)
 //           and every 50 ms drains captured stacks, symbolizes them and appends them to the
@@ -29,6 +30,7 @@
 #include "capture/live_stats.h"
 #include "capture/source.h"
 #include "sources/host/host_source.h"
+#include "sources/nvml/gpu_sampler.h"
 #include "sources/stacks/stack_registry.h"
 #include "sources/system/sampler.h"
 #include "store/writer.h"
@@ -50,6 +52,10 @@ struct TracerOptions {
   // How often the drain thread empties the ring buffers. Each poll costs a few syscalls per
   // source whether or not records are waiting; the rings (16-32 MiB) hold seconds of events.
   int64_t poll_interval_ns = 5'000'000;
+  // NVML GPU sampling (gpu_samples): every this often, 0 = off; the library (tests, unusual
+  // installs; "" = libnvidia-ml.so.1 from the loader's path).
+  int64_t gpu_interval_ns = 100'000'000;
+  std::string nvml_lib;
   FILE* json_out = nullptr;
   std::string version;
   std::string command_line;
@@ -106,6 +112,7 @@ class Tracer : public EventSink {
  private:
   explicit Tracer(TracerOptions options);
   void DrainLoop();
+  void StartGpuSampler();
   DropCounts CollectDrops() const;
   void WriteJson(const Event& e);
   // --stack: queue a process for StackRegistry::Watch (Start, then the drain thread only);
@@ -120,6 +127,7 @@ class Tracer : public EventSink {
   std::vector<std::unique_ptr<Source>> sources_;
   HostSource* host_ = nullptr;
   std::unique_ptr<SystemSampler> sampler_;
+  std::unique_ptr<GpuSampler> gpu_sampler_;  // null without NVML or with --gpu-interval 0
   LiveStats live_;
 
   std::thread drain_;

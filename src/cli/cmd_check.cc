@@ -13,6 +13,7 @@
 #include "base/table.h"
 #include "cli/commands.h"
 #include "discover/cuda_libs.h"
+#include "sources/nvml/gpu_sampler.h"
 #include "sources/selftest/selftest.h"
 #include "sources/stacks/python_offsets.h"
 #include "sources/system/host_info.h"
@@ -260,6 +261,35 @@ CheckResult CheckGpu() {
   return r;
 }
 
+// NVML (GPU truth for trace's gpu_samples) and, per GPU, GPM (SM activity and occupancy).
+std::vector<CheckResult> CheckNvml(const std::string& library) {
+  NvmlProbe probe = ProbeNvml(library);
+  CheckResult nvml{"NVML", CheckState::kInfo, false, "", ""};
+  if (!probe.present) {
+    nvml.detail = "absent: " + probe.error;
+    nvml.hint = "trace records no GPU utilization or SM activity (gpu_samples) without it";
+    return {nvml};
+  }
+  nvml.state = CheckState::kPass;
+  nvml.detail = probe.library + ": " + std::to_string(probe.devices.size()) + " GPU" +
+                (probe.devices.size() == 1 ? "" : "s");
+  CheckResult gpm{"GPM", CheckState::kInfo, false, "", ""};
+  int supported = 0;
+  for (const GpuDevice& d : probe.devices) {
+    if (!gpm.detail.empty()) gpm.detail += "; ";
+    gpm.detail += "GPU " + std::to_string(d.gpu) + " " + d.name +
+                  (d.gpm_supported ? ": supported" : ": not supported");
+    supported += d.gpm_supported ? 1 : 0;
+  }
+  if (!probe.gpm_api) gpm.detail = "not supported: this NVML has no GPM entry points";
+  if (supported > 0 && probe.gpm_api) {
+    gpm.state = CheckState::kPass;
+  } else {
+    gpm.hint = "explain shows NVML utilization only (GPM needs a Hopper or newer GPU)";
+  }
+  return {nvml, gpm};
+}
+
 // Python CUDA processes and whether `trace --stack` can walk their frames (CPython 3.10-3.13
 // with known offsets), e.g. "pid 4242 python3.12: Python frames walkable (CPython 3.12.3,
 // table 3.12)".
@@ -299,11 +329,13 @@ int RunCheck(const Args& args) {
                 "Checks that this machine can trace: kernel, BTF, tracefs (mounted when absent\n"
                 "and running as root), uprobes, tracepoints, privileges, a real BPF program\n"
                 "load, ptrace scope, CUDA libraries and the processes that map them, the\n"
-                "NVIDIA driver and GPUs, and the CPython versions of CUDA processes.\n"
+                "NVIDIA driver and GPUs, NVML and GPM, and the CPython versions of CUDA processes.\n"
                 "Exit status 0 when `gpuwhy trace` can run here, 1 when it cannot.");
   flags.Add({"json", FlagKind::kBool, "", "print the checks as JSON", ""})
       .Add({"cuda-lib", FlagKind::kString, "PATH", "also look at this library file or directory",
-            ""});
+            ""})
+      .Add({"nvml-lib", FlagKind::kString, "PATH",
+            "load NVML from this file instead of libnvidia-ml.so.1", ""});
   int code = 0;
   if (!ParseOrExit(flags, args, &code)) return code;
 
@@ -322,6 +354,7 @@ int RunCheck(const Args& args) {
   results.push_back(CheckPtraceScope());
   for (CheckResult& r : CheckCuda(libs)) results.push_back(r);
   results.push_back(CheckGpu());
+  for (CheckResult& r : CheckNvml(flags.GetString("nvml-lib", ""))) results.push_back(r);
   results.push_back(CheckPython(libs));
 
   bool can_trace = true;

@@ -413,6 +413,10 @@ int RunLiveDemo(const FlagSet& flags, const std::string& scenario_name,
   topts.pids = {static_cast<int32_t>(*loop)};
   topts.db_path = path;
   topts.cuda_libs = {sim->lib};
+  // The simulated NVML next to the simulated runtime: GPU truth from the simulated device.
+  if (access((sim->lib + "/libnvidia-ml.so.1").c_str(), R_OK) == 0) {
+    topts.nvml_lib = sim->lib + "/libnvidia-ml.so.1";
+  }
   topts.version = VersionString();
   topts.command_line = CommandLine();
   StatusOr<std::unique_ptr<Tracer>> created = Tracer::Create(topts);

@@ -184,6 +184,13 @@ int RunTrace(const Args& all_args) {
                                                 "pruning the oldest rows (2G)", ""});
   flags.Add({"cuda-lib", FlagKind::kString, "PATH", "also attach to this CUDA library file or "
                                                     "directory", ""});
+  flags.Add({"gpu-interval", FlagKind::kString, "DUR",
+             "sample every GPU through NVML this often (utilization, GPM SM activity and "
+             "occupancy, clocks, power, per-process use) into gpu_samples; 0 or off: never",
+             "100ms"});
+  flags.Add({"nvml-lib", FlagKind::kString, "PATH",
+             "load NVML from this file instead of libnvidia-ml.so.1 (tests, unusual installs)",
+             ""});
   flags.Add({"stack", FlagKind::kBool, "",
              "record the caller's stack (Python file:line and native frames) on CUDA calls and "
              "sampled off-CPU switches; explain then shows top callers and sched_switch victims",
@@ -251,6 +258,17 @@ int RunTrace(const Args& all_args) {
   if (options.poll_interval_ns < 1'000'000 || options.poll_interval_ns > 100'000'000) {
     return ReportError(InvalidArgument("--poll-interval must be between 1ms and 100ms"));
   }
+  if (std::string text = flags.GetString("gpu-interval", "100ms"); text == "off" || text == "0") {
+    options.gpu_interval_ns = 0;
+  } else {
+    StatusOr<int64_t> ns = ParseDurationNs(text);
+    if (!ns.ok() || *ns < 10'000'000 || *ns > 60'000'000'000) {
+      return ReportError(InvalidArgument("--gpu-interval " + text +
+                                         ": a duration between 10ms and 60s, or 0/off"));
+    }
+    options.gpu_interval_ns = *ns;
+  }
+  options.nvml_lib = flags.GetString("nvml-lib", "");
   options.db_path = DatabasePath(flags);
   options.version = VersionString();
   options.command_line = CommandLine();

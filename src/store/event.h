@@ -63,6 +63,39 @@ struct SystemSnapshot {
   double iowait_pct = 0;
 };
 
+// One sample of one GPU from NVML (`gpu_samples`, schema 4). kNull (ints) / NaN (reals) where
+// the device or driver did not give the value (GPM metrics need Hopper or newer).
+struct GpuSample {
+  int64_t ts_ns = 0;            // ns since session start, when the sample was read
+  int32_t gpu = 0;              // NVML device index
+  int64_t util_pct = kNull;     // nvmlDeviceGetUtilizationRates .gpu (what nvidia-smi shows)
+  int64_t mem_util_pct = kNull; // .memory: share of time device memory was read or written
+  double sm_active_pct = -1;    // GPM SM_UTIL over the interval since the previous sample; <0 = none
+  double sm_occupancy_pct = -1; // GPM SM_OCCUPANCY
+  double tensor_active_pct = -1;// GPM ANY_TENSOR_UTIL
+  double dram_bw_pct = -1;      // GPM DRAM_BW_UTIL
+  int64_t sm_clock_mhz = kNull;
+  int64_t power_mw = kNull;
+  int64_t throttle_reasons = kNull;  // nvmlClocksEventReasons bit mask
+  int64_t mem_used_bytes = kNull;
+};
+
+// Per-process GPU utilization from nvmlDeviceGetProcessUtilization (`gpu_process_samples`).
+struct GpuProcessSample {
+  int64_t ts_ns = 0;  // session ns of the read that returned it
+  int32_t gpu = 0;
+  int32_t pid = 0;    // as NVML reports it (the host's pid namespace)
+  int64_t sm_util_pct = kNull;
+  int64_t mem_util_pct = kNull;
+};
+
+// A GPU NVML reported at the start of a session (`gpu_devices`).
+struct GpuDevice {
+  int32_t gpu = 0;
+  std::string name;        // "NVIDIA H200"
+  bool gpm_supported = false;
+};
+
 // Counts of calls that were not recorded as rows (e.g. launches counted in BPF), one row per
 // (second, pid, op, name). Written into `op_seconds` alongside what the writer counts itself.
 struct OpCount {

@@ -154,6 +154,36 @@ CREATE VIEW events AS
   WHERE r.session = (SELECT MAX(id) FROM sessions);
 )sql";
 
+// Version 4 (additive): GPU truth from NVML, sampled by `trace` (10 Hz by default). One row per
+// GPU per sample; GPM columns (Hopper and newer) are NULL where the device has no GPM. Process
+// rows come from nvmlDeviceGetProcessUtilization. Clustered by time like the other raw tables.
+constexpr const char* kMigrationV4 = R"sql(
+CREATE TABLE gpu_devices(
+  session INTEGER NOT NULL,
+  gpu INTEGER NOT NULL,
+  name TEXT,
+  gpm_supported INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY(session, gpu)
+) WITHOUT ROWID;
+CREATE TABLE gpu_samples(
+  session INTEGER NOT NULL,
+  ts INTEGER NOT NULL,
+  gpu INTEGER NOT NULL,
+  util_pct INTEGER, mem_util_pct INTEGER,
+  sm_active_pct REAL, sm_occupancy_pct REAL, tensor_active_pct REAL, dram_bw_pct REAL,
+  sm_clock_mhz INTEGER, power_mw INTEGER, throttle_reasons INTEGER, mem_used_bytes INTEGER,
+  PRIMARY KEY(session, ts, gpu)
+) WITHOUT ROWID;
+CREATE TABLE gpu_process_samples(
+  session INTEGER NOT NULL,
+  ts INTEGER NOT NULL,
+  gpu INTEGER NOT NULL,
+  pid INTEGER NOT NULL,
+  sm_util_pct INTEGER, mem_util_pct INTEGER,
+  PRIMARY KEY(session, ts, gpu, pid)
+) WITHOUT ROWID;
+)sql";
+
 Status WriteOpNames(sqlite3* db) {
   size_t n = 0;
   const OpInfo* ops = AllOps(&n);
@@ -214,6 +244,7 @@ Status CreateOrMigrateSchema(sqlite3* db) {
     // Migrations, oldest first; each is additive so older readers' queries keep working.
     if (version < 2) RETURN_IF_ERROR(Exec(db, kMigrationV2));
     if (version < 3) RETURN_IF_ERROR(Exec(db, kMigrationV3));
+    if (version < 4) RETURN_IF_ERROR(Exec(db, kMigrationV4));
     RETURN_IF_ERROR(Exec(db, "UPDATE meta SET value='" + std::to_string(kSchemaVersion) +
                                  "' WHERE key='schema_version'"));
     return WriteOpNames(db);

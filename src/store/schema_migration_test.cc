@@ -37,6 +37,7 @@ class SchemaMigrationTest : public ::testing::Test {
 // without them, with version 1's views and schema_version 1.
 void DowngradeToV1(sqlite3* db) {
   ASSERT_TRUE(Exec(db,
+                   "DROP TABLE gpu_devices; DROP TABLE gpu_samples; DROP TABLE gpu_process_samples; "
                    "DROP VIEW stack_frames; DROP TABLE stacks; DROP VIEW events; "
                    "DROP VIEW events_all; "
                    "ALTER TABLE event_rows DROP COLUMN waker_pid; "
@@ -89,9 +90,28 @@ TEST_F(SchemaMigrationTest, V1FileBecomesCurrentWithDataIntact) {
     e.waker_pid = 7;
     e.waker_tid = 9;
     (*w)->AppendEvent(e);
+    GpuSample g;
+    g.ts_ns = 100'000'000;
+    g.util_pct = 83;
+    g.sm_active_pct = 71.5;
+    g.power_mw = 450000;
+    GpuProcessSample p;
+    p.ts_ns = g.ts_ns;
+    p.pid = 7;
+    p.sm_util_pct = 80;
+    (*w)->AppendGpuDevices({GpuDevice{0, "NVIDIA H200", true}});
+    (*w)->AppendGpuSamples({g}, {p});
     ASSERT_TRUE((*w)->Close().ok());
   }
   ScopedDb db = OpenRaw();
+  // Version 4: the NVML tables exist and take samples; absent values are NULL.
+  EXPECT_EQ(*QueryText(db.get(), "SELECT name FROM gpu_devices WHERE gpm_supported = 1", ""),
+            "NVIDIA H200");
+  EXPECT_EQ(*QueryInt(db.get(), "SELECT util_pct FROM gpu_samples WHERE ts = 100000000", -1), 83);
+  EXPECT_EQ(*QueryInt(db.get(), "SELECT sm_occupancy_pct IS NULL AND mem_used_bytes IS NULL "
+                                "FROM gpu_samples", -1), 1);
+  EXPECT_EQ(*QueryInt(db.get(), "SELECT sm_util_pct FROM gpu_process_samples WHERE pid = 7", -1),
+            80);
   EXPECT_EQ(*QueryText(db.get(), "SELECT value FROM meta WHERE key='schema_version'", ""),
             std::to_string(kSchemaVersion));
   EXPECT_EQ(*QueryInt(db.get(), "SELECT COUNT(*) FROM event_rows", -1), 2);

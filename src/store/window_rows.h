@@ -113,6 +113,10 @@ struct WindowRows {
   // are not valid JSON are left out and counted in malformed_stacks.
   std::map<int64_t, std::vector<StackFrameRow>> stack_frames;
   int64_t malformed_stacks = 0;
+  // Schema 4: NVML samples of the window (by ts, then gpu) and the session's GPUs; empty for
+  // older files and recordings made without NVML.
+  std::vector<GpuDevice> gpu_devices;
+  std::vector<GpuSample> gpu_samples;
 };
 
 StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& window,

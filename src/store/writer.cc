@@ -177,6 +177,17 @@ Status StoreWriter::PrepareStatements() {
   ASSIGN_OR_RETURN(insert_stack_,
                    Prepare(db, "INSERT OR IGNORE INTO stacks(session, id, pid, location, frames) "
                                "VALUES (?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(insert_gpu_device_,
+                   Prepare(db, "INSERT OR REPLACE INTO gpu_devices(session, gpu, name, "
+                               "gpm_supported) VALUES (?,?,?,?)"));
+  ASSIGN_OR_RETURN(insert_gpu_sample_,
+                   Prepare(db, "INSERT OR REPLACE INTO gpu_samples(session, ts, gpu, util_pct, "
+                               "mem_util_pct, sm_active_pct, sm_occupancy_pct, tensor_active_pct, "
+                               "dram_bw_pct, sm_clock_mhz, power_mw, throttle_reasons, "
+                               "mem_used_bytes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(insert_gpu_process_,
+                   Prepare(db, "INSERT OR REPLACE INTO gpu_process_samples(session, ts, gpu, pid, "
+                               "sm_util_pct, mem_util_pct) VALUES (?,?,?,?,?,?)"));
   return Status::Ok();
 }
 
@@ -290,6 +301,75 @@ void StoreWriter::AppendStack(int64_t id, int32_t pid, std::string location,
   ++enqueued_seq_;
 }
 
+void StoreWriter::AppendGpuDevices(const std::vector<GpuDevice>& devices) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return;
+  pending_gpu_.devices.insert(pending_gpu_.devices.end(), devices.begin(), devices.end());
+  ++enqueued_seq_;
+}
+
+void StoreWriter::AppendGpuSamples(const std::vector<GpuSample>& samples,
+                                   const std::vector<GpuProcessSample>& processes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return;
+  pending_gpu_.samples.insert(pending_gpu_.samples.end(), samples.begin(), samples.end());
+  pending_gpu_.processes.insert(pending_gpu_.processes.end(), processes.begin(),
+                                processes.end());
+  ++enqueued_seq_;
+}
+
+namespace {
+
+void BindPct(sqlite3_stmt* stmt, int index, double value) {
+  if (value < 0) {
+    sqlite3_bind_null(stmt, index);
+  } else {
+    sqlite3_bind_double(stmt, index, value);
+  }
+}
+
+}  // namespace
+
+Status StoreWriter::InsertGpu(const PendingGpu& gpu) {
+  sqlite3* db = db_.get();
+  for (const GpuDevice& d : gpu.devices) {
+    sqlite3_stmt* u = insert_gpu_device_.get();
+    sqlite3_bind_int64(u, 1, session_id_);
+    sqlite3_bind_int64(u, 2, d.gpu);
+    BindText(u, 3, d.name);
+    sqlite3_bind_int(u, 4, d.gpm_supported ? 1 : 0);
+    RETURN_IF_ERROR(StepDone(db, u, "insert gpu device"));
+  }
+  for (const GpuSample& x : gpu.samples) {
+    sqlite3_stmt* u = insert_gpu_sample_.get();
+    sqlite3_bind_int64(u, 1, session_id_);
+    sqlite3_bind_int64(u, 2, x.ts_ns);
+    sqlite3_bind_int64(u, 3, x.gpu);
+    BindOptional(u, 4, x.util_pct);
+    BindOptional(u, 5, x.mem_util_pct);
+    BindPct(u, 6, x.sm_active_pct);
+    BindPct(u, 7, x.sm_occupancy_pct);
+    BindPct(u, 8, x.tensor_active_pct);
+    BindPct(u, 9, x.dram_bw_pct);
+    BindOptional(u, 10, x.sm_clock_mhz);
+    BindOptional(u, 11, x.power_mw);
+    BindOptional(u, 12, x.throttle_reasons);
+    BindOptional(u, 13, x.mem_used_bytes);
+    RETURN_IF_ERROR(StepDone(db, u, "insert gpu sample"));
+  }
+  for (const GpuProcessSample& x : gpu.processes) {
+    sqlite3_stmt* u = insert_gpu_process_.get();
+    sqlite3_bind_int64(u, 1, session_id_);
+    sqlite3_bind_int64(u, 2, x.ts_ns);
+    sqlite3_bind_int64(u, 3, x.gpu);
+    sqlite3_bind_int64(u, 4, x.pid);
+    BindOptional(u, 5, x.sm_util_pct);
+    BindOptional(u, 6, x.mem_util_pct);
+    RETURN_IF_ERROR(StepDone(db, u, "insert gpu process sample"));
+  }
+  return Status::Ok();
+}
+
 Status StoreWriter::Flush() {
   std::unique_lock<std::mutex> lock(mu_);
   if (closed_) return error_;
@@ -327,6 +407,9 @@ Status StoreWriter::Close() {
   upsert_rollup_.Reset();
   insert_string_.Reset();
   insert_stack_.Reset();
+  insert_gpu_device_.Reset();
+  insert_gpu_sample_.Reset();
+  insert_gpu_process_.Reset();
   // Folding the WAL back into the main file leaves one self-contained file for readers.
   ScopedFsIdentity as_owner(location_);  // closing removes the -wal: the owner's to remove
   (void)Exec(db_.get(), "PRAGMA wal_checkpoint(TRUNCATE)");
@@ -363,10 +446,11 @@ void StoreWriter::Run() {
     counts.swap(pending_counts_);
     strings.swap(pending_strings_);
     batch_stacks_.swap(pending_stacks_);
+    std::swap(batch_gpu_, pending_gpu_);
     cv_space_.notify_all();  // queue space is free again
     if (error_.ok() && (!events.empty() || !processes.empty() || !snapshots.empty() ||
                         !counts.empty() || !strings.empty() || !batch_stacks_.empty() ||
-                        final_flush)) {
+                        !batch_gpu_.empty() || final_flush)) {
       // The batch is ours alone now; SQLite work happens with the lock held only for the
       // state it shares (session id), which BeginSession changes only after Flush.
       lock.unlock();
@@ -390,11 +474,12 @@ void StoreWriter::Run() {
     counts.clear();
     strings.clear();
     batch_stacks_.clear();
+    batch_gpu_ = {};
     committed_seq_ = seq;
     cv_space_.notify_all();
     if (stopping && pending_events_.empty() && pending_processes_.empty() &&
         pending_snapshots_.empty() && pending_counts_.empty() && pending_strings_.empty() &&
-        pending_stacks_.empty()) {
+        pending_stacks_.empty() && pending_gpu_.empty()) {
       return;
     }
   }
@@ -524,7 +609,7 @@ Status StoreWriter::CommitBatch(std::vector<Event>& events, std::vector<ProcessI
                                 bool final_flush) {
   sqlite3* db = db_.get();
   if (session_id_ == 0 && (!events.empty() || !processes.empty() || !snapshots.empty() ||
-                           !counts.empty() || !batch_stacks_.empty())) {
+                           !counts.empty() || !batch_stacks_.empty() || !batch_gpu_.empty())) {
     return FailedPrecondition("store writer: data appended before BeginSession");
   }
   RETURN_IF_ERROR(CheckFreeSpace(events.size()));
@@ -545,6 +630,7 @@ Status StoreWriter::CommitBatch(std::vector<Event>& events, std::vector<ProcessI
       RETURN_IF_ERROR(StepDone(db, insert_string_.get(), "insert string"));
     }
     RETURN_IF_ERROR(InsertEvents(events));
+    RETURN_IF_ERROR(InsertGpu(batch_gpu_));
     for (const OpCount& c : counts) {
       RollupKey key{c.sec, c.pid, static_cast<uint16_t>(c.op), c.name_id == kNull ? 0 : c.name_id};
       RollupValue& v = rollups_[key];
@@ -684,7 +770,10 @@ Status StoreWriter::PruneIfNeeded() {
     if (st.ok()) {
       st = Exec(db, "DELETE FROM op_seconds WHERE session < " + sess + " OR (session = " + sess +
                         " AND sec < " + cut_sec + "); DELETE FROM system_snapshots WHERE session < " +
-                        sess + " OR (session = " + sess + " AND ts < " + cut + ");");
+                        sess + " OR (session = " + sess + " AND ts < " + cut + ");" +
+                        "DELETE FROM gpu_samples WHERE session < " + sess + " OR (session = " +
+                        sess + " AND ts < " + cut + "); DELETE FROM gpu_process_samples WHERE "
+                        "session < " + sess + " OR (session = " + sess + " AND ts < " + cut + ");");
     }
     if (!st.ok()) {
       (void)Exec(db, "ROLLBACK");
@@ -716,7 +805,8 @@ StatusOr<StoreWriter::RemovedSessions> StoreWriter::RemoveSessions(
   RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE").WithContext("prune " + path_));
   Status st = Exec(db, "DELETE FROM event_rows WHERE session" + in);
   removed.event_rows = sqlite3_changes(db);
-  for (const char* table : {"op_seconds", "processes", "system_snapshots", "stacks"}) {
+  for (const char* table : {"op_seconds", "processes", "system_snapshots", "stacks", "gpu_devices",
+                            "gpu_samples", "gpu_process_samples"}) {
     if (st.ok()) st = Exec(db, std::string("DELETE FROM ") + table + " WHERE session" + in);
   }
   if (st.ok()) {

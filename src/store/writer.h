@@ -70,6 +70,11 @@ class StoreWriter {
   // file:line, else native). Written with the next batch; a repeated id is ignored.
   void AppendStack(int64_t id, int32_t pid, std::string location, std::string frames_json);
 
+  // GPU truth from NVML (schema 4): the GPUs of this session (gpu_devices) and their samples.
+  void AppendGpuDevices(const std::vector<GpuDevice>& devices);
+  void AppendGpuSamples(const std::vector<GpuSample>& samples,
+                        const std::vector<GpuProcessSample>& processes);
+
   // Blocks until everything appended so far is committed. Returns the first write error.
   Status Flush();
   // The first write error, without waiting (ok while every batch has been written).
@@ -118,6 +123,7 @@ class StoreWriter {
   ScopedDb db_;
   ScopedStmt insert_event_, upsert_process_, insert_snapshot_, upsert_rollup_, insert_string_;
   ScopedStmt insert_stack_;
+  ScopedStmt insert_gpu_device_, insert_gpu_sample_, insert_gpu_process_;
   ScopedStmt insert_batch_;  // INSERT ... SELECT FROM gw_event_batch (reads batch_)
   int64_t session_id_ = 0;
 
@@ -138,6 +144,15 @@ class StoreWriter {
   };
   std::vector<PendingStack> pending_stacks_;  // guarded by mu_
   std::vector<PendingStack> batch_stacks_;    // writer thread: the batch being committed
+  struct PendingGpu {
+    std::vector<GpuDevice> devices;
+    std::vector<GpuSample> samples;
+    std::vector<GpuProcessSample> processes;
+    bool empty() const { return devices.empty() && samples.empty() && processes.empty(); }
+  };
+  PendingGpu pending_gpu_;  // guarded by mu_
+  PendingGpu batch_gpu_;    // writer thread
+  Status InsertGpu(const PendingGpu& gpu);
   std::unordered_map<std::string, int64_t> string_ids_;
   int64_t next_string_id_ = 1;
   uint64_t enqueued_seq_ = 0;   // bumps on every append

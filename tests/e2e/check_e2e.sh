@@ -27,6 +27,19 @@ for c in d["checks"]:
     assert c["state"] in ("pass", "fail", "info"), c
 ' && pass "--json parses and agrees" || fail "--json"
 
+# NVML: none on this machine (no driver) unless named; the simulated one has GPM.
+echo "$out" | grep -qE '^(·|✓) NVML' && pass "NVML line" || fail "NVML line"
+SIM_NVML="$(dirname "$GPUWHY")/sim/lib/libnvidia-ml.so.1"
+if [ -f "$SIM_NVML" ]; then
+  out=$("$GPUWHY" check --nvml-lib "$SIM_NVML" 2>&1)
+  echo "$out" | grep -q '^✓ NVML .*1 GPU' && pass "sim NVML ✓" || fail "sim NVML: $out"
+  echo "$out" | grep -q '^✓ GPM .*GPU 0 gwsim simulated GPU: supported' && pass "sim GPM ✓" || fail "sim GPM: $out"
+  out=$(GWSIM_NVML_GPM=0 "$GPUWHY" check --nvml-lib "$SIM_NVML" 2>&1)
+  echo "$out" | grep -q '^· GPM .*not supported' && pass "sim without GPM ·" || fail "sim no GPM: $out"
+else
+  echo "note - $SIM_NVML not built: simulated NVML checks skipped"
+fi
+
 out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$GPUWHY" check 2>&1); rc=$?
 [ $rc -eq 1 ] && pass "unprivileged exit 1" || fail "unprivileged exit $rc"
 echo "$out" | grep -q '^✗ privileges' && pass "unprivileged ✗ privileges" || fail "unprivileged privileges line: $out"

@@ -1,0 +1,210 @@
+#include "analysis/gpu.h"
+
+#include <algorithm>
+#include <map>
+
+#include "analysis/format.h"
+#include "analysis/thresholds.h"
+
+namespace gw {
+
+namespace {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return -1;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The activity figure a finding quotes: GPM SM activity where the device has it, else NVML
+// utilization; < 0 when the sample has neither.
+double Activity(const GpuSample& s) {
+  if (s.sm_active_pct >= 0) return s.sm_active_pct;
+  if (s.util_pct != kNull) return static_cast<double>(s.util_pct);
+  return -1;
+}
+
+// The job's GPU: the busiest by median activity (the tracer does not know which GPU a process
+// uses; the one it keeps busy stands out).
+const GpuSummary* JobGpu(const std::vector<GpuSummary>& gpus) {
+  const GpuSummary* best = nullptr;
+  auto activity = [](const GpuSummary& g) {
+    return g.sm_active_pct >= 0 ? g.sm_active_pct : g.util_pct;
+  };
+  for (const GpuSummary& g : gpus) {
+    if (best == nullptr || activity(g) > activity(*best)) best = &g;
+  }
+  return best;
+}
+
+// What the main thread was doing while a finding's cause held it, for the Effect line.
+struct BlamedCause {
+  const char* rule;
+  FeedCause cause;
+  const char* phrase;
+};
+constexpr BlamedCause kBlamed[] = {
+    {"cpu-contention", FeedCause::kRunqWait, "while the main thread waited for a CPU"},
+    {"dataloader-starvation", FeedCause::kBlockedOther, "while the main thread waited for batches"},
+    {"io-bottleneck", FeedCause::kBlockedIo, "while the main thread waited for I/O"},
+    {"memory-pressure", FeedCause::kPageFault, "while the main thread waited on page faults"},
+    {"memcpy-bottleneck", FeedCause::kMemcpy, "while the main thread was in host copies"},
+};
+
+bool HostFamily(const std::string& rule) {
+  for (const BlamedCause& b : kBlamed) {
+    if (rule == b.rule) return true;
+  }
+  return false;
+}
+
+struct SampleInterval {
+  int64_t begin = 0;
+  int64_t end = 0;
+  double activity = 0;
+  CauseTimes causes{};
+  int64_t observed = 0;  // ns of the interval inside the main thread's timeline
+};
+
+}  // namespace
+
+std::vector<GpuSummary> SummarizeGpus(const WindowData& w) {
+  std::map<int32_t, std::vector<const GpuSample*>> by_gpu;
+  for (const GpuSample& s : w.gpu_samples) by_gpu[s.gpu].push_back(&s);
+  std::vector<GpuSummary> out;
+  for (const auto& [gpu, samples] : by_gpu) {
+    GpuSummary g;
+    g.gpu = gpu;
+    for (const GpuDevice& d : w.gpu_devices) {
+      if (d.gpu == gpu) {
+        g.name = d.name;
+        g.gpm = d.gpm_supported;
+      }
+    }
+    g.samples = static_cast<int64_t>(samples.size());
+    std::vector<double> util, mem, sm, occ, tensor, dram, clock, power, used;
+    for (const GpuSample* s : samples) {
+      if (s->util_pct != kNull) util.push_back(static_cast<double>(s->util_pct));
+      if (s->mem_util_pct != kNull) mem.push_back(static_cast<double>(s->mem_util_pct));
+      if (s->sm_active_pct >= 0) sm.push_back(s->sm_active_pct);
+      if (s->sm_occupancy_pct >= 0) occ.push_back(s->sm_occupancy_pct);
+      if (s->tensor_active_pct >= 0) tensor.push_back(s->tensor_active_pct);
+      if (s->dram_bw_pct >= 0) dram.push_back(s->dram_bw_pct);
+      if (s->sm_clock_mhz != kNull) clock.push_back(static_cast<double>(s->sm_clock_mhz));
+      if (s->power_mw != kNull) power.push_back(static_cast<double>(s->power_mw) / 1000.0);
+      if (s->mem_used_bytes != kNull) used.push_back(static_cast<double>(s->mem_used_bytes) / 1e9);
+    }
+    g.util_pct = Median(util);
+    g.mem_util_pct = Median(mem);
+    g.sm_active_pct = Median(sm);
+    g.sm_occupancy_pct = Median(occ);
+    g.tensor_active_pct = Median(tensor);
+    g.dram_bw_pct = Median(dram);
+    g.sm_clock_mhz = Median(clock);
+    g.power_w = Median(power);
+    g.mem_used_gb = Median(used);
+    if (!sm.empty()) g.gpm = true;
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+void AddGpuEffects(const Facts& f, Report* r) {
+  const GpuSummary* job = JobGpu(r->gpus);
+  if (job == nullptr || !f.main_tl) return;
+  const ThreadTimeline& tl = *f.main_tl;
+  const bool gpm = job->sm_active_pct >= 0;
+
+  // The job GPU's samples as intervals (each sample covers the time since the previous one).
+  std::vector<SampleInterval> intervals;
+  int64_t prev = -1;
+  for (const GpuSample& s : f.w->gpu_samples) {
+    if (s.gpu != job->gpu) continue;
+    int64_t begin = prev;
+    prev = s.ts_ns;
+    double a = gpm ? s.sm_active_pct : Activity(s);
+    if (begin < 0 || a < 0) continue;
+    SampleInterval x;
+    x.begin = begin;
+    x.end = s.ts_ns;
+    x.activity = a;
+    x.observed = std::min(x.end, tl.end()) - std::max(x.begin, tl.begin());
+    if (x.observed <= 0) continue;
+    x.causes = tl.Overlap(x.begin, x.end);
+    intervals.push_back(x);
+  }
+  if (intervals.empty()) return;
+  auto share = [](const SampleInterval& x, FeedCause c) {
+    return static_cast<double>(At(x.causes, c)) / static_cast<double>(x.observed);
+  };
+  auto host_wait = [&](const SampleInterval& x) {
+    double sum = 0;
+    for (const BlamedCause& b : kBlamed) sum += share(x, b.cause);
+    return sum;
+  };
+  // The quietest samples: the quarter with the least host waiting (at least one).
+  std::vector<const SampleInterval*> order;
+  for (const SampleInterval& x : intervals) order.push_back(&x);
+  std::stable_sort(order.begin(), order.end(), [&](const SampleInterval* a, const SampleInterval* b) {
+    return host_wait(*a) < host_wait(*b);
+  });
+  size_t quiet_n = std::max<size_t>(1, order.size() / 4);
+  double quiet = 0;
+  for (size_t i = 0; i < quiet_n; ++i) quiet += order[i]->activity;
+  quiet /= static_cast<double>(quiet_n);
+
+  const std::string metric = gpm ? "SM active" : "utilization";
+  for (Finding& finding : r->findings) {
+    const BlamedCause* blamed = nullptr;
+    for (const BlamedCause& b : kBlamed) {
+      if (finding.rule == b.rule) blamed = &b;
+    }
+    if (blamed == nullptr) continue;
+    double sum = 0;
+    int64_t n = 0;
+    int64_t ns = 0;
+    for (const SampleInterval& x : intervals) {
+      if (share(x, blamed->cause) < thresholds::kGpuBlameShare) continue;
+      sum += x.activity;
+      ++n;
+      ns += x.end - x.begin;
+    }
+    if (n < thresholds::kGpuMinBlamedSamples) continue;
+    GpuEffect& e = finding.gpu;
+    e.present = true;
+    e.gpu = job->gpu;
+    e.metric = metric;
+    e.blamed_pct = sum / static_cast<double>(n);
+    e.quiet_pct = quiet;
+    e.blamed_samples = n;
+    e.quiet_samples = static_cast<int64_t>(quiet_n);
+    e.blamed_s = static_cast<double>(ns) / 1e9;
+    e.gpu_idle_s = std::max(0.0, e.blamed_s * (e.quiet_pct - e.blamed_pct) / 100.0);
+    finding.effects.push_back(Fmt("GPU %d %s %.0f%% %s (%lld samples, %.1f s) vs %.0f%% in the "
+                                  "quietest samples: ~%.1f GPU-seconds idle",
+                                  e.gpu, metric.c_str(), e.blamed_pct, blamed->phrase,
+                                  static_cast<long long>(n), e.blamed_s, e.quiet_pct,
+                                  e.gpu_idle_s));
+    finding.metrics.push_back({"gpu_blamed_activity_pct", e.blamed_pct, "%"});
+    finding.metrics.push_back({"gpu_quiet_activity_pct", e.quiet_pct, "%"});
+    finding.metrics.push_back({"gpu_idle_s", e.gpu_idle_s, "s"});
+  }
+
+  // The verdict: a busy GPU that host-side causes explain little of.
+  double busy = gpm ? job->sm_active_pct : job->util_pct;
+  double host_lost = 0;
+  for (const Finding& x : r->findings) {
+    if (HostFamily(x.rule) && x.severity != Severity::kLow) host_lost += x.lost_s;
+  }
+  double host_share = f.window_s > 0 ? host_lost / f.window_s : 0;
+  if (busy >= thresholds::kGpuBusyPct && host_share < thresholds::kGpuBoundHostShare) {
+    r->gpu_verdict = Fmt("the GPU is the bottleneck: GPU %d %s %.0f%% (median), host-side causes "
+                         "explain < %.0f%% of the window (%.1f%%) — faster kernels, not a faster "
+                         "host, would speed this job up",
+                         job->gpu, metric.c_str(), busy, thresholds::kGpuBoundHostShare * 100,
+                         host_share * 100);
+  }
+}
+
+}  // namespace gw

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# GPU truth end to end: `gpuwhy trace -- gw_train_loop` with the simulated NVML
+# (--nvml-lib <sim>/libnvidia-ml.so.1), whose SM activity is the simulated device's real busy
+# time. Assertions are directions and bounds, not exact values (2 shared CPUs):
+#   1. healthy: gpu_samples rows at ~10 Hz with values in range, a GPU device row, per-process
+#      rows naming the job, and explain's "GPU 0 (...)" line in text and --json;
+#   2. one slow DataLoader worker (the host starves the GPU): median SM activity well below the
+#      healthy run's, and the starvation finding quotes SM activity while it waited;
+#   3. --gpu-interval 0: no rows; a missing NVML: one note, no rows, the trace still works.
+# (Not --quiet: the tracer's notes, which say what NVML it sampled, are part of the test.)
+# Usage: gpu_e2e.sh GPUWHY SIM_BIN SIM_LIB   (root: trace loads BPF; ~40 s)
+set -uo pipefail
+GPUWHY=$1 SIM_BIN=$2 SIM_LIB=$3
+. "$(dirname "$0")/lib.sh"
+e2e_require_root gpu_e2e
+e2e_workdir gpu_e2e
+NVML="$SIM_LIB/libnvidia-ml.so.1"
+[ -f "$NVML" ] || { echo "FAIL - missing $NVML (build gwsim_libs)"; exit 1; }
+# A private directory for the simulated device's busy-time files (the job may run as another
+# user under sudo: sticky and world-writable like /dev/shm).
+export GWSIM_GPU_STATE_DIR="$WORK/gpustate"
+mkdir -m 1777 "$GWSIM_GPU_STATE_DIR"
+
+T="$SIM_BIN/gw_train_loop --shape pytorch --workers 2 --duration 8"
+run() {  # run NAME [trace flags] -- [train flags]
+  local name=$1; shift
+  local tflags=() lflags=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do tflags+=("$1"); shift; done
+  [ "${1:-}" = "--" ] && shift
+  lflags=("$@")
+  "$GPUWHY" trace --db "$WORK/$name.db" "${tflags[@]}" -- $T "${lflags[@]}" \
+    > "$WORK/$name.out" 2>&1
+}
+
+# ---- 1. healthy -------------------------------------------------------------------------------
+run healthy --nvml-lib "$NVML" --; rc=$?
+[ $rc -eq 0 ] && pass "healthy traced" || fail "healthy trace exit $rc: $(cat "$WORK/healthy.out")"
+grep -q "NVML .*libnvidia-ml.so.1: GPU 0 gwsim simulated GPU every 100 ms (GPM" "$WORK/healthy.out" \
+  && pass "the tracer names the NVML it sampled" || fail "no NVML note: $(cat "$WORK/healthy.out")"
+n=$(q "$WORK/healthy.db" "SELECT COUNT(*) FROM gpu_samples")
+[ "${n:-0}" -ge 40 ] && [ "${n:-0}" -le 120 ] && pass "$n gpu_samples rows in ~8 s (10 Hz)" \
+  || fail "gpu_samples rows: $n"
+bad=$(q "$WORK/healthy.db" "SELECT COUNT(*) FROM gpu_samples WHERE util_pct NOT BETWEEN 0 AND 100 OR sm_active_pct NOT BETWEEN 0 AND 100 OR sm_occupancy_pct > sm_active_pct OR power_mw < 100000 OR sm_clock_mhz <> 1980")
+[ "${bad:-1}" -eq 0 ] && pass "every sample in range" || fail "$bad samples out of range"
+dev=$(q "$WORK/healthy.db" "SELECT name || ',' || gpm_supported FROM gpu_devices")
+[ "$(echo "$dev" | tr -d '"')" = "gwsim simulated GPU,1" ] && pass "gpu_devices: $dev" || fail "gpu_devices: $dev"
+jobpid=$(q "$WORK/healthy.db" "SELECT pid FROM processes WHERE comm = 'gw_train_loop' AND ppid NOT IN (SELECT pid FROM processes WHERE comm = 'gw_train_loop') LIMIT 1")
+pn=$(q "$WORK/healthy.db" "SELECT COUNT(*) FROM gpu_process_samples WHERE pid = ${jobpid:-0} AND sm_util_pct > 0")
+[ "${pn:-0}" -ge 10 ] && pass "per-process rows name the job (pid $jobpid, $pn busy rows)" \
+  || fail "gpu_process_samples for pid $jobpid: $pn"
+median() {  # median DB: the median SM activity of the session
+  q "$1" "SELECT sm_active_pct FROM gpu_samples WHERE sm_active_pct IS NOT NULL ORDER BY sm_active_pct LIMIT 1 OFFSET (SELECT COUNT(*) / 2 FROM gpu_samples WHERE sm_active_pct IS NOT NULL)"
+}
+healthy=$(median "$WORK/healthy.db")
+"$GPUWHY" explain --db "$WORK/healthy.db" > "$WORK/healthy.txt" 2>&1
+grep -E "^  GPU 0 \(gwsim simulated GPU\): nvidia-smi util [0-9]+% \| SM active [0-9]+% \| occupancy [0-9]+%" \
+  "$WORK/healthy.txt" > /dev/null && pass "explain: the GPU line" || fail "explain: $(head -5 "$WORK/healthy.txt")"
+"$GPUWHY" explain --json --db "$WORK/healthy.db" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+g = d["gpus"][0]
+assert g["gpu"] == 0 and g["gpm"] and g["samples"] >= 20, g
+assert 0 <= g["sm_active_pct"] <= 100 and g["sm_occupancy_pct"] <= g["sm_active_pct"], g
+' && pass "explain --json: gpus[0]" || fail "explain --json gpus"
+
+# ---- 2. one slow worker: the host starves the GPU ----------------------------------------------
+run starved --nvml-lib "$NVML" -- --slow-worker-ms 40; rc=$?
+[ $rc -eq 0 ] && pass "starved traced" || fail "starved trace exit $rc"
+starved=$(median "$WORK/starved.db")
+python3 -c "import sys; h, s = float('$healthy'), float('$starved'); sys.exit(0 if s < 0.75 * h else 1)" \
+  && pass "SM activity falls when the host starves the GPU: median $healthy% → $starved%" \
+  || fail "SM activity healthy $healthy% vs starved $starved%"
+"$GPUWHY" explain --db "$WORK/starved.db" > "$WORK/starved.txt" 2>&1
+if grep -q "DataLoader\|dataloader" "$WORK/starved.txt"; then
+  grep -qE "GPU 0 SM active [0-9]+% while the main thread waited for batches .* vs [0-9]+% in the quietest samples" \
+    "$WORK/starved.txt" && pass "the starvation finding quotes SM activity while it waited" \
+    || fail "no GPU effect line: $(grep -A8 '^\[' "$WORK/starved.txt" | head -20)"
+else
+  fail "no starvation finding: $(head -20 "$WORK/starved.txt")"
+fi
+
+# ---- 3. off, and no NVML ----------------------------------------------------------------------
+"$GPUWHY" trace --quiet --db "$WORK/off.db" --gpu-interval 0 --nvml-lib "$NVML" -- \
+  "$SIM_BIN/gw_train_loop" --duration 2 > "$WORK/off.out" 2>&1
+n=$(q "$WORK/off.db" "SELECT COUNT(*) FROM gpu_samples")
+[ "${n:-1}" -eq 0 ] && pass "--gpu-interval 0: no samples" || fail "--gpu-interval 0: $n rows"
+"$GPUWHY" trace --db "$WORK/none.db" --nvml-lib "$WORK/no-such-libnvidia-ml.so.1" -- \
+  "$SIM_BIN/gw_train_loop" --duration 2 > "$WORK/none.out" 2>&1; rc=$?
+[ $rc -eq 0 ] && [ "$(grep -c 'no GPU samples (NVML)' "$WORK/none.out")" -eq 1 ] \
+  && pass "no NVML: the trace works and says so once" || fail "no NVML: rc $rc $(cat "$WORK/none.out")"
+"$GPUWHY" trace --gpu-interval 5ms --db "$WORK/x.db" -- true > /dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] && pass "--gpu-interval 5ms refused" || fail "--gpu-interval 5ms: exit $rc"
+e2e_finish gpu_e2e
