@@ -30,7 +30,10 @@ std::string FrameText(const StackFrameRow& f) {
   if (f.python) {
     return Clean(fn + " (" + Basename(f.file) + ":" + std::to_string(f.line) + ")");
   }
-  if (f.function.empty() && !f.module.empty()) return Clean("[" + Basename(f.module) + "]");
+  if (f.function.empty() && !f.module.empty()) {
+    std::string m = Basename(f.module);
+    return Clean(m.front() == '[' ? m : "[" + m + "]");  // "[stack]", "[vdso]" as they are
+  }
   return Clean(fn);
 }
 

@@ -76,6 +76,10 @@ class Exporter {
     Emit(perfetto::ClockSnapshotPacket(Wall(window_.begin_ns), true));
     if (training_pid != 0) EnsureProcess(training_pid);
     BuildCounterSamples();
+    for (const auto& [pid, p] : session_.processes) {
+      if (p.exit_ts != kNull && p.exit_ts >= window_.begin_ns) exits_.push_back({Wall(p.exit_ts), pid});
+    }
+    std::sort(exits_.begin(), exits_.end());
   }
 
   void AddNotes(const std::vector<std::string>& notes) {
@@ -136,6 +140,7 @@ class Exporter {
   void Row(const ExportEvent& e) {
     ++sum_->rows;
     EmitCountersBefore(Wall(e.ts));
+    CloseRunningAtExitsBefore(Wall(e.ts));
     FlushBefore(Wall(e.ts));
     if (!pids_.empty() && pids_.count(e.pid) == 0) return;
     if (e.op == Op::kSchedSwitch) {
@@ -151,6 +156,7 @@ class Exporter {
 
   void Finish() {
     EmitCountersBefore(UINT64_MAX);
+    CloseRunningAtExitsBefore(Wall(window_.end_ns));
     // Close every open "running" interval at the window's end, or when its process exited.
     for (auto& [tid, t] : threads_) {
       if (!t.running_since) continue;
@@ -341,6 +347,21 @@ class Exporter {
     }
   }
 
+  // A process that exited stops running then: its threads' open "running" intervals end at the
+  // exit, in timestamp order with everything else.
+  void CloseRunningAtExitsBefore(uint64_t ts) {
+    for (; next_exit_ < exits_.size() && exits_[next_exit_].first < ts; ++next_exit_) {
+      const auto& [at, pid] = exits_[next_exit_];
+      for (auto& [tid, t] : threads_) {
+        if (t.pid != pid || !t.running_since) continue;
+        uint64_t end = std::max(at, *t.running_since + 1);
+        Schedule(end, 0, perfetto::SliceEndPacket(end, kStateTrack | Id32(tid)));
+        t.state_busy_until = std::max(t.state_busy_until, end);
+        t.running_since.reset();
+      }
+    }
+  }
+
   void StatePiece(uint64_t track, uint64_t begin, uint64_t end, const std::string& name,
                   const std::vector<Arg>& args) {
     Schedule(begin, 1, perfetto::EventPacket(begin, EventType::kSliceBegin, track, name, "sched",
@@ -498,6 +519,8 @@ class Exporter {
   std::set<int32_t> counter_tracks_;
   std::vector<CounterSample> counter_samples_;
   size_t next_counter_ = 0;
+  std::vector<std::pair<uint64_t, int32_t>> exits_;  // (wall ns, pid), by time
+  size_t next_exit_ = 0;
   std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>> pending_;
   int64_t order_ = 0;
   std::string frame_;
