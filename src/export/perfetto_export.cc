@@ -157,15 +157,11 @@ class Exporter {
   void Finish() {
     EmitCountersBefore(UINT64_MAX);
     CloseRunningAtExitsBefore(Wall(window_.end_ns));
-    // Close every open "running" interval at the window's end, or when its process exited.
+    // Close every "running" interval still open at the window's end (exits inside the window
+    // closed theirs already).
     for (auto& [tid, t] : threads_) {
       if (!t.running_since) continue;
-      int64_t end = window_.end_ns;
-      auto p = session_.processes.find(t.pid);
-      if (p != session_.processes.end() && p->second.exit_ts != kNull) {
-        end = std::min(end, p->second.exit_ts);
-      }
-      uint64_t w = std::max(Wall(end), *t.running_since + 1);
+      uint64_t w = std::max(Wall(window_.end_ns), *t.running_since + 1);
       Schedule(w, 0, perfetto::SliceEndPacket(w, kStateTrack | Id32(tid)));
       t.running_since.reset();
     }
@@ -423,7 +419,10 @@ class Exporter {
     }
     t.state_busy_until = end;
     auto p = session_.processes.find(e.pid);
-    if (p != session_.processes.end() && p->second.tracked) {
+    // A row after the recorded exit (threads outliving the exit event) starts no running
+    // interval: its end would be before packets already written.
+    if (p != session_.processes.end() && p->second.tracked &&
+        (p->second.exit_ts == kNull || Wall(p->second.exit_ts) > end)) {
       // Tracked tasks have a row for every off-CPU interval: between two, the task ran.
       Schedule(end, 1, perfetto::EventPacket(end, EventType::kSliceBegin, track, kRunningName,
                                              "sched", {}));
