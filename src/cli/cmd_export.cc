@@ -37,8 +37,8 @@ class Progress {
     }
     last_ = now;
     printed_ = true;
-    std::fprintf(stderr, "gpuwhy export: %lld of %lld rows (%d%%)\n",
-                 static_cast<long long>(done), static_cast<long long>(total),
+    std::fprintf(stderr, "gpuwhy export: %lld of %lld rows (%d%%)\n", static_cast<long long>(done),
+                 static_cast<long long>(total),
                  total > 0 ? static_cast<int>(done * 100 / total) : 100);
   }
 
@@ -67,8 +67,8 @@ int RunExport(const Args& args) {
   flags.Add({"format", FlagKind::kString, "FMT", std::string("output format: ") + kFormats, ""})
       .Add({"output", FlagKind::kString, "FILE", "file to write (- = standard output)", ""})
       .Add({"o", FlagKind::kString, "FILE", "the same as --output (-o FILE)", ""})
-      .Add({"since", FlagKind::kDuration, "DUR", "window ending at the newest event (or --to)",
-            "whole session"})
+      .Add({"since", FlagKind::kDuration, "DUR",
+            "only the last DUR, ending at the newest event (or --to)", ""})
       .Add({"from", FlagKind::kDuration, "DUR",
             "window start, as time since the session started (e.g. 30s)", ""})
       .Add({"to", FlagKind::kDuration, "DUR", "window end, as time since the session started",
@@ -120,8 +120,8 @@ int RunExport(const Args& args) {
     size_t start = 0;
     while (start <= ops.size()) {
       size_t comma = ops.find(',', start);
-      std::string name = ops.substr(start, comma == std::string::npos ? std::string::npos
-                                                                      : comma - start);
+      std::string name =
+          ops.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
       std::optional<Op> op = FoldedOpFromName(name);
       if (!op) {
         return usage("unknown --op '" + name +
@@ -182,11 +182,10 @@ int RunExport(const Args& args) {
                HumanBytes((*out)->bytes_written()).c_str(), sum->window.label.c_str(),
                static_cast<long long>(sum->tracks), static_cast<long long>(sum->slices),
                static_cast<long long>(sum->cuda_slices),
-               static_cast<long long>(sum->counter_values),
-               static_cast<long long>(sum->findings),
-               sum->drops == 0 ? "no drops"
-                               : (std::to_string(sum->drops) + " events dropped while recording")
-                                     .c_str(),
+               static_cast<long long>(sum->counter_values), static_cast<long long>(sum->findings),
+               sum->drops == 0
+                   ? "no drops"
+                   : (std::to_string(sum->drops) + " events dropped while recording").c_str(),
                shown.c_str());
   if (!sum->explain_error.empty()) {
     std::fprintf(stderr, "gpuwhy export: no findings in the trace: %s\n",

@@ -89,9 +89,9 @@ StatusOr<FoldedExportSummary> ExportFolded(StoreReader& reader, const FoldedExpo
         ++sum.stacks;
         const auto& [pid, w] = weight[id];
         auto p = session.processes.find(pid);
-        std::string line =
-            Clean(p == session.processes.end() || p->second.name.empty() ? "pid " + std::to_string(pid)
-                                                                         : p->second.name);
+        std::string line = Clean(p == session.processes.end() || p->second.name.empty()
+                                     ? "pid " + std::to_string(pid)
+                                     : p->second.name);
         for (auto f = frames.rbegin(); f != frames.rend(); ++f) line += ";" + FrameText(*f);
         lines[line] += w;
       },

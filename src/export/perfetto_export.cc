@@ -77,7 +77,8 @@ class Exporter {
     if (training_pid != 0) EnsureProcess(training_pid);
     BuildCounterSamples();
     for (const auto& [pid, p] : session_.processes) {
-      if (p.exit_ts != kNull && p.exit_ts >= window_.begin_ns) exits_.push_back({Wall(p.exit_ts), pid});
+      if (p.exit_ts != kNull && p.exit_ts >= window_.begin_ns)
+        exits_.push_back({Wall(p.exit_ts), pid});
     }
     std::sort(exits_.begin(), exits_.end());
   }
@@ -115,22 +116,24 @@ class Exporter {
       const Finding& f = report.findings[i];
       uint64_t track = kFindingsTrack | (i + 1);
       std::string title = std::string("[") + SeverityName(f.severity) + "] " + f.cause;
-      EmitTrack(perfetto::TrackPacket(track, kFindingsTrack,
-                                      std::to_string(i + 1) + ". " + title));
-      std::vector<Arg> args = {
-          Arg::Str("rule", f.rule),         Arg::Str("severity", SeverityName(f.severity)),
-          Arg::Str("cause", f.cause),       Arg::Str("effect", f.effect),
-          Arg::Str("root", Join(f.root)),   Arg::Str("effects", Join(f.effects)),
-          Arg::Str("fix", Join(f.fix)),     Arg::Double("lost_s", f.lost_s),
-          Arg::Str("evidence_window", report.window.label)};
+      EmitTrack(perfetto::TrackPacket(track, kFindingsTrack, std::to_string(i + 1) + ". " + title));
+      std::vector<Arg> args = {Arg::Str("rule", f.rule),
+                               Arg::Str("severity", SeverityName(f.severity)),
+                               Arg::Str("cause", f.cause),
+                               Arg::Str("effect", f.effect),
+                               Arg::Str("root", Join(f.root)),
+                               Arg::Str("effects", Join(f.effects)),
+                               Arg::Str("fix", Join(f.fix)),
+                               Arg::Double("lost_s", f.lost_s),
+                               Arg::Str("evidence_window", report.window.label)};
       if (!f.contributing.empty()) args.push_back(Arg::Str("contributing", Join(f.contributing)));
       for (const Metric& m : f.metrics) {
-        args.push_back(Arg::Double("metric." + m.name + (m.unit.empty() ? "" : "_" + m.unit),
-                                   m.value));
+        args.push_back(
+            Arg::Double("metric." + m.name + (m.unit.empty() ? "" : "_" + m.unit), m.value));
       }
       Schedule(begin, 1,
-               perfetto::EventPacket(begin, EventType::kSliceBegin, track,
-                                     title + " → " + f.effect, "finding", args));
+               perfetto::EventPacket(begin, EventType::kSliceBegin, track, title + " → " + f.effect,
+                                     "finding", args));
       Schedule(end, 0, perfetto::SliceEndPacket(end, track));
       ++sum_->slices;
       ++sum_->findings;
@@ -266,8 +269,8 @@ class Exporter {
       return;
     }
     t.open_ends.push_back(end);
-    Schedule(begin, 1, perfetto::EventPacket(begin, EventType::kSliceBegin, track, name,
-                                             category, args));
+    Schedule(begin, 1,
+             perfetto::EventPacket(begin, EventType::kSliceBegin, track, name, category, args));
     Schedule(end, 0, perfetto::SliceEndPacket(end, track));
     ++sum_->slices;
   }
@@ -282,10 +285,9 @@ class Exporter {
       args.push_back(Arg::Str("direction", dir + ((e.kind & kCopyPinnedHost) ? " (pinned)" : "")));
     }
     if (e.ret != kNull) args.push_back(Arg::Int("ret", e.ret));
-    if (e.addr != kNull) args.push_back(Arg::Str(IsSync(e.op) || IsMemcpy(e.op) || IsLaunch(e.op)
-                                                     ? "stream"
-                                                     : "addr",
-                                                 Hex(e.addr)));
+    if (e.addr != kNull)
+      args.push_back(Arg::Str(IsSync(e.op) || IsMemcpy(e.op) || IsLaunch(e.op) ? "stream" : "addr",
+                              Hex(e.addr)));
     if (e.stack_id != kNull) args.push_back(Arg::Str("stack_id", Hex(e.stack_id)));
     args.push_back(Arg::Int("duration_ns", e.duration));
     uint64_t begin = Wall(e.ts);
@@ -330,14 +332,15 @@ class Exporter {
         std::vector<Arg> args;
         if (e.bytes != kNull) args.push_back(Arg::Int("bytes", e.bytes));
         if (e.kind != kNull && e.op == Op::kBlockIo) {
-          args.push_back(Arg::Str("direction", e.kind == 0 ? "read" : e.kind == 1 ? "write" : "other"));
+          args.push_back(Arg::Str("direction", e.kind == 0   ? "read"
+                                               : e.kind == 1 ? "write"
+                                                             : "other"));
         }
         if (!e.name.empty()) args.push_back(Arg::Str("file", e.name));
         args.push_back(Arg::Int("duration_ns", e.duration));
         uint64_t begin = Wall(e.ts);
-        NestedSlice(t, kThreadTrack | Id32(e.tid), begin,
-                    begin + std::max<int64_t>(e.duration, 1), std::string(OpName(e.op)), "host",
-                    args);
+        NestedSlice(t, kThreadTrack | Id32(e.tid), begin, begin + std::max<int64_t>(e.duration, 1),
+                    std::string(OpName(e.op)), "host", args);
         return;
       }
     }
@@ -360,8 +363,8 @@ class Exporter {
 
   void StatePiece(uint64_t track, uint64_t begin, uint64_t end, const std::string& name,
                   const std::vector<Arg>& args) {
-    Schedule(begin, 1, perfetto::EventPacket(begin, EventType::kSliceBegin, track, name, "sched",
-                                             args));
+    Schedule(begin, 1,
+             perfetto::EventPacket(begin, EventType::kSliceBegin, track, name, "sched", args));
     Schedule(end, 0, perfetto::SliceEndPacket(end, track));
     ++sum_->slices;
     ++sum_->state_slices;
@@ -424,8 +427,9 @@ class Exporter {
     if (p != session_.processes.end() && p->second.tracked &&
         (p->second.exit_ts == kNull || Wall(p->second.exit_ts) > end)) {
       // Tracked tasks have a row for every off-CPU interval: between two, the task ran.
-      Schedule(end, 1, perfetto::EventPacket(end, EventType::kSliceBegin, track, kRunningName,
-                                             "sched", {}));
+      Schedule(
+          end, 1,
+          perfetto::EventPacket(end, EventType::kSliceBegin, track, kRunningName, "sched", {}));
       t.running_since = end;
       ++sum_->slices;
       ++sum_->state_slices;
@@ -458,10 +462,10 @@ class Exporter {
     std::vector<Arg> args = {Arg::Int("pid", other), Arg::Int("preempted_pid", e.pid),
                              Arg::Int("preempted_tid", e.tid),
                              Arg::Str("preempted", ProcessName(e.pid))};
-    Schedule(begin, 1, perfetto::EventPacket(begin, EventType::kSliceBegin, track,
-                                             ProcessName(other) + " (" + std::to_string(other) +
-                                                 ")",
-                                             "preemption", args));
+    Schedule(begin, 1,
+             perfetto::EventPacket(begin, EventType::kSliceBegin, track,
+                                   ProcessName(other) + " (" + std::to_string(other) + ")",
+                                   "preemption", args));
     Schedule(end, 0, perfetto::SliceEndPacket(end, track));
     ++sum_->slices;
   }
@@ -491,8 +495,8 @@ class Exporter {
       EnsureProcess(c.pid);
       uint64_t track = kLaunchCounterTrack | Id32(c.pid);
       if (counter_tracks_.insert(c.pid).second) {
-        EmitTrack(perfetto::CounterTrackPacket(track, kProcessTrack | Id32(c.pid),
-                                               "CUDA launches/s"));
+        EmitTrack(
+            perfetto::CounterTrackPacket(track, kProcessTrack | Id32(c.pid), "CUDA launches/s"));
       }
       Schedule(c.ts, 1, perfetto::CounterPacket(c.ts, track, c.value));
       ++sum_->counter_values;

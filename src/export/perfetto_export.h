@@ -26,15 +26,15 @@ class StoreReader;
 struct PerfettoExportOptions {
   // Resolved by store/window.h; the default is the whole session.
   WindowRequest window;
-  int32_t pid = 0;        // 0 = every process; else this process and its descendants
-  bool findings = true;   // run explain over the window and add its findings
+  int32_t pid = 0;       // 0 = every process; else this process and its descendants
+  bool findings = true;  // run explain over the window and add its findings
   // Called now and then while rows are streamed (rows done, rows in the window).
   std::function<void(int64_t done, int64_t total)> progress;
 };
 
 struct PerfettoExportSummary {
   SessionWindow window;
-  int64_t rows = 0;          // rows of the window read
+  int64_t rows = 0;  // rows of the window read
   int64_t packets = 0;
   int64_t tracks = 0;
   int64_t slices = 0;        // every slice (CUDA calls, states, preemptions, findings)
@@ -43,8 +43,8 @@ struct PerfettoExportSummary {
   int64_t instants = 0;
   int64_t counter_values = 0;
   int64_t findings = 0;
-  int64_t clipped = 0;  // slices shortened or dropped to keep a track's slices nested
-  int64_t drops = 0;    // the session's lost events
+  int64_t clipped = 0;        // slices shortened or dropped to keep a track's slices nested
+  int64_t drops = 0;          // the session's lost events
   std::string explain_error;  // why findings are missing, when explain failed
 };
 

@@ -19,9 +19,9 @@ std::string ColText(sqlite3_stmt* s, int i) {
 
 StatusOr<int64_t> SchemaVersion(StoreReader& reader) {
   int64_t version = 0;
-  RETURN_IF_ERROR(reader.ForEach(
-      "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'", {},
-      [&](sqlite3_stmt* s) { version = sqlite3_column_int64(s, 0); }));
+  RETURN_IF_ERROR(
+      reader.ForEach("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'", {},
+                     [&](sqlite3_stmt* s) { version = sqlite3_column_int64(s, 0); }));
   return version;
 }
 
@@ -88,8 +88,7 @@ StatusOr<ExportSession> ReadExportSession(StoreReader& reader, const SessionWind
       "SELECT pid, SUM(count) FROM op_seconds WHERE session = ?1 AND sec >= ?2 AND sec <= ?3 "
       "AND op < 200 GROUP BY pid",
       seconds, [&](sqlite3_stmt* s) {
-        x.cuda_calls[static_cast<int32_t>(sqlite3_column_int64(s, 0))] =
-            sqlite3_column_int64(s, 1);
+        x.cuda_calls[static_cast<int32_t>(sqlite3_column_int64(s, 0))] = sqlite3_column_int64(s, 1);
       }));
   return x;
 }
@@ -134,8 +133,7 @@ Status ForEachWindowEvent(StoreReader& reader, const SessionWindow& window,
                         });
 }
 
-StatusOr<std::vector<StackCount>> ReadStackCounts(StoreReader& reader,
-                                                  const SessionWindow& window,
+StatusOr<std::vector<StackCount>> ReadStackCounts(StoreReader& reader, const SessionWindow& window,
                                                   const std::vector<Op>& ops) {
   ASSIGN_OR_RETURN(int64_t version, SchemaVersion(reader));
   std::vector<StackCount> out;
@@ -175,12 +173,12 @@ Status ForEachStackFrames(StoreReader& reader, int64_t session, const std::vecto
   for (int64_t id : sorted) {
     bool valid = false;
     bool present = false;
-    RETURN_IF_ERROR(reader.ForEach(
-        "SELECT json_valid(frames) FROM stacks WHERE session = ?1 AND id = ?2", {session, id},
-        [&](sqlite3_stmt* s) {
-          present = true;
-          valid = sqlite3_column_int64(s, 0) != 0;
-        }));
+    RETURN_IF_ERROR(
+        reader.ForEach("SELECT json_valid(frames) FROM stacks WHERE session = ?1 AND id = ?2",
+                       {session, id}, [&](sqlite3_stmt* s) {
+                         present = true;
+                         valid = sqlite3_column_int64(s, 0) != 0;
+                       }));
     if (!present) continue;
     if (!valid) {
       ++*malformed;

@@ -73,8 +73,7 @@ struct StackCount {
   int64_t count = 0;
   int64_t total_ns = 0;  // summed duration_ns (sched_switch: off-CPU time)
 };
-StatusOr<std::vector<StackCount>> ReadStackCounts(StoreReader& reader,
-                                                  const SessionWindow& window,
+StatusOr<std::vector<StackCount>> ReadStackCounts(StoreReader& reader, const SessionWindow& window,
                                                   const std::vector<Op>& ops);
 
 // The frames (innermost first) of each stack of `ids` that the session stores with valid JSON

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end for `gpuwhy export` (issue 17) on synthetic recordings (no root, ~10 s):
+# End-to-end for `gpuwhy export` (issue 17) on synthetic recordings (no root, ~30 s):
 #   - --format perfetto: the trace decodes with an independent reader (protoc --decode_raw, and
 #     tests/export/perfetto_decode.py, written from Perfetto's published schema), is well formed
 #     (ordered timestamps, every slice ends, tracks described before use), and its tracks, slice
