@@ -9,6 +9,8 @@ const std::vector<Command>& AllCommands() {
       {"mcp", "serve a recording to an AI assistant (Model Context Protocol, stdio)", RunMcp},
       {"explain", "explain why the GPU job is slow: causal chains with evidence and fixes",
        RunExplain},
+      {"export", "write a recording as a Perfetto trace or folded stacks (flame graphs)",
+       RunExport},
       {"demo", "record a synthetic scenario (no root, no GPU) and explain it", RunDemo},
       {"diff", "compare two recordings before/after a fix", RunDiff},
       {"query", "run read-only SQL against a recording", RunQuery},

@@ -23,6 +23,7 @@ int RunCheck(const Args& args);
 int RunDemo(const Args& args);
 int RunDiff(const Args& args);
 int RunExplain(const Args& args);
+int RunExport(const Args& args);
 int RunMcp(const Args& args);
 int RunPrune(const Args& args);
 int RunQuery(const Args& args);

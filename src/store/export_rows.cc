@@ -1,0 +1,206 @@
+#include "store/export_rows.h"
+
+#include <algorithm>
+
+#include "store/reader.h"
+
+namespace gw {
+
+namespace {
+
+int64_t ColInt(sqlite3_stmt* s, int i) {
+  return sqlite3_column_type(s, i) == SQLITE_NULL ? kNull : sqlite3_column_int64(s, i);
+}
+
+std::string ColText(sqlite3_stmt* s, int i) {
+  const unsigned char* t = sqlite3_column_text(s, i);
+  return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
+}
+
+StatusOr<int64_t> SchemaVersion(StoreReader& reader) {
+  int64_t version = 0;
+  RETURN_IF_ERROR(
+      reader.ForEach("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'", {},
+                     [&](sqlite3_stmt* s) { version = sqlite3_column_int64(s, 0); }));
+  return version;
+}
+
+// The ops `IsLaunch` names, as SQL.
+constexpr const char* kLaunchOpList = "1,2,23,100,101";
+
+}  // namespace
+
+StatusOr<ExportSession> ReadExportSession(StoreReader& reader, const SessionWindow& window) {
+  ExportSession x;
+  x.session = window.session;
+  bool found = false;
+  RETURN_IF_ERROR(reader.ForEach(
+      "SELECT kind, wall_start_ns, COALESCE(host, ''), drops, COALESCE(drops_detail, ''), "
+      "COALESCE(gpuwhy_version, '') FROM sessions WHERE id = ?1",
+      {window.session}, [&](sqlite3_stmt* s) {
+        found = true;
+        x.kind = ColText(s, 0);
+        x.wall_start_ns = sqlite3_column_int64(s, 1);
+        x.host = ColText(s, 2);
+        x.drops = sqlite3_column_int64(s, 3);
+        x.drops_detail = ColText(s, 4);
+        x.gpuwhy_version = ColText(s, 5);
+      }));
+  if (!found) {
+    return NotFound("session " + std::to_string(window.session) + " is not in " + reader.path());
+  }
+  RETURN_IF_ERROR(reader.ForEach(
+      "SELECT pid, COALESCE(ppid, 0), name, COALESCE(cmdline, ''), tracked, first_ts, exit_ts, "
+      "exit_code FROM processes WHERE session = ?1",
+      {window.session}, [&](sqlite3_stmt* s) {
+        ProcessRecord p;
+        p.pid = static_cast<int32_t>(sqlite3_column_int64(s, 0));
+        p.ppid = static_cast<int32_t>(sqlite3_column_int64(s, 1));
+        p.name = ColText(s, 2);
+        p.cmdline = ColText(s, 3);
+        p.tracked = sqlite3_column_int64(s, 4) != 0;
+        p.first_ts = ColInt(s, 5);
+        p.exit_ts = ColInt(s, 6);
+        p.exit_code = ColInt(s, 7);
+        x.processes[p.pid] = p;
+      }));
+  const std::vector<int64_t> range = {window.session, window.begin_ns, window.end_ns};
+  RETURN_IF_ERROR(reader.ForEach(
+      "SELECT COUNT(*) FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3", range,
+      [&](sqlite3_stmt* s) { x.rows_in_window = sqlite3_column_int64(s, 0); }));
+  const std::vector<int64_t> seconds = {window.session, window.begin_ns / 1'000'000'000,
+                                        (window.end_ns - 1) / 1'000'000'000};
+  RETURN_IF_ERROR(reader.ForEach(
+      std::string("SELECT sec, pid, SUM(count), SUM(total_ns), MAX(max_ns) FROM op_seconds "
+                  "WHERE session = ?1 AND sec >= ?2 AND sec <= ?3 AND op IN (") +
+          kLaunchOpList + ") GROUP BY sec, pid ORDER BY sec, pid",
+      seconds, [&](sqlite3_stmt* s) {
+        OpSecondRow r;
+        r.sec = sqlite3_column_int64(s, 0);
+        r.pid = static_cast<int32_t>(sqlite3_column_int64(s, 1));
+        r.op = Op::kCudaLaunchKernel;
+        r.count = sqlite3_column_int64(s, 2);
+        r.total_ns = sqlite3_column_int64(s, 3);
+        r.max_ns = sqlite3_column_int64(s, 4);
+        x.launch_seconds.push_back(r);
+      }));
+  RETURN_IF_ERROR(reader.ForEach(
+      "SELECT pid, SUM(count) FROM op_seconds WHERE session = ?1 AND sec >= ?2 AND sec <= ?3 "
+      "AND op < 200 GROUP BY pid",
+      seconds, [&](sqlite3_stmt* s) {
+        x.cuda_calls[static_cast<int32_t>(sqlite3_column_int64(s, 0))] = sqlite3_column_int64(s, 1);
+      }));
+  return x;
+}
+
+Status ForEachWindowEvent(StoreReader& reader, const SessionWindow& window,
+                          const ExportEventFn& fn) {
+  ASSIGN_OR_RETURN(int64_t version, SchemaVersion(reader));
+  // Schema 3 added the waker columns; schema 2 stack_id.
+  const std::string sql =
+      std::string(
+          "SELECT r.ts, r.duration_ns, r.pid, r.tid, r.op, r.ret, r.bytes, r.kind, r.cpu, "
+          "r.other_pid, r.runq_ns, r.addr, ") +
+      (version >= 2 ? "r.stack_id, " : "NULL, ") +
+      (version >= 3 ? "r.waker_pid, r.waker_tid, " : "NULL, NULL, ") +
+      "s.text FROM event_rows r LEFT JOIN strings s ON s.id = r.name_id "
+      "WHERE r.session = ?1 AND r.ts >= ?2 AND r.ts < ?3 ORDER BY r.ts, r.seq";
+  bool stopped = false;
+  ExportEvent e;
+  // ForEach cannot stop early; after `fn` declines, the remaining rows are only stepped over.
+  return reader.ForEach(sql, {window.session, window.begin_ns, window.end_ns},
+                        [&](sqlite3_stmt* s) {
+                          if (stopped) return;
+                          std::optional<Op> op = OpFromId(sqlite3_column_int64(s, 4));
+                          if (!op) return;  // an op this gpuwhy does not know (newer file)
+                          e.ts = sqlite3_column_int64(s, 0);
+                          e.duration = sqlite3_column_int64(s, 1);
+                          e.pid = static_cast<int32_t>(sqlite3_column_int64(s, 2));
+                          e.tid = static_cast<int32_t>(sqlite3_column_int64(s, 3));
+                          e.op = *op;
+                          e.ret = ColInt(s, 5);
+                          e.bytes = ColInt(s, 6);
+                          e.kind = ColInt(s, 7);
+                          e.cpu = ColInt(s, 8);
+                          e.other_pid = ColInt(s, 9);
+                          e.runq = ColInt(s, 10);
+                          e.addr = ColInt(s, 11);
+                          e.stack_id = ColInt(s, 12);
+                          e.waker_pid = ColInt(s, 13);
+                          e.waker_tid = ColInt(s, 14);
+                          e.name = ColText(s, 15);
+                          if (!fn(e)) stopped = true;
+                        });
+}
+
+StatusOr<std::vector<StackCount>> ReadStackCounts(StoreReader& reader, const SessionWindow& window,
+                                                  const std::vector<Op>& ops) {
+  ASSIGN_OR_RETURN(int64_t version, SchemaVersion(reader));
+  std::vector<StackCount> out;
+  if (version < 2) return out;  // no stacks before schema 2
+  std::string op_filter;
+  if (!ops.empty()) {
+    op_filter = " AND op IN (";
+    for (size_t i = 0; i < ops.size(); ++i) {
+      op_filter += (i ? "," : "") + std::to_string(static_cast<int>(ops[i]));
+    }
+    op_filter += ")";
+  }
+  RETURN_IF_ERROR(reader.ForEach(
+      "SELECT stack_id, pid, COUNT(*), SUM(duration_ns) FROM event_rows WHERE session = ?1 AND "
+      "ts >= ?2 AND ts < ?3 AND stack_id IS NOT NULL" +
+          op_filter + " GROUP BY stack_id, pid ORDER BY stack_id, pid",
+      {window.session, window.begin_ns, window.end_ns}, [&](sqlite3_stmt* s) {
+        StackCount c;
+        c.stack_id = sqlite3_column_int64(s, 0);
+        c.pid = static_cast<int32_t>(sqlite3_column_int64(s, 1));
+        c.count = sqlite3_column_int64(s, 2);
+        c.total_ns = sqlite3_column_int64(s, 3);
+        out.push_back(c);
+      }));
+  return out;
+}
+
+Status ForEachStackFrames(StoreReader& reader, int64_t session, const std::vector<int64_t>& ids,
+                          const StackFramesFn& fn, int64_t* malformed) {
+  *malformed = 0;
+  std::vector<int64_t> sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  // One statement per stack keeps every read a key lookup on stacks' (session, id) and needs no
+  // id list in SQL; the number of distinct stacks is small next to the rows.
+  std::vector<StackFrameRow> frames;
+  for (int64_t id : sorted) {
+    bool valid = false;
+    bool present = false;
+    RETURN_IF_ERROR(
+        reader.ForEach("SELECT json_valid(frames) FROM stacks WHERE session = ?1 AND id = ?2",
+                       {session, id}, [&](sqlite3_stmt* s) {
+                         present = true;
+                         valid = sqlite3_column_int64(s, 0) != 0;
+                       }));
+    if (!present) continue;
+    if (!valid) {
+      ++*malformed;
+      continue;
+    }
+    frames.clear();
+    RETURN_IF_ERROR(reader.ForEach(
+        "SELECT kind, COALESCE(function, ''), COALESCE(file, ''), COALESCE(line, 0), "
+        "COALESCE(module, '') FROM stack_frames WHERE session = ?1 AND stack_id = ?2 "
+        "ORDER BY depth",
+        {session, id}, [&](sqlite3_stmt* s) {
+          StackFrameRow f;
+          f.python = ColText(s, 0) == "py";
+          f.function = ColText(s, 1);
+          f.file = ColText(s, 2);
+          f.line = sqlite3_column_int64(s, 3);
+          f.module = ColText(s, 4);
+          frames.push_back(std::move(f));
+        }));
+    fn(id, frames);
+  }
+  return Status::Ok();
+}
+
+}  // namespace gw
