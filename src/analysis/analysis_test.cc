@@ -113,6 +113,27 @@ void AddGpu(WindowData& w, Fn sm) {
 
 // ---- GPU truth (gpu.cc) ---------------------------------------------------------------------
 
+// Held by its cause from start to end (the H200 accuracy runs attach after the fault began):
+// the quietest samples are starved too, so no idle-seconds figure is derived from them.
+TEST(GpuTruthTest, NoIdleClaimWithoutAnUnaffectedStretch) {
+  Builder b;
+  b.Proc(900, 1, "ffmpeg", false);
+  for (int64_t t = 0; t < 100 * kSec; t += 100 * kMs) {
+    b.Add(Sw(kMain, t + 10 * kMs, 60 * kMs, SwitchKind::kPreempted, 60 * kMs, 900));
+  }
+  AddGpu(b.w, [](int64_t) { return 27.0; });
+  Report r = b.Run();
+  const Finding* f = Find(r, "cpu-contention");
+  ASSERT_NE(f, nullptr);
+  ASSERT_TRUE(f->gpu.present);
+  EXPECT_NEAR(f->gpu.blamed_pct, 27, 1);
+  EXPECT_LT(f->gpu.gpu_idle_s, 0) << "no baseline: no idle figure";
+  std::string effects;
+  for (const std::string& e : f->effects) effects += e + "\n";
+  EXPECT_NE(effects.find("no unaffected stretch"), std::string::npos) << effects;
+  EXPECT_EQ(effects.find("GPU-seconds idle"), std::string::npos) << effects;
+}
+
 TEST(GpuTruthTest, ContentionEffectQuotesSmActivityWhileItHeld) {
   Builder b;
   b.Proc(900, 1, "ffmpeg", false);

@@ -151,8 +151,15 @@ void AddGpuEffects(const Facts& f, Report* r) {
   });
   size_t quiet_n = std::max<size_t>(1, order.size() / 4);
   double quiet = 0;
-  for (size_t i = 0; i < quiet_n; ++i) quiet += order[i]->activity;
+  double quiet_wait = 0;
+  for (size_t i = 0; i < quiet_n; ++i) {
+    quiet += order[i]->activity;
+    quiet_wait += host_wait(*order[i]);
+  }
   quiet /= static_cast<double>(quiet_n);
+  // A job held by its cause for the whole window has no unaffected stretch: its quietest
+  // samples are affected too, and comparing with them would understate the idle time.
+  bool baseline = quiet_wait / static_cast<double>(quiet_n) < thresholds::kGpuBlameShare;
 
   const std::string metric = gpm ? "SM active" : "utilization";
   for (Finding& finding : r->findings) {
@@ -180,13 +187,23 @@ void AddGpuEffects(const Facts& f, Report* r) {
     e.blamed_samples = n;
     e.quiet_samples = static_cast<int64_t>(quiet_n);
     e.blamed_s = static_cast<double>(ns) / 1e9;
+    finding.metrics.push_back({"gpu_blamed_activity_pct", e.blamed_pct, "%"});
+    if (!baseline) {
+      e.quiet_pct = -1;  // no baseline: JSON leaves the comparison out
+      e.gpu_idle_s = -1;
+      finding.effects.push_back(Fmt("GPU %d %s %.0f%% %s (%lld samples, %.1f s); the cause held "
+                                    "the whole window, so there is no unaffected stretch to "
+                                    "compare with",
+                                    e.gpu, metric.c_str(), e.blamed_pct, blamed->phrase,
+                                    static_cast<long long>(n), e.blamed_s));
+      continue;
+    }
     e.gpu_idle_s = std::max(0.0, e.blamed_s * (e.quiet_pct - e.blamed_pct) / 100.0);
     finding.effects.push_back(Fmt("GPU %d %s %.0f%% %s (%lld samples, %.1f s) vs %.0f%% in the "
                                   "quietest samples: ~%.1f GPU-seconds idle",
                                   e.gpu, metric.c_str(), e.blamed_pct, blamed->phrase,
                                   static_cast<long long>(n), e.blamed_s, e.quiet_pct,
                                   e.gpu_idle_s));
-    finding.metrics.push_back({"gpu_blamed_activity_pct", e.blamed_pct, "%"});
     finding.metrics.push_back({"gpu_quiet_activity_pct", e.quiet_pct, "%"});
     finding.metrics.push_back({"gpu_idle_s", e.gpu_idle_s, "s"});
   }

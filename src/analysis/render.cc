@@ -258,11 +258,11 @@ std::string ReportToJson(const Report& r) {
         jf["gpu_effect"] = {{"gpu", f.gpu.gpu},
                             {"metric", f.gpu.metric},
                             {"blamed_pct", R(f.gpu.blamed_pct)},
-                            {"quiet_pct", R(f.gpu.quiet_pct)},
+                            {"quiet_pct", Pct(f.gpu.quiet_pct)},
                             {"blamed_samples", f.gpu.blamed_samples},
                             {"quiet_samples", f.gpu.quiet_samples},
                             {"blamed_s", R(f.gpu.blamed_s)},
-                            {"gpu_idle_s", R(f.gpu.gpu_idle_s)}};
+                            {"gpu_idle_s", Pct(f.gpu.gpu_idle_s)  /* null: no baseline */}};
       }
       ordered_json metrics = ordered_json::array();
       for (const Metric& m : f.metrics) {
