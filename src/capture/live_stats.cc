@@ -183,7 +183,9 @@ LiveSnapshot LiveStats::Snapshot(int64_t elapsed_ns) const {
   s.drops = drops_;
   s.tracked_processes = static_cast<int64_t>(tracked_.size());
   s.processes_ever_tracked = static_cast<int64_t>(ever_tracked_.size());
-  s.cuda_processes = static_cast<int64_t>(cuda_pids_.size());
+  // Tracked ones only: registration probes also see untracked CUDA processes.
+  s.cuda_processes = 0;
+  for (int32_t pid : cuda_pids_) s.cuda_processes += ever_tracked_.count(pid) ? 1 : 0;
   for (const auto& [id, st] : ops_) {
     std::optional<Op> op = OpFromId(id);
     if (!op) continue;

@@ -51,7 +51,7 @@ struct LiveSnapshot {
   int64_t drops = 0;
   int64_t tracked_processes = 0;       // tracked now (exited ones leave)
   int64_t processes_ever_tracked = 0;  // every process tracked at some point of the trace
-  int64_t cuda_processes = 0;          // processes seen making CUDA calls
+  int64_t cuda_processes = 0;          // tracked processes seen making CUDA calls
   std::string correlation;
 };
 

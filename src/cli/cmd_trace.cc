@@ -320,7 +320,9 @@ int RunTrace(const Args& all_args) {
   }
 
   bool tty = isatty(STDOUT_FILENO) == 1;
-  bool live = !quiet && !options.json;
+  // A job run under the tracer owns the terminal: no full-screen view over its output, just
+  // the start line and the summary.
+  bool live = !quiet && !options.json && !job.has_value();
   FILE* info = options.json ? stderr : stdout;
   if (!quiet) {
     std::string what = job.has_value() ? " " + command[0] + " (pid " +
