@@ -69,9 +69,11 @@ StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& path
   return lib;
 }
 
+// nvmlShutdown, but no dlclose: NVML keeps state (threads, caches) that is not built to be
+// unmapped, and unmapping it would leave that state dangling (LeakSanitizer reports it).
+// dlopen of the same file again reuses the resident copy.
 NvmlLibrary::~NvmlLibrary() {
   if (initialized_ && shutdown_ != nullptr) (void)shutdown_();
-  if (handle_ != nullptr) dlclose(handle_);
 }
 
 std::string NvmlLibrary::Error(const char* call, nvmlReturn_t rc) const {

@@ -18,7 +18,7 @@ class NvmlLibrary {
  public:
   // Loads `path` ("" = kNvmlSoname through the dynamic loader's search) and initializes NVML.
   static StatusOr<std::unique_ptr<NvmlLibrary>> Load(const std::string& path);
-  ~NvmlLibrary();  // nvmlShutdown, dlclose
+  ~NvmlLibrary();  // nvmlShutdown (the library stays mapped)
   NvmlLibrary(const NvmlLibrary&) = delete;
   NvmlLibrary& operator=(const NvmlLibrary&) = delete;
 
