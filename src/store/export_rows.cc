@@ -3,30 +3,12 @@
 #include <algorithm>
 
 #include "store/reader.h"
+#include "store/row_columns.h"
 
 namespace gw {
 
 namespace {
 
-int64_t ColInt(sqlite3_stmt* s, int i) {
-  return sqlite3_column_type(s, i) == SQLITE_NULL ? kNull : sqlite3_column_int64(s, i);
-}
-
-std::string ColText(sqlite3_stmt* s, int i) {
-  const unsigned char* t = sqlite3_column_text(s, i);
-  return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
-}
-
-StatusOr<int64_t> SchemaVersion(StoreReader& reader) {
-  int64_t version = 0;
-  RETURN_IF_ERROR(
-      reader.ForEach("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'", {},
-                     [&](sqlite3_stmt* s) { version = sqlite3_column_int64(s, 0); }));
-  return version;
-}
-
-// The ops `IsLaunch` names, as SQL.
-constexpr const char* kLaunchOpList = "1,2,23,100,101";
 
 }  // namespace
 
@@ -95,7 +77,7 @@ StatusOr<ExportSession> ReadExportSession(StoreReader& reader, const SessionWind
 
 Status ForEachWindowEvent(StoreReader& reader, const SessionWindow& window,
                           const ExportEventFn& fn) {
-  ASSIGN_OR_RETURN(int64_t version, SchemaVersion(reader));
+  ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
   // Schema 3 added the waker columns; schema 2 stack_id.
   const std::string sql =
       std::string(
@@ -135,7 +117,7 @@ Status ForEachWindowEvent(StoreReader& reader, const SessionWindow& window,
 
 StatusOr<std::vector<StackCount>> ReadStackCounts(StoreReader& reader, const SessionWindow& window,
                                                   const std::vector<Op>& ops) {
-  ASSIGN_OR_RETURN(int64_t version, SchemaVersion(reader));
+  ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
   std::vector<StackCount> out;
   if (version < 2) return out;  // no stacks before schema 2
   std::string op_filter;

@@ -411,12 +411,17 @@ Status StoreReader::ForEach(const std::string& sql, const std::vector<int64_t>& 
   return Status::Ok();
 }
 
-StatusOr<std::vector<SessionSummary>> StoreReader::Sessions() {
-  std::vector<SessionSummary> out;
-  // Schema 3 added sessions.tracer_pid.
+StatusOr<int64_t> StoreReader::SchemaVersion() {
   int64_t version = 0;
   RETURN_IF_ERROR(ForEach("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'",
                           {}, [&](sqlite3_stmt* st) { version = sqlite3_column_int64(st, 0); }));
+  return version;
+}
+
+StatusOr<std::vector<SessionSummary>> StoreReader::Sessions() {
+  std::vector<SessionSummary> out;
+  // Schema 3 added sessions.tracer_pid.
+  ASSIGN_OR_RETURN(int64_t version, SchemaVersion());
   RETURN_IF_ERROR(ForEach(std::string(
 
       // A session whose tracer died (kill -9, power loss) never got its stop time and totals:

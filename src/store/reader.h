@@ -103,6 +103,8 @@ class StoreReader {
   StatusOr<std::vector<SessionSummary>> Sessions();
   // The newest session id, or NotFound when the file has none.
   StatusOr<int64_t> LatestSession();
+  // meta.schema_version of the file (older files lack columns newer readers select).
+  StatusOr<int64_t> SchemaVersion();
 
   const std::string& path() const { return path_; }
 

@@ -1,22 +1,12 @@
 #include "store/window_rows.h"
 
 #include "store/reader.h"
+#include "store/row_columns.h"
 
 namespace gw {
 
 namespace {
 
-int64_t ColInt(sqlite3_stmt* s, int i) {
-  return sqlite3_column_type(s, i) == SQLITE_NULL ? kNull : sqlite3_column_int64(s, i);
-}
-
-std::string ColText(sqlite3_stmt* s, int i) {
-  const unsigned char* t = sqlite3_column_text(s, i);
-  return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
-}
-
-// Launch ops are counted in op_seconds (and may be sampled as rows): never loaded in bulk.
-constexpr const char* kLaunchOpList = "1,2,23,100,101";
 
 StatusOr<int64_t> SingleInt(StoreReader& reader, const std::string& sql,
                             const std::vector<int64_t>& params, int64_t if_null) {
@@ -59,10 +49,7 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
   const int64_t session = window.session;
   bool found = false;
   // Schema 3 added sessions.tracer_pid and the waker columns.
-  ASSIGN_OR_RETURN(int64_t version, SingleInt(reader,
-                                              "SELECT CAST(value AS INTEGER) FROM meta WHERE key "
-                                              "= 'schema_version'",
-                                              {}, 0));
+  ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
   bool v3 = version >= 3;
   RETURN_IF_ERROR(reader.ForEach(
       std::string("SELECT COALESCE(cores, 0), drops, ") +

@@ -1,0 +1,29 @@
+// Reading typed columns off a SQLite row, shared by the store's typed readers (window_rows,
+// export_rows). Internal to src/store.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <string>
+
+#include "store/event.h"
+
+namespace gw {
+
+// The column's integer, kNull when it is NULL.
+inline int64_t ColInt(sqlite3_stmt* s, int i) {
+  return sqlite3_column_type(s, i) == SQLITE_NULL ? kNull : sqlite3_column_int64(s, i);
+}
+
+// The column's text, "" when it is NULL.
+inline std::string ColText(sqlite3_stmt* s, int i) {
+  const unsigned char* t = sqlite3_column_text(s, i);
+  return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
+}
+
+// The launch ops (`IsLaunch`) as an SQL list: counted in op_seconds, sampled as rows, never
+// loaded in bulk.
+inline constexpr const char* kLaunchOpList = "1,2,23,100,101";
+
+}  // namespace gw
