@@ -16,6 +16,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "gwsim/cuda_driver.h"
@@ -123,12 +124,25 @@ struct GwsimImage {
 
 struct CUkern_st;
 
+// Function and kernel objects start the way driver 580's do where gpuwhy looks at them
+// (docs/kernel-names.md): a kind word, then a pointer to the kernel's name, which is what
+// cuFuncGetName / cuKernelGetName return. The rest is the simulator's own.
 struct CUfunc_st {
+  explicit CUfunc_st(std::string n) : name(std::move(n)) { name_ptr = name.c_str(); }
+  CUfunc_st(const CUfunc_st&) = delete;
+  CUfunc_st& operator=(const CUfunc_st&) = delete;
+  uint64_t kind = 1;
+  const char* name_ptr = nullptr;
   std::string name;
   CUkern_st* kernel = nullptr;  // null for functions from cuModuleGetFunction
 };
 
 struct CUkern_st {
+  explicit CUkern_st(std::string n) : name(std::move(n)) { name_ptr = name.c_str(); }
+  CUkern_st(const CUkern_st&) = delete;
+  CUkern_st& operator=(const CUkern_st&) = delete;
+  uint64_t kind = 2;
+  const char* name_ptr = nullptr;
   std::string name;
   CUfunc_st* function = nullptr;
 };

@@ -954,8 +954,7 @@ GWSIM_EXPORT CUresult cuModuleGetFunction(CUfunction* func, CUmodule module, con
   if (!ImageHas(module->image, name)) return CUDA_ERROR_NOT_FOUND;
   CUfunc_st*& f = module->functions[name];
   if (f == nullptr) {
-    f = new CUfunc_st();
-    f->name = name;
+    f = new CUfunc_st(name);
     sim.handles[f] = HandleKind::kFunction;
   }
   *func = f;
@@ -1008,10 +1007,8 @@ GWSIM_EXPORT CUresult cuLibraryGetKernel(CUkernel* kernel, CUlibrary library, co
   if (!ImageHas(library->image, name)) return CUDA_ERROR_NOT_FOUND;
   CUkern_st*& k = library->kernels[name];
   if (k == nullptr) {
-    k = new CUkern_st();
-    k->name = name;
-    k->function = new CUfunc_st();
-    k->function->name = name;
+    k = new CUkern_st(name);
+    k->function = new CUfunc_st(name);
     k->function->kernel = k;
     sim.handles[k] = HandleKind::kKernel;
     sim.handles[k->function] = HandleKind::kFunction;

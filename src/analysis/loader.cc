@@ -30,6 +30,7 @@ StatusOr<WindowData> LoadWindow(StoreReader& reader, const WindowRequest& reques
   w.cores = rows.cores;
   w.drops = rows.drops;
   w.tracer_pid = rows.tracer_pid;
+  w.launches_once = rows.launches_once;
   w.processes = std::move(rows.processes);
   w.events = std::move(rows.events);
   w.carry_in = std::move(rows.carry_in);

@@ -635,8 +635,8 @@ void LaunchAndSyncRates(const Facts& f, double* launches_per_s, double* syncs_pe
   for (const OpSecondRow& r : f.w->op_seconds) {
     if (r.pid != f.main_pid) continue;
     if (IsLaunch(r.op)) {
-      // Driver launches nested in runtime launches would double count time: runtime first.
-      if (OpLayer(r.op) == Layer::kCudaRuntime) {
+      // Older recordings counted a nested driver launch again: there, runtime launches only.
+      if (f.w->launches_once || OpLayer(r.op) == Layer::kCudaRuntime) {
         launches += r.count;
         launch_ns +=
             r.total_ns > 0 ? static_cast<double>(r.total_ns) : mean * static_cast<double>(r.count);

@@ -30,6 +30,9 @@ struct WindowData {
   // intervals, syncs, copies): for timelines only, never counted.
   std::vector<RawEvent> carry_in;
   int32_t tracer_pid = 0;  // the recording gpuwhy (sessions.tracer_pid), 0 = unknown
+  // Each launch counted once (sessions.launches_once); false: a driver launch nested in a
+  // runtime launch was counted on both layers (recordings before schema 5).
+  bool launches_once = true;
   std::vector<RawEvent> launch_samples;  // a bounded sample of launch rows (durations)
   std::vector<OpSecondRow> op_seconds;   // window seconds, every pid
   std::vector<SwitchTotals> switch_totals;  // every pid with sched_switch rows in the window

@@ -184,6 +184,13 @@ CREATE TABLE gpu_process_samples(
 ) WITHOUT ROWID;
 )sql";
 
+// Version 5 (additive): how launches are counted. 1 = each launch once: a driver launch
+// nested in a runtime launch only pairs the two (names) and is not counted again. NULL (older
+// recordings) = both layers counted, so analysis counts runtime-layer launches only.
+constexpr const char* kMigrationV5 = R"sql(
+ALTER TABLE sessions ADD COLUMN launches_once INTEGER;
+)sql";
+
 Status WriteOpNames(sqlite3* db) {
   size_t n = 0;
   const OpInfo* ops = AllOps(&n);
@@ -245,6 +252,7 @@ Status CreateOrMigrateSchema(sqlite3* db) {
     if (version < 2) RETURN_IF_ERROR(Exec(db, kMigrationV2));
     if (version < 3) RETURN_IF_ERROR(Exec(db, kMigrationV3));
     if (version < 4) RETURN_IF_ERROR(Exec(db, kMigrationV4));
+    if (version < 5) RETURN_IF_ERROR(Exec(db, kMigrationV5));
     RETURN_IF_ERROR(Exec(db, "UPDATE meta SET value='" + std::to_string(kSchemaVersion) +
                                  "' WHERE key='schema_version'"));
     return WriteOpNames(db);

@@ -33,8 +33,9 @@ class SchemaMigrationTest : public ::testing::Test {
 };
 
 // Version 2 only added `stacks` and `stack_frames` to version 1, and version 3 the waker
-// columns (with the views that show them) and sessions.tracer_pid: a v1 file is a v3 file
-// without them, with version 1's views and schema_version 1.
+// columns (with the views that show them) and sessions.tracer_pid, version 4 the NVML tables
+// and version 5 sessions.launches_once: a v1 file is the current file without them, with
+// version 1's views and schema_version 1.
 void DowngradeToV1(sqlite3* db) {
   ASSERT_TRUE(Exec(db,
                    "DROP TABLE gpu_devices; DROP TABLE gpu_samples; DROP TABLE gpu_process_samples; "
@@ -43,6 +44,7 @@ void DowngradeToV1(sqlite3* db) {
                    "ALTER TABLE event_rows DROP COLUMN waker_pid; "
                    "ALTER TABLE event_rows DROP COLUMN waker_tid; "
                    "ALTER TABLE sessions DROP COLUMN tracer_pid; "
+                   "ALTER TABLE sessions DROP COLUMN launches_once; "
                    "CREATE VIEW events_all AS SELECT r.session AS session, r.ts AS timestamp, "
                    "r.pid AS pid, r.tid AS tid, o.name AS op, r.duration_ns AS duration_ns "
                    "FROM event_rows r JOIN op_names o ON o.id = r.op; "
@@ -128,6 +130,12 @@ TEST_F(SchemaMigrationTest, V1FileBecomesCurrentWithDataIntact) {
   EXPECT_EQ(*QueryInt(db.get(), "SELECT waker_tid FROM events WHERE timestamp=43", -1), 9);
   EXPECT_EQ(*QueryInt(db.get(), "SELECT waker_pid IS NULL FROM events_all WHERE timestamp=42", -1),
             1);
+  // Version 5: the old session's launches counted both layers (NULL), the new one once.
+  EXPECT_EQ(*QueryText(db.get(),
+                       "SELECT GROUP_CONCAT(COALESCE(launches_once, 'null')) FROM "
+                       "(SELECT launches_once FROM sessions ORDER BY id)",
+                       ""),
+            "null,1");
   // Opening again is a no-op (already current).
   auto w = StoreWriter::Create(path_, {});
   ASSERT_TRUE(w.ok()) << w.status().message();

@@ -53,12 +53,14 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
   bool v3 = version >= 3;
   RETURN_IF_ERROR(reader.ForEach(
       std::string("SELECT COALESCE(cores, 0), drops, ") +
-          (v3 ? "COALESCE(tracer_pid, 0)" : "0") + " FROM sessions WHERE id = ?1",
+          (v3 ? "COALESCE(tracer_pid, 0)" : "0") + ", " +
+          (version >= 5 ? "COALESCE(launches_once, 0)" : "0") + " FROM sessions WHERE id = ?1",
       {session}, [&](sqlite3_stmt* s) {
         found = true;
         w.cores = sqlite3_column_int64(s, 0);
         w.drops = sqlite3_column_int64(s, 1);
         w.tracer_pid = static_cast<int32_t>(sqlite3_column_int64(s, 2));
+        w.launches_once = sqlite3_column_int64(s, 3) != 0;
       }));
   if (!found) {
     return NotFound("session " + std::to_string(session) + " is not in " + reader.path() +

@@ -97,6 +97,9 @@ struct WindowRows {
   int64_t cores = 0;  // sessions.cores
   int64_t drops = 0;
   int32_t tracer_pid = 0;                      // sessions.tracer_pid, 0 = unknown (schema < 3)
+  // sessions.launches_once (schema 5): each launch counted once. false: nested driver launches
+  // were counted too, so only runtime-layer launch counts are launches.
+  bool launches_once = false;
   std::map<int32_t, ProcessRecord> processes;  // every process of the session
   // Tracked processes' rows in the window except launches, plus OOM kills of any process, by ts.
   std::vector<RawEvent> events;

@@ -200,7 +200,8 @@ StatusOr<int64_t> StoreWriter::BeginSession(const SessionInfo& info) {
                    Prepare(db,
                            "INSERT INTO sessions(kind, wall_start_ns, mono_start_ns, host, "
                            "kernel, cpu_model, cores, mem_bytes, gpu_model, gpu_driver, "
-                           "gpuwhy_version, command_line, tracer_pid) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+                           "gpuwhy_version, command_line, tracer_pid, launches_once) "
+                           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,1)"));
   BindText(stmt.get(), 1, info.kind);
   sqlite3_bind_int64(stmt.get(), 2, info.wall_start_ns);
   sqlite3_bind_int64(stmt.get(), 3, info.mono_start_ns);

@@ -10,11 +10,15 @@
 //                                  and so do same-layer calls through the PLT.
 //   gw_cuda_launch                 entry-only uprobe on launches: counted in-kernel per
 //                                  (tgid, function, kernel handle); every Nth launch of a thread
-//                                  is also emitted as a sampled row (launch_sample_every).
+//                                  is also emitted as a sampled row (launch_sample_every). A
+//                                  driver launch nested in a runtime launch is not counted again:
+//                                  it only pairs the runtime's host stub with the driver's
+//                                  CUfunction (an alias record, once per stub), which is how a
+//                                  runtime launch gets its name after a late attach.
 //   gw_cuda_register_exit          return of __cudaRegisterFunction (entered through
 //                                  gw_cuda_enter): hostFun → device name.
-//   gw_cuda_name_exit              uretprobe of cuModuleGetFunction / cuLibraryGetKernel /
-//                                  cuKernelGetFunction: the out handle → name (or alias).
+//   gw_cuda_name_exit              uretprobe of cuModuleGetFunction / cuLibraryGetKernel: the
+//                                  out handle → name.
 // Records go to one ring buffer without wake-ups; user space drains it every few ms.
 //
 // With trace --stack (capture_stacks), full rows and sampled launch rows carry the caller's
@@ -34,6 +38,10 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile __u32 filter_tracked = 0;       // 1: record only tgids already in `tracked`
 const volatile __u32 launch_sample_every = 0;  // emit every Nth launch of a thread as a row
 const volatile __u32 capture_stacks = 0;       // trace --stack: stack keys in call records
+// A driver launch this soon after a runtime launch on the same thread is the one the runtime
+// launch makes (the runtime's own work before it is a few µs; loading a module on first use
+// can take longer, and such a first launch is then counted on both layers).
+const volatile __u64 launch_nest_ns = 5000000;
 
 #define BPF_LOCAL_STORAGE_GET_F_CREATE_ 1  // uapi value; vmlinux.h has no #defines
 
@@ -61,6 +69,15 @@ struct {
   __type(key, struct gw_cuda_launch_key);
   __type(value, struct gw_cuda_launch_count);
 } launch_counts SEC(".maps");
+
+// Host stubs already paired with the CUfunction their launches reach: an alias record is sent
+// when a stub is first paired (or reaches a different function, e.g. on another context).
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 16384);
+  __type(key, struct gw_cuda_pair_key);
+  __type(value, __u64);
+} launch_pairs SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -90,6 +107,10 @@ struct task_state {
   // Launches since the last sampled one, per layer: with one counter a runtime launch and the
   // driver launch nested in it would alternate, and sampling would always pick the same layer.
   __u32 launch_tick[2];
+  __u32 pad;
+  // The latest runtime launch (entry-only: the driver launch it makes ends it), for pairing.
+  __u64 rt_launch_handle;
+  __u64 rt_launch_ts;  // 0 = none pending
 };
 
 // Task storage rather than a hash keyed by tid: ~0.2 µs cheaper per pair (FACTS.md), and it
@@ -108,7 +129,7 @@ static __always_inline void count_drop(__u32 slot) {
 
 static __always_inline int is_name_fn(__u32 fn) {
   return fn == GW_FN_CU_MODULE_GET_FUNCTION || fn == GW_FN_CU_LIBRARY_GET_KERNEL ||
-         fn == GW_FN_CU_KERNEL_GET_FUNCTION || fn == GW_FN_CUDA_REGISTER_FUNCTION;
+         fn == GW_FN_CUDA_REGISTER_FUNCTION;
 }
 
 static __always_inline struct task_state *current_state(int create) {
@@ -268,9 +289,8 @@ static __always_inline void decode_args(struct gw_cuda_call_record *r, __u32 fn,
       break;
     case GW_FN_CU_MODULE_GET_FUNCTION:
     case GW_FN_CU_LIBRARY_GET_KERNEL:
-    case GW_FN_CU_KERNEL_GET_FUNCTION:
       bpf_probe_read_user(&r->dst, sizeof r->dst, (void *)a[0]);  // the out handle
-      r->src = a[1];                                               // module/library/kernel
+      r->src = a[1];                                               // module/library
       break;
     default:
       break;
@@ -335,7 +355,6 @@ int gw_cuda_name_exit(struct pt_regs *ctx) {
   struct entry_slot *s = finish_call(ctx, fn, 1);
   if (!s || PT_REGS_RC(ctx) != 0) return 0;
   __u64 out_ptr = s->args[0];
-  __u64 second = s->args[1];
   __u64 name_ptr = s->args[2];
   struct gw_cuda_name_record *r = bpf_ringbuf_reserve(&events, sizeof *r, 0);
   if (!r) {
@@ -347,15 +366,9 @@ int gw_cuda_name_exit(struct pt_regs *ctx) {
   r->tgid = bpf_get_current_pid_tgid() >> 32;
   r->handle = 0;
   bpf_probe_read_user(&r->handle, sizeof r->handle, (void *)out_ptr);
-  if (fn == GW_FN_CU_KERNEL_GET_FUNCTION) {
-    r->type = GW_CUDA_RECORD_ALIAS;
-    r->alias_of = second;
-    r->name[0] = 0;
-  } else {
-    r->type = GW_CUDA_RECORD_NAME;
-    r->alias_of = 0;
-    if (bpf_probe_read_user_str(r->name, sizeof r->name, (void *)name_ptr) < 0) r->name[0] = 0;
-  }
+  r->type = GW_CUDA_RECORD_NAME;
+  r->alias_of = 0;
+  if (bpf_probe_read_user_str(r->name, sizeof r->name, (void *)name_ptr) < 0) r->name[0] = 0;
   bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
   return 0;
 }
@@ -427,6 +440,28 @@ static __always_inline int emit_sampled_launch(struct pt_regs *ctx, __u32 fn, __
   return 1;
 }
 
+// A runtime launch of host stub `stub` reached driver function `function`: tell user space
+// once per stub, which then names the stub after the function.
+static __always_inline void note_pair(__u32 fn, __u32 tgid, __u64 stub, __u64 function) {
+  struct gw_cuda_pair_key key = {.tgid = tgid, .pad = 0, .stub = stub};
+  __u64 *known = bpf_map_lookup_elem(&launch_pairs, &key);
+  if (known && *known == function) return;
+  struct gw_cuda_name_record *r = bpf_ringbuf_reserve(&events, sizeof *r, 0);
+  if (!r) {
+    count_drop(GW_CUDA_DROP_RESERVE);
+    return;  // not remembered: the next launch of the stub tries again
+  }
+  bpf_map_update_elem(&launch_pairs, &key, &function, BPF_ANY);
+  r->type = GW_CUDA_RECORD_ALIAS;
+  r->pad0 = 0;
+  r->fn = fn;
+  r->tgid = tgid;
+  r->handle = stub;
+  r->alias_of = function;
+  r->name[0] = 0;
+  bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+}
+
 SEC("uprobe")
 int gw_cuda_launch(struct pt_regs *ctx) {
   __u32 fn = (__u32)bpf_get_attach_cookie(ctx);
@@ -440,6 +475,17 @@ int gw_cuda_launch(struct pt_regs *ctx) {
   asm volatile("" : "+r"(parm1), "+r"(parm2));
   __u64 handle = is_config_launch(fn) ? parm2 : parm1;
   __u32 layer = fn >= GW_CUDA_DRIVER_BASE ? 1 : 0;
+  __u64 now = bpf_ktime_get_ns();
+  if (layer == 0) {
+    t->rt_launch_handle = handle;
+    t->rt_launch_ts = now;
+  } else if (t->rt_launch_ts != 0 && now - t->rt_launch_ts < launch_nest_ns) {
+    // The runtime launch already counted (or sampled) this launch.
+    __u64 stub = t->rt_launch_handle;
+    t->rt_launch_ts = 0;
+    note_pair(fn, tgid, stub, handle);
+    return 0;
+  }
   if (launch_sample_every != 0 && ++t->launch_tick[layer] >= launch_sample_every) {
     t->launch_tick[layer] = 0;
     // A sampled launch is a row; the writer counts rows itself, so it is not counted here.

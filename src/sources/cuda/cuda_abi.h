@@ -64,7 +64,8 @@ enum gw_cuda_fn {
   GW_FN_CU_EVENT_SYNC = 78,             // (event)
   GW_FN_CU_MODULE_GET_FUNCTION = 79,    // (CUfunction* out, module, name)
   GW_FN_CU_LIBRARY_GET_KERNEL = 80,     // (CUkernel* out, library, name)
-  GW_FN_CU_KERNEL_GET_FUNCTION = 81,    // (CUfunction* out, kernel)
+  GW_FN_CU_KERNEL_GET_FUNCTION = 81,    // (CUfunction* out, kernel); no longer probed (the
+                                        // CUfunction's object names it: driver_names.h)
   GW_FN_CU_LAUNCH_KERNEL_PTSZ = 82,     // as cuLaunchKernel, per-thread default stream
   GW_FN_CU_LAUNCH_KERNEL_EX_PTSZ = 83,
   GW_FN_MAX = 96,
@@ -103,15 +104,15 @@ struct gw_cuda_call_record {
 #define GW_CUDA_NAME_MAX 488
 
 // A kernel handle's name: from __cudaRegisterFunction (hostFun → deviceName),
-// cuModuleGetFunction / cuLibraryGetKernel (out handle → name), or an alias from
-// cuKernelGetFunction (CUfunction → the CUkernel's name).
+// cuModuleGetFunction / cuLibraryGetKernel (out handle → name), or an alias from a runtime
+// launch and the driver launch nested in it (host stub → the CUfunction it reached).
 struct gw_cuda_name_record {
   __u8 type;       // GW_CUDA_RECORD_NAME or GW_CUDA_RECORD_ALIAS
   __u8 pad0;       // zero
   __u16 fn;        // enum gw_cuda_fn that produced it
   __u32 tgid;      // process the handle belongs to
   __u64 handle;    // hostFun, CUfunction or CUkernel
-  __u64 alias_of;  // ALIAS: the CUkernel whose name `handle` takes; 0 for NAME
+  __u64 alias_of;  // ALIAS: the CUfunction whose name `handle` (a host stub) takes; 0 for NAME
   char name[GW_CUDA_NAME_MAX];  // NAME: NUL-terminated, truncated to fit
 };
 
@@ -121,6 +122,13 @@ struct gw_cuda_launch_key {
   __u16 fn;      // launch function id
   __u16 pad;     // zero
   __u64 handle;  // hostFun / CUfunction launched
+};
+
+// Key of the launch_pairs map: a host stub of a process that runtime launches pass.
+struct gw_cuda_pair_key {
+  __u32 tgid;
+  __u32 pad;   // zero
+  __u64 stub;  // hostFun of cudaLaunchKernel*
 };
 
 // Value of the launch counters: launches not recorded as sampled rows, cumulative since

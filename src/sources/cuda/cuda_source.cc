@@ -174,8 +174,6 @@ const ProbeSpec kProbes[] = {
      Op::kCuModuleGetFunction},
     {GW_FN_CU_LIBRARY_GET_KERNEL, "cuLibraryGetKernel", kDrv, ProbeClass::kNameLookup,
      Op::kCuLibraryGetKernel},
-    {GW_FN_CU_KERNEL_GET_FUNCTION, "cuKernelGetFunction", kDrv, ProbeClass::kNameLookup,
-     Op::kCuKernelGetFunction},
 };
 
 const ProbeSpec* SpecOf(uint32_t fn) {
@@ -234,9 +232,9 @@ struct CudaSource::ProcessState {
   std::map<uint64_t, uint64_t> driver_allocs;   // device pointer → size (cuMemAlloc)
   std::map<uint64_t, uint64_t> pinned;          // host pointer → size (cudaMallocHost/HostAlloc)
   std::unordered_map<uint64_t, std::string> names;     // kernel handle → name
-  std::unordered_map<uint64_t, uint64_t> aliases;      // CUfunction → CUkernel
+  std::unordered_map<uint64_t, uint64_t> aliases;      // host stub → CUfunction it reached
   std::unordered_map<uint64_t, int64_t> name_ids;      // kernel handle → interned name id
-  std::unordered_set<uint64_t> unnamed_stubs;          // host stubs without a symbol
+  std::unordered_set<uint64_t> unnamed;                // no symbol / no readable driver name
   std::optional<ProcessMaps> maps;                     // for host stubs: read once, re-read
                                                        // when a stub lies outside it
   std::pair<uint64_t, uint64_t> last_free{0, 0};       // pointer, size of the last free
@@ -590,7 +588,12 @@ void CudaSource::HandleName(const gw_cuda_name_record& record) {
     name[GW_CUDA_NAME_MAX] = '\0';
     if (name[0] == '\0') return;
     process.names[record.handle] = Demangle(name);
+    // A driver object whose name is known tells where the driver keeps names.
+    if (record.fn >= GW_CUDA_DRIVER_BASE && !driver_names_.confirmed()) {
+      driver_names_.Learn(static_cast<int32_t>(record.tgid), record.handle, name);
+    }
   }
+  process.unnamed.erase(record.handle);
   process.name_ids.erase(record.handle);
 }
 
@@ -625,22 +628,36 @@ std::string CudaSource::HostStubName(uint32_t tgid, uint64_t handle) {
   return frames[0].function;
 }
 
+std::string CudaSource::KernelName(uint32_t tgid, uint64_t handle, bool host_stub) {
+  ProcessState& process = Process(tgid);
+  if (auto it = process.names.find(handle); it != process.names.end()) return it->second;
+  if (host_stub) {
+    if (auto alias = process.aliases.find(handle); alias != process.aliases.end()) {
+      return KernelName(tgid, alias->second, false);
+    }
+  }
+  if (process.unnamed.count(handle)) return "";
+  // No record: trace attached after the process loaded its kernels.
+  std::string name;
+  if (host_stub) {
+    // A runtime launch's handle is the kernel's host stub, which nvcc names after the kernel
+    // (in binaries that keep symbols); the pairing alias usually arrives first.
+    name = HostStubName(tgid, handle);
+  } else {
+    std::string raw = driver_names_.Read(static_cast<int32_t>(tgid), handle);
+    if (!raw.empty()) {
+      name = Demangle(raw.c_str());
+      process.names[handle] = name;
+    }
+  }
+  if (name.empty()) process.unnamed.insert(handle);
+  return name;
+}
+
 int64_t CudaSource::KernelNameId(uint32_t tgid, uint64_t handle, bool host_stub) {
   ProcessState& process = Process(tgid);
   if (auto it = process.name_ids.find(handle); it != process.name_ids.end()) return it->second;
-  std::string name;
-  if (auto it = process.names.find(handle); it != process.names.end()) {
-    name = it->second;
-  } else if (auto alias = process.aliases.find(handle); alias != process.aliases.end()) {
-    if (auto it = process.names.find(alias->second); it != process.names.end()) {
-      name = it->second;
-    }
-  } else if (host_stub && !process.unnamed_stubs.count(handle)) {
-    // No registration seen: trace attached after the process registered its kernels. A
-    // runtime launch's handle is the kernel's host stub, which nvcc names after the kernel.
-    name = HostStubName(tgid, handle);
-    if (name.empty()) process.unnamed_stubs.insert(handle);
-  }
+  std::string name = KernelName(tgid, handle, host_stub);
   bool known = !name.empty();
   if (!known) {
     char buf[32];
@@ -648,7 +665,7 @@ int64_t CudaSource::KernelNameId(uint32_t tgid, uint64_t handle, bool host_stub)
     name = buf;
   }
   int64_t id = context_.sink->InternString(name);
-  // Unknown names are not cached: a name record may still arrive for the handle.
+  // Unknown names are not cached: a name record or pairing may still arrive for the handle.
   if (known) process.name_ids[handle] = id;
   return id;
 }
@@ -816,7 +833,6 @@ void CudaSource::HandleCall(const gw_cuda_call_record& r) {
       break;
     case GW_FN_CU_MODULE_GET_FUNCTION:
     case GW_FN_CU_LIBRARY_GET_KERNEL:
-    case GW_FN_CU_KERNEL_GET_FUNCTION:
       // The name record follows this one in the ring; it is resolved when the handle is
       // launched. Here the row carries the handle.
       if (ok) e.addr = u64(r.dst);
@@ -827,6 +843,7 @@ void CudaSource::HandleCall(const gw_cuda_call_record& r) {
     case GW_FN_CUDA_HOST_REGISTER:
     case GW_FN_CUDA_HOST_UNREGISTER:
     case GW_FN_CUDA_REGISTER_FUNCTION:
+    case GW_FN_CU_KERNEL_GET_FUNCTION:  // not probed
     case GW_FN_NONE:
     case GW_FN_MAX:
       break;

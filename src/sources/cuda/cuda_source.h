@@ -21,6 +21,7 @@
 #include "base/status.h"
 #include "capture/source.h"
 #include "discover/cuda_libs.h"
+#include "sources/cuda/driver_names.h"
 #include "store/event.h"
 
 struct bpf_link;
@@ -98,9 +99,12 @@ class CudaSource : public Source {
   void FlushEvents();
   void FlushLaunchCounts(int64_t sec);
   ProcessState& Process(uint32_t tgid);
-  // Interned name of a launch handle: from the name records, else (`host_stub`: a runtime
-  // launch, whose handle is the kernel's host stub) the stub's symbol, else "fn@0x…".
+  // Interned name of a launch handle, else "fn@0x…". A runtime launch's handle (`host_stub`)
+  // is named by its registration record, else after the driver function its launches reached
+  // (the pairing alias), else by the stub's ELF symbol; a driver handle by its lookup record,
+  // else by the name its driver object points to (driver_names.h).
   int64_t KernelNameId(uint32_t tgid, uint64_t handle, bool host_stub);
+  std::string KernelName(uint32_t tgid, uint64_t handle, bool host_stub);
   std::string HostStubName(uint32_t tgid, uint64_t handle);
   void ForgetExitedProcesses();
 
@@ -127,6 +131,7 @@ class CudaSource : public Source {
   bool stop_flush_pending_ = false;
   int64_t polls_since_gc_ = 0;
   std::unique_ptr<Symbolizer> stub_symbols_;  // host stub → symbol, created on first need
+  DriverObjectNames driver_names_;            // CUfunction / CUkernel → the driver's name
 };
 
 }  // namespace gw
