@@ -5,7 +5,7 @@ processes (each sample costs a little real CPU work, like decoding/augmentation)
 ends with torch.cuda.synchronize(); the end time of every step (CLOCK_MONOTONIC, ns) is
 appended to --log so a controller can compute throughput over any time window afterwards.
 
-Usage: python3 torch_train.py --duration 300 --log steps.txt [--workers 4] [--batch 64]
+Usage: python3 torch_train.py --duration 300 --log steps.txt [--workers 4] [--batch 64] [--compile]
 """
 import argparse
 import os
@@ -52,12 +52,15 @@ def main():
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--cpu-work", type=int, default=2000)
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (Inductor: Triton kernels)")
     args = p.parse_args()
 
     torch.manual_seed(0)
     dev = torch.device("cuda")
     vocab = 8192
     model = Model(vocab, 256, 4).to(dev)
+    step_model = torch.compile(model) if args.compile else model
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     loss_fn = nn.CrossEntropyLoss()
     data = SyntheticTokens(10_000_000, args.seq, vocab, args.cpu_work)
@@ -69,7 +72,7 @@ def main():
         for x, y in loader:
             x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x).view(-1, vocab), y.view(-1))
+            loss = loss_fn(step_model(x).view(-1, vocab), y.view(-1))
             loss.backward()
             opt.step()
             torch.cuda.synchronize()

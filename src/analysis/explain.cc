@@ -1,7 +1,9 @@
 #include "analysis/explain.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
+#include <utility>
 
 #include "analysis/analyze.h"
 #include "analysis/callers.h"
@@ -250,6 +252,8 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
     std::set<int32_t> feeders(f.cuda_pids.begin(), f.cuda_pids.end());
     feeders.insert(f.worker_pids.begin(), f.worker_pids.end());
     AddCallerSections(w, feeders, &r);
+    r.kernels = SummarizeKernels(w.kernel_launches, w.launches_once,
+                                 static_cast<double>(w.to - w.from) / 1e9);
     int64_t counted = 0;
     for (const OpSecondRow& row : w.op_seconds) {
       if (IsLaunch(row.op)) counted += row.count;
@@ -273,6 +277,37 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
                           FormatCount(w.malformed_stacks).c_str()));
   }
   return r;
+}
+
+KernelSummary SummarizeKernels(const std::vector<KernelLaunchRow>& rows, bool launches_once,
+                               double seconds) {
+  KernelSummary k;
+  std::map<std::pair<int32_t, std::string>, int64_t> by_kernel;
+  for (const KernelLaunchRow& row : rows) {
+    if (!launches_once && OpLayer(row.op) != Layer::kCudaRuntime) continue;
+    by_kernel[{row.pid, row.name}] += row.launches;
+    k.launches += row.launches;
+    if (row.name.empty() || row.name.rfind("fn@", 0) == 0) k.unnamed += row.launches;
+  }
+  k.kernels = static_cast<int64_t>(by_kernel.size());
+  std::vector<KernelStat> all;
+  seconds = std::max(1e-9, seconds);
+  for (const auto& [key, n] : by_kernel) {
+    KernelStat s;
+    s.pid = key.first;
+    s.name = key.second.empty() ? "(no name)" : key.second;
+    s.launches = n;
+    s.per_s = static_cast<double>(n) / seconds;
+    s.share_pct = k.launches > 0 ? 100.0 * static_cast<double>(n) / static_cast<double>(k.launches)
+                                 : 0;
+    all.push_back(std::move(s));
+  }
+  std::sort(all.begin(), all.end(), [](const KernelStat& a, const KernelStat& b) {
+    return a.launches != b.launches ? a.launches > b.launches : a.name < b.name;
+  });
+  if (all.size() > 20) all.resize(20);
+  k.top = std::move(all);
+  return k;
 }
 
 StatusOr<Report> Explain(StoreReader& reader, const ExplainOptions& options) {

@@ -15,6 +15,8 @@
 
 namespace gw {
 
+struct KernelLaunchRow;  // store/window_rows.h
+
 class StoreReader;
 
 struct ExplainOptions {
@@ -179,6 +181,22 @@ struct CallerSection {
                                 // then off-CPU time
 };
 
+// One kernel's launches by one process in the window.
+struct KernelStat {
+  std::string name;  // demangled; "fn@0x…" when the tracer could not name it
+  int32_t pid = 0;
+  int64_t launches = 0;
+  double per_s = 0;
+  double share_pct = 0;  // of every launch in the window
+};
+
+struct KernelSummary {
+  int64_t launches = 0;   // every launch in the window, all processes
+  int64_t kernels = 0;    // distinct (process, kernel) pairs
+  int64_t unnamed = 0;    // launches of kernels left as fn@0x…
+  std::vector<KernelStat> top;  // most launched first, at most 20
+};
+
 struct Report {
   ReportWindow window;
   SystemContext system;
@@ -197,7 +215,13 @@ struct Report {
   // where the feeding processes were when they left the CPU.
   std::vector<CallerSection> callers;
   CallerSection sched_victims;
+  KernelSummary kernels;  // launches per kernel (op_seconds; empty without launches)
 };
+
+// Launches per kernel over `seconds` (each launch once: runtime-layer ops only in recordings
+// that counted nested driver launches too, !launches_once).
+KernelSummary SummarizeKernels(const std::vector<KernelLaunchRow>& rows, bool launches_once,
+                               double seconds);
 
 StatusOr<Report> Explain(StoreReader& reader, const ExplainOptions& options);
 std::string ReportToText(const Report& report);

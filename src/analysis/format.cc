@@ -50,4 +50,27 @@ std::string FormatFactor(double x) {
   return Fmt("%.1fx", x);
 }
 
+std::string ShortKernelName(const std::string& name, size_t max) {
+  std::string s = name;
+  if (s.rfind("void ", 0) == 0) s = s.substr(5);
+  // The parameter list: the last '(' at bracket depth 0, when the name ends with its ')'.
+  if (!s.empty() && s.back() == ')') {
+    int depth = 0;
+    for (size_t i = s.size(); i-- > 0;) {
+      if (s[i] == ')') ++depth;
+      if (s[i] == '(' && --depth == 0) {
+        if (i > 0) s.resize(i);
+        break;
+      }
+    }
+  }
+  if (s.size() > max && max > 3) {
+    // Cut on a UTF-8 boundary: names are ASCII, but be safe.
+    size_t cut = max - 3;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+    s = s.substr(0, cut) + "…";
+  }
+  return s;
+}
+
 }  // namespace gw

@@ -14,6 +14,9 @@ std::string FormatCount(int64_t n);         // "14,504"
 std::string FormatRate(double per_s);       // "1,200" (rounded)
 std::string FormatBytes(double bytes);      // "96 MB", "1.2 GB"
 std::string FormatFactor(double x);         // "1,028x", "3.4x"
+// A demangled kernel name for a table: no return type, no parameter list, at most `max`
+// characters ("…" marks a cut). "void at::native::k<4, F>(int, F)" → "at::native::k<4, F>".
+std::string ShortKernelName(const std::string& name, size_t max = 72);
 std::string Fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 }  // namespace gw

@@ -36,6 +36,7 @@ StatusOr<WindowData> LoadWindow(StoreReader& reader, const WindowRequest& reques
   w.carry_in = std::move(rows.carry_in);
   w.launch_samples = std::move(rows.launch_samples);
   w.op_seconds = std::move(rows.op_seconds);
+  w.kernel_launches = std::move(rows.kernel_launches);
   w.switch_totals = std::move(rows.switch_totals);
   w.snapshots = std::move(rows.snapshots);
   w.events_in_window = rows.events_in_window;

@@ -184,6 +184,23 @@ std::string ReportToText(const Report& r) {
     out += "\n";
   }
   AppendCallerSections(&out, r);
+  if (r.kernels.launches > 0) {
+    const KernelSummary& k = r.kernels;
+    out += Fmt("Top kernels by launches (%s): %s launches of %s kernels, %s named\n",
+               r.window.label.c_str(), FormatCount(k.launches).c_str(),
+               FormatCount(k.kernels).c_str(),
+               FormatPct(1.0 - static_cast<double>(k.unnamed) / static_cast<double>(k.launches))
+                   .c_str());
+    Table t;
+    t.columns = {"kernel", "pid", "launches", "per_s", "share"};
+    for (size_t i = 0; i < k.top.size() && i < 10; ++i) {
+      const KernelStat& s = k.top[i];
+      t.rows.push_back({ShortKernelName(s.name), static_cast<int64_t>(s.pid), s.launches,
+                        FormatRate(s.per_s), Fmt("%.1f%%", s.share_pct)});
+    }
+    out += Indent(FormatTable(t, TableFormat::kText), "  ");
+    out += "\n";
+  }
   if (!r.top_processes.empty()) {
     out += "Processes (" + r.window.label + "):\n";
     Table t;
@@ -307,6 +324,18 @@ std::string ReportToJson(const Report& r) {
     ordered_json callers = ordered_json::array();
     for (const CallerSection& c : r.callers) callers.push_back(SectionJson(c));
     j["callers"] = callers;
+    ordered_json kernels = ordered_json::array();
+    for (const KernelStat& s : r.kernels.top) {
+      kernels.push_back({{"name", s.name},
+                         {"pid", s.pid},
+                         {"launches", s.launches},
+                         {"per_s", R(s.per_s)},
+                         {"share_pct", R(s.share_pct)}});
+    }
+    j["kernels"] = {{"launches", r.kernels.launches},
+                    {"kernels", r.kernels.kernels},
+                    {"unnamed_launches", r.kernels.unnamed},
+                    {"top", kernels}};
     j["sched_victims"] =
         r.sched_victims.sites.empty() ? ordered_json(nullptr) : SectionJson(r.sched_victims);
     j["events"] = r.events;

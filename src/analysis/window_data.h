@@ -35,6 +35,7 @@ struct WindowData {
   bool launches_once = true;
   std::vector<RawEvent> launch_samples;  // a bounded sample of launch rows (durations)
   std::vector<OpSecondRow> op_seconds;   // window seconds, every pid
+  std::vector<KernelLaunchRow> kernel_launches;  // per (pid, op, kernel), most launched first
   std::vector<SwitchTotals> switch_totals;  // every pid with sched_switch rows in the window
   std::vector<SystemSnapshot> snapshots;    // window
   int64_t events_in_window = 0;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "demo/scenarios.h"
@@ -245,7 +246,8 @@ class Simulation {
   std::vector<int64_t> kernel_names_;
   int64_t dataset_name_ = 0;
   int64_t launch_counter_ = 0;
-  std::map<std::pair<int64_t, int32_t>, int64_t> unrecorded_launches_;
+  // Launches counted but not recorded as rows: (second, pid, kernel name id) → launches.
+  std::map<std::tuple<int64_t, int32_t, int64_t>, int64_t> unrecorded_launches_;
   std::map<int64_t, int64_t> switches_per_sec_;
   std::map<int64_t, int64_t> faults_per_sec_;
   int64_t gpu_free_ = 0;
@@ -445,7 +447,7 @@ void Simulation::TrainingLoop() {
         Call(kTrainPid, kTrainPid, Op::kCudaLaunchKernel, at, Ns(rng_.LogNormal(4.5 * kUs, 0.3)),
              kNull, kNull, kernel_names_[static_cast<size_t>(i % 6)]);
       } else if (at >= 0 && at < duration_) {
-        ++unrecorded_launches_[{at / kSec, kTrainPid}];
+        ++unrecorded_launches_[{at / kSec, kTrainPid, kernel_names_[static_cast<size_t>(i % 6)]}];
       }
     }
     // 4) The GPU runs the step; the loop synchronizes at the end (loss.item()).
@@ -513,7 +515,9 @@ void Simulation::EvalJob() {
       t += 200 * kMs;
       continue;
     }
-    for (int i = 0; i < 40; ++i) ++unrecorded_launches_[{t / kSec, kEvalPid}];
+    for (int i = 0; i < 40; ++i) {
+      ++unrecorded_launches_[{t / kSec, kEvalPid, kernel_names_[static_cast<size_t>(i % 6)]}];
+    }
     t += Ns(rng_.LogNormal(2 * kMs, 0.2));
     int64_t d = Ns(rng_.LogNormal(11 * kMs, 0.2));
     Call(kEvalPid, kEvalPid, Op::kCudaDeviceSync, t, d);
@@ -622,9 +626,10 @@ void Simulation::Write() {
   std::vector<OpCount> counts;
   for (const auto& [key, n] : unrecorded_launches_) {
     OpCount c;
-    c.sec = key.first;
-    c.pid = key.second;
+    c.sec = std::get<0>(key);
+    c.pid = std::get<1>(key);
     c.op = Op::kCudaLaunchKernel;
+    c.name_id = std::get<2>(key);
     c.count = n;
     counts.push_back(c);
   }

@@ -2,6 +2,7 @@
 
 #include "mcp/tool_args.h"
 #include "store/reader.h"
+#include "store/window_rows.h"
 
 #if GW_HAVE_ANALYSIS
 #include "analysis/explain.h"
@@ -60,6 +61,46 @@ StatusOr<ToolOutput> RunExplain(ReaderSource& source, const Json& json_args) {
                 " of session " + std::to_string(report.window.session) +
                 (report.findings.empty() ? "." : "; the most severe first.") +
                 " Each finding's evidence SQL can be re-run with query_sql.";
+  return out;
+}
+
+StatusOr<ToolOutput> RunTopKernels(ReaderSource& source, const Json& json_args) {
+  std::vector<std::string> known = WindowArgNames();
+  known.push_back("pid");
+  known.push_back("limit");
+  ASSIGN_OR_RETURN(ToolArgs args, ToolArgs::Create("top_kernels", json_args, known));
+  std::optional<int64_t> pid, limit;
+  RETURN_IF_ERROR(args.Int("pid", 1, INT32_MAX, &pid));
+  RETURN_IF_ERROR(args.Int("limit", 1, 20, &limit));
+  ASSIGN_OR_RETURN(StoreReader * reader, source.Get());
+  ASSIGN_OR_RETURN(SessionWindow w, ResolveToolWindow(*reader, args));
+  ASSIGN_OR_RETURN(KernelLaunches launches, ReadKernelLaunches(*reader, w, 5000));
+  if (pid) {
+    std::erase_if(launches.rows, [&](const KernelLaunchRow& r) { return r.pid != *pid; });
+  }
+  KernelSummary k = SummarizeKernels(launches.rows, launches.launches_once,
+                                     static_cast<double>(w.end_ns - w.begin_ns) / 1e9);
+  if (limit && k.top.size() > static_cast<size_t>(*limit)) k.top.resize(*limit);
+  ToolOutput out;
+  Json top = Json::array();
+  for (const KernelStat& s : k.top) {
+    top.push_back(Json{{"name", s.name},
+                       {"pid", s.pid},
+                       {"launches", s.launches},
+                       {"per_s", s.per_s},
+                       {"share_pct", s.share_pct}});
+  }
+  out.structured = Json{{"window", WindowToJson(w)},
+                        {"launches", k.launches},
+                        {"kernels", k.kernels},
+                        {"unnamed_launches", k.unnamed},
+                        {"top", std::move(top)}};
+  out.summary = std::to_string(k.launches) + " kernel launches of " +
+                std::to_string(k.kernels) + " kernels in " + w.label + " of session " +
+                std::to_string(w.session) + (k.unnamed > 0 ? "; " + std::to_string(k.unnamed) +
+                                                                 " launches unnamed (fn@0x…)"
+                                                           : "") +
+                ".";
   return out;
 }
 
@@ -159,6 +200,29 @@ void AddAnalysisTools(McpServer& server, ReaderSource& source, const StoreToolLi
   explain.run = [](const Json&) { return NotAvailable("explain"); };
 #endif
   server.AddTool(std::move(explain));
+
+  ToolSpec kernels;
+  kernels.name = "top_kernels";
+  kernels.title = "Most launched GPU kernels";
+  kernels.description =
+      "Kernel launches per kernel over a time range, most launched first: demangled name, "
+      "process, launches, launches per second and share of all launches (every launch is "
+      "counted in BPF, not sampled). Names come from the job's registrations and lookups, or, "
+      "when trace attached to a running job, from the CUDA driver's own function objects; "
+      "kernels that could not be named show as fn@0x<handle>. Filter by pid; limit (1-20, "
+      "default 20).";
+  Json kernel_props = WindowSchemaProperties();
+  kernel_props["pid"] = Json{{"type", "integer"}, {"minimum", 1}, {"description", "Only this process."}};
+  kernel_props["limit"] = Json{
+      {"type", "integer"}, {"minimum", 1}, {"maximum", 20}, {"description", "Kernels to list."}};
+  kernels.input_schema = Json{
+      {"type", "object"}, {"properties", std::move(kernel_props)}, {"additionalProperties", false}};
+#if GW_HAVE_ANALYSIS
+  kernels.run = [src](const Json& a) { return RunTopKernels(*src, a); };
+#else
+  kernels.run = [](const Json&) { return NotAvailable("top_kernels"); };
+#endif
+  server.AddTool(std::move(kernels));
 
   ToolSpec diff;
   diff.name = "diff";

@@ -145,7 +145,8 @@ TEST_F(ServerTest, ListsEveryTool) {
     EXPECT_TRUE(t["annotations"]["readOnlyHint"].get<bool>());
   }
   EXPECT_EQ(names, (std::set<std::string>{"query_sql", "explain", "op_stats", "top_contention",
-                                          "timeline", "stacks", "sessions", "check", "diff"}));
+                                          "timeline", "stacks", "sessions", "check", "diff",
+                                          "top_kernels"}));
 }
 
 TEST_F(ServerTest, ToolCallProtocolErrors) {

@@ -43,6 +43,35 @@ std::string RawColumns(bool wakers) {
 
 }  // namespace
 
+StatusOr<KernelLaunches> ReadKernelLaunches(StoreReader& reader, const SessionWindow& window,
+                                            int64_t max_rows) {
+  KernelLaunches k;
+  ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
+  if (version >= 5) {
+    RETURN_IF_ERROR(reader.ForEach(
+        "SELECT COALESCE(launches_once, 0) FROM sessions WHERE id = ?1", {window.session},
+        [&](sqlite3_stmt* s) { k.launches_once = sqlite3_column_int64(s, 0) != 0; }));
+  }
+  RETURN_IF_ERROR(reader.ForEach(
+      std::string("SELECT q.pid, q.op, COALESCE(s.text, ''), SUM(q.count) FROM op_seconds q "
+                  "LEFT JOIN strings s ON s.id = q.name_id WHERE q.session = ?1 AND q.sec >= ?2 "
+                  "AND q.sec <= ?3 AND q.op IN (") +
+          kLaunchOpList + ") GROUP BY q.pid, q.op, q.name_id ORDER BY 4 DESC LIMIT ?4",
+      {window.session, window.begin_ns / 1'000'000'000, (window.end_ns - 1) / 1'000'000'000,
+       max_rows},
+      [&](sqlite3_stmt* s) {
+        std::optional<Op> op = OpFromId(sqlite3_column_int64(s, 1));
+        if (!op) return;
+        KernelLaunchRow r;
+        r.pid = static_cast<int32_t>(sqlite3_column_int64(s, 0));
+        r.op = *op;
+        r.name = ColText(s, 2);
+        r.launches = sqlite3_column_int64(s, 3);
+        k.rows.push_back(std::move(r));
+      }));
+  return k;
+}
+
 StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& window,
                                     const WindowRowsOptions& options) {
   WindowRows w;
@@ -109,6 +138,10 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
           kLaunchOpList + ") AND ts >= ?2 AND ts < ?3 LIMIT ?4",
       {session, window.begin_ns, window.end_ns, options.max_launch_samples},
       [&](sqlite3_stmt* s) { w.launch_samples.push_back(ReadRawEvent(s)); }));
+
+  ASSIGN_OR_RETURN(KernelLaunches kernels,
+                   ReadKernelLaunches(reader, window, options.max_kernel_rows));
+  w.kernel_launches = std::move(kernels.rows);
 
   RETURN_IF_ERROR(reader.ForEach(
       "SELECT sec, pid, op, SUM(count), SUM(total_ns), MAX(max_ns) FROM op_seconds "

@@ -57,6 +57,15 @@ struct OpSecondRow {
   int64_t max_ns = 0;
 };
 
+// Launches of one kernel by one process over the window (op_seconds: every launch, counted in
+// BPF or sampled as a row), per launch op.
+struct KernelLaunchRow {
+  int32_t pid = 0;
+  Op op = Op::kCudaLaunchKernel;
+  std::string name;  // "fn@0x…" when the tracer could not name it; "" without a name id
+  int64_t launches = 0;
+};
+
 // sched_switch totals of one process over the window (all processes, from SQL aggregates).
 struct SwitchTotals {
   int32_t pid = 0;
@@ -91,6 +100,7 @@ struct WindowRowsOptions {
   // since before the window): rows from this far back are read into `carry_in`.
   int64_t carry_in_ns = 0;
   int64_t max_launch_samples = 20000;
+  int64_t max_kernel_rows = 500;  // kernel_launches: the most launched (pid, op, kernel) rows
 };
 
 struct WindowRows {
@@ -107,7 +117,8 @@ struct WindowRows {
   // before the window and end inside it, by ts.
   std::vector<RawEvent> carry_in;
   std::vector<RawEvent> launch_samples;     // at most max_launch_samples launch rows
-  std::vector<OpSecondRow> op_seconds;      // the window's seconds, every pid, by sec
+  std::vector<OpSecondRow> op_seconds;
+  std::vector<KernelLaunchRow> kernel_launches;  // by launches, most first      // the window's seconds, every pid, by sec
   std::vector<SwitchTotals> switch_totals;  // every pid with sched_switch rows in the window
   std::vector<SystemSnapshot> snapshots;    // by ts
   int64_t events_in_window = 0;             // every row of the window
@@ -124,5 +135,14 @@ struct WindowRows {
 
 StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& window,
                                     const WindowRowsOptions& options);
+
+// Launches per (pid, op, kernel) over the window, most launched first, at most max_rows; and
+// whether the session counted each launch once (sessions.launches_once).
+struct KernelLaunches {
+  std::vector<KernelLaunchRow> rows;
+  bool launches_once = false;
+};
+StatusOr<KernelLaunches> ReadKernelLaunches(StoreReader& reader, const SessionWindow& window,
+                                            int64_t max_rows);
 
 }  // namespace gw

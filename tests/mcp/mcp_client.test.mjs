@@ -35,7 +35,7 @@ const STEP3_SQL =
 const FOREVER_SQL =
   'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT COUNT(*) FROM c';
 const ALL_TOOLS = ['check', 'diff', 'explain', 'op_stats', 'query_sql', 'sessions', 'stacks',
-                   'timeline', 'top_contention'];
+                   'timeline', 'top_contention', 'top_kernels'];
 
 const dir = mkdtempSync(join(tmpdir(), 'gw-mcp-sdk-'));
 const fixtureDb = join(dir, 'fixture.db');
@@ -281,6 +281,22 @@ function briefSuite(label, db, { contentionPeak } = {}) {
       assert.ok(want.some((row) => row.process === 'python3 (train.py)'));
       assert.ok(r.structuredContent.processes[0].runq_wait_s > 0);
       assert.ok(r.structuredContent.cpu_takers.length > 0);
+    });
+
+    test('top_kernels counts the launches `gpuwhy query` counts, most launched first', async () => {
+      const r = await client.callTool({ name: 'top_kernels', arguments: { since_s: 120 } });
+      assert.equal(r.isError, false);
+      const { window, launches, top } = r.structuredContent;
+      const from = Math.floor(window.from_s);
+      const to = Math.ceil(window.to_s) - 1;
+      const per = gpuwhyQuery(db, "SELECT pid, name, SUM(count) AS n FROM op_stats_seconds " +
+        `WHERE session = ${window.session} AND sec BETWEEN ${from} AND ${to} AND op IN ` +
+        "('cudaLaunchKernel','cudaLaunchKernelExC','cuLaunchKernel','cuLaunchKernelEx'," +
+        "'cudaGraphLaunch') GROUP BY pid, name ORDER BY n DESC, name");
+      assert.equal(launches, per.reduce((a, row) => a + row.n, 0));
+      assert.ok(top.length > 0);
+      assert.deepEqual(top.map((k) => [k.pid, k.name, k.launches]),
+                       per.slice(0, top.length).map((row) => [row.pid, row.name, row.n]));
     });
 
     test('Step 2 through query_sql returns the same rows as `gpuwhy query`', async () => {
