@@ -13,6 +13,7 @@
 #include "base/table.h"
 #include "cli/commands.h"
 #include "discover/cuda_libs.h"
+#include "sources/cuda/cuda_source.h"
 #include "sources/nvml/gpu_sampler.h"
 #include "sources/selftest/selftest.h"
 #include "sources/stacks/python_offsets.h"
@@ -208,6 +209,29 @@ CheckResult CheckPtraceScope() {
   return r;
 }
 
+// Which launch entry points of the found libraries trace probes, and which it cannot see.
+CheckResult CheckLaunchPaths(const std::vector<CudaLibrary>& libs, CudaLibKind kind) {
+  CheckResult r{"launches", CheckState::kPass, false, "", ""};
+  std::string probed;
+  for (const std::string& s : ProbedLaunchSymbols(kind)) probed += (probed.empty() ? "" : ", ") + s;
+  r.detail = std::string(kind == CudaLibKind::kRuntime ? "libcudart" : "libcuda") +
+             " probed: " + probed;
+  std::set<std::string> unseen;
+  for (const CudaLibrary& lib : libs) {
+    if (lib.kind != kind) continue;
+    for (const UnseenLaunchPath& p : UnseenLaunchPaths(lib.path, kind)) {
+      unseen.insert(std::string(p.symbol) + " (" + p.what + ")");
+    }
+  }
+  if (!unseen.empty()) {
+    r.state = CheckState::kInfo;
+    std::string list;
+    for (const std::string& u : unseen) list += (list.empty() ? "" : ", ") + u;
+    r.hint = "launches through " + list + " are not seen";
+  }
+  return r;
+}
+
 std::vector<CheckResult> CheckCuda(const std::vector<CudaLibrary>& libs) {
   std::vector<CheckResult> out;
   for (CudaLibKind kind : {CudaLibKind::kRuntime, CudaLibKind::kDriver}) {
@@ -242,6 +266,7 @@ std::vector<CheckResult> CheckCuda(const std::vector<CudaLibrary>& libs) {
       r.detail = paths;
     }
     out.push_back(r);
+    if (r.state == CheckState::kPass) out.push_back(CheckLaunchPaths(libs, kind));
   }
   return out;
 }

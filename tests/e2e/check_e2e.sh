@@ -40,6 +40,15 @@ else
   echo "note - $SIM_NVML not built: simulated NVML checks skipped"
 fi
 
+# Launch paths: what is probed, and the simulated driver's cuGraphLaunch, which is not.
+SIM_LIB="$(dirname "$GPUWHY")/sim/lib"
+if [ -f "$SIM_LIB/libcuda.so.1" ]; then
+  out=$("$GPUWHY" check --cuda-lib "$SIM_LIB" 2>&1)
+  echo "$out" | grep -q '^✓ launches .*libcudart probed: cudaLaunchKernel, ' && pass "runtime launch paths" || fail "runtime launch paths: $out"
+  echo "$out" | grep -q 'launches through cuGraphLaunch (CUDA graphs launched through the driver) are not seen' \
+    && pass "unprobed cuGraphLaunch named" || fail "cuGraphLaunch not named: $out"
+fi
+
 out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$GPUWHY" check 2>&1); rc=$?
 [ $rc -eq 1 ] && pass "unprivileged exit 1" || fail "unprivileged exit $rc"
 echo "$out" | grep -q '^✗ privileges' && pass "unprivileged ✗ privileges" || fail "unprivileged privileges line: $out"

@@ -176,6 +176,23 @@ const ProbeSpec kProbes[] = {
      Op::kCuLibraryGetKernel},
 };
 
+constexpr UnseenLaunchPath kUnseenDriverLaunches[] = {
+    {"cuGraphLaunch", "CUDA graphs launched through the driver"},
+    {"cuGraphLaunch_ptsz", "CUDA graphs launched through the driver"},
+    {"cuLaunchCooperativeKernel", "cooperative kernels"},
+    {"cuLaunchCooperativeKernel_ptsz", "cooperative kernels"},
+    {"cuLaunchCooperativeKernelMultiDevice", "multi-device cooperative kernels"},
+};
+
+std::vector<UnseenLaunchPath> UnseenIn(const ElfSymbolTable& symbols, CudaLibKind kind) {
+  std::vector<UnseenLaunchPath> out;
+  if (kind != CudaLibKind::kDriver) return out;
+  for (const UnseenLaunchPath& p : kUnseenDriverLaunches) {
+    if (symbols.Find(p.symbol) != nullptr) out.push_back(p);
+  }
+  return out;
+}
+
 const ProbeSpec* SpecOf(uint32_t fn) {
   static const auto* table = [] {
     auto* t = new std::vector<const ProbeSpec*>(GW_FN_MAX, nullptr);
@@ -239,6 +256,20 @@ struct CudaSource::ProcessState {
                                                        // when a stub lies outside it
   std::pair<uint64_t, uint64_t> last_free{0, 0};       // pointer, size of the last free
 };
+
+std::vector<UnseenLaunchPath> UnseenLaunchPaths(const std::string& path, CudaLibKind kind) {
+  StatusOr<ElfSymbolTable> symbols = ElfSymbolTable::Load(path);
+  if (!symbols.ok()) return {};
+  return UnseenIn(*symbols, kind);
+}
+
+std::vector<std::string> ProbedLaunchSymbols(CudaLibKind kind) {
+  std::vector<std::string> out;
+  for (const ProbeSpec& spec : kProbes) {
+    if (spec.library == kind && spec.probe == ProbeClass::kLaunch) out.push_back(spec.symbol);
+  }
+  return out;
+}
 
 CudaSource::CudaSource(CudaSourceOptions options) : options_(std::move(options)) {}
 
@@ -393,6 +424,10 @@ Status CudaSource::AttachLibrary(const CudaLibrary& library) {
         break;
       case ProbeClass::kLaunch: add(4, spec, offset); break;
     }
+  }
+  for (const UnseenLaunchPath& p : UnseenIn(symbols, library.kind)) {
+    AddNote(std::string("cuda: launches through ") + p.symbol + " (" + p.what +
+            ") are not seen: " + library.path);
   }
   auto failure = [&](const char* symbol, bool retprobe, int err) {
     return Status(err == EPERM || err == EACCES ? StatusCode::kPermissionDenied

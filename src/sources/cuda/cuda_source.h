@@ -58,6 +58,17 @@ struct CudaSourceOptions {
   bool multi_uprobe = true;
 };
 
+// A launch entry point a CUDA library may export that gpuwhy does not probe: launches made
+// through it are not seen (runtime entry points not listed reach a probed driver launch).
+struct UnseenLaunchPath {
+  const char* symbol;
+  const char* what;  // "CUDA graphs launched through the driver"
+};
+// The unprobed launch entry points the library at `path` exports; empty when it cannot be read.
+std::vector<UnseenLaunchPath> UnseenLaunchPaths(const std::string& path, CudaLibKind kind);
+// The launch entry points gpuwhy probes in a library of this kind.
+std::vector<std::string> ProbedLaunchSymbols(CudaLibKind kind);
+
 class CudaSource : public Source {
  public:
   static StatusOr<std::unique_ptr<CudaSource>> Create(CudaSourceOptions options = {});
