@@ -5,7 +5,11 @@ Meanwhile this controller cycles through short phases — untraced, `gpuwhy trac
 `gpuwhy trace --stack`, and the bare mechanism (empty uprobe+uretprobe pairs on the same
 functions) — in rotating order. Each phase's throughput comes from the steps that ended inside
 it (after a settle period for attach/detach), and each traced phase is compared with the
-untraced phases on either side of it, so the loop's slow drift cancels out.
+untraced phases on either side of it, so the loop's slow drift cancels out. Two metrics per
+phase: throughput (steps/s) and the main thread's CPU time per step (/proc/PID/schedstat, ns:
+the thread that makes the CUDA calls, so the one that pays for the probes). Each mode reports the mean loss over its phases with a 95% bootstrap
+confidence interval (10,000 resamples of the per-phase ratios, fixed seed): many short phases
+resolve what a few long ones cannot, because the loop's own drift is slow next to a phase.
 
 Usage (as root):
   python3 overhead.py --gpuwhy ./gpuwhy --bare ./gw_bare_probes --out DIR
@@ -27,7 +31,7 @@ RUNTIME_SYMBOLS = ("cudaLaunchKernel,cudaLaunchKernelExC,cudaMalloc,cudaMallocAs
                    "cudaDeviceSynchronize,cudaEventSynchronize,cudaStreamWaitEvent,cudaGraphLaunch")
 DRIVER_SYMBOLS = ("cuLaunchKernel,cuLaunchKernelEx,cuMemAlloc_v2,cuMemFree_v2,cuMemcpyHtoDAsync_v2,"
                   "cuMemcpyDtoHAsync_v2,cuMemcpyAsync,cuStreamSynchronize,cuCtxSynchronize,"
-                  "cuEventSynchronize,cuModuleGetFunction,cuLibraryGetKernel,cuKernelGetFunction")
+                  "cuEventSynchronize,cuModuleGetFunction,cuLibraryGetKernel")
 
 
 def mapped_cuda_libs(pid):
@@ -66,6 +70,22 @@ def agent_usage(pid):
         return cpu_s, hwm / 1024.0
     except (OSError, StopIteration, IndexError, ValueError):
         return None, None
+
+
+def process_cpu_s(pid):
+    """CPU seconds of the process's main thread (the one that launches), in ns resolution
+    (/proc/PID/schedstat: time on CPU)."""
+    with open(f"/proc/{pid}/schedstat") as f:
+        return int(f.read().split()[0]) / 1e9
+
+
+def mean_ci(values, resamples=10000, seed=1):
+    """Mean and 95% bootstrap percentile interval of `values`."""
+    import random
+    rng = random.Random(seed)
+    n = len(values)
+    means = sorted(statistics.fmean(rng.choices(values, k=n)) for _ in range(resamples))
+    return statistics.fmean(values), means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
 
 
 def start_mode(mode, args, pid, rt, drv, out, idx):
@@ -117,8 +137,10 @@ def main():
             t0 = time.monotonic_ns() + int(args.settle * 1e9)
             time.sleep(args.settle)
             cpu0, _ = agent_usage(proc.pid) if proc is not None else (None, None)
+            train_cpu0 = process_cpu_s(train.pid)
             time.sleep(args.phase - args.settle)
             t1 = time.monotonic_ns()
+            train_cpu1 = process_cpu_s(train.pid)
             cpu1, rss = agent_usage(proc.pid) if proc is not None else (None, None)
             agent = {}
             if cpu0 is not None and cpu1 is not None:
@@ -129,7 +151,9 @@ def main():
                 proc.wait(timeout=60)
             n = steps_between(steps_log, t0, t1)
             phases.append({"mode": mode, "t0": t0, "t1": t1, "steps": n,
-                           "steps_per_s": n / ((t1 - t0) / 1e9), **agent})
+                           "steps_per_s": n / ((t1 - t0) / 1e9),
+                           "train_cpu_ms_per_step": 1e3 * (train_cpu1 - train_cpu0) / n if n else 0,
+                           **agent})
             print(f"phase {idx:3d} {mode:13s} {phases[-1]['steps_per_s']:8.2f} steps/s", flush=True)
             idx += 1
             time.sleep(1)  # detach fully before the next phase starts its clock
@@ -140,6 +164,7 @@ def main():
         train.kill()
     # Each non-untraced phase against the mean of the nearest untraced phase before and after.
     ratios = {m: [] for m in modes if m != "untraced"}
+    cpu_ratios = {m: [] for m in modes if m != "untraced"}
     for i, ph in enumerate(phases):
         if ph["mode"] == "untraced":
             continue
@@ -148,12 +173,22 @@ def main():
         refs = [q["steps_per_s"] for q in (before, after) if q and q["steps_per_s"] > 0]
         if refs and ph["steps_per_s"] > 0:
             ratios[ph["mode"]].append(ph["steps_per_s"] / statistics.mean(refs))
+        crefs = [q["train_cpu_ms_per_step"] for q in (before, after)
+                 if q and q["train_cpu_ms_per_step"] > 0]
+        if crefs and ph["train_cpu_ms_per_step"] > 0:
+            cpu_ratios[ph["mode"]].append(ph["train_cpu_ms_per_step"] / statistics.mean(crefs))
     summary = {}
     for m, rs in ratios.items():
         if rs:
+            mean, lo, hi = mean_ci([100 * (1 - r) for r in rs])
             summary[m] = {"phases": len(rs), "median_ratio": statistics.median(rs),
                           "min": min(rs), "max": max(rs),
-                          "median_loss_pct": 100 * (1 - statistics.median(rs))}
+                          "median_loss_pct": 100 * (1 - statistics.median(rs)),
+                          "mean_loss_pct": mean, "loss_ci95_pct": [lo, hi]}
+            if cpu_ratios[m]:
+                cmean, clo, chi = mean_ci([100 * (r - 1) for r in cpu_ratios[m]])
+                summary[m]["train_cpu_per_step_increase_pct"] = cmean
+                summary[m]["train_cpu_per_step_ci95_pct"] = [clo, chi]
             cpu = [q["agent_cpu_pct"] for q in phases if q["mode"] == m and "agent_cpu_pct" in q]
             rss = [q["agent_peak_rss_mb"] for q in phases if q["mode"] == m and "agent_peak_rss_mb" in q]
             if cpu:
@@ -165,6 +200,13 @@ def main():
     with open(os.path.join(args.out, "overhead.json"), "w") as f:
         json.dump({"phases": phases, "summary": summary}, f, indent=1)
     print(json.dumps(summary, indent=1))
+    for m, v in summary.items():
+        if "mean_loss_pct" in v:
+            print(f"{m:13s} throughput loss {v['mean_loss_pct']:+.2f}% "
+                  f"[{v['loss_ci95_pct'][0]:+.2f}, {v['loss_ci95_pct'][1]:+.2f}] over "
+                  f"{v['phases']} phases; CPU/step "
+                  f"{v.get('train_cpu_per_step_increase_pct', float('nan')):+.2f}% "
+                  f"{[round(x, 2) for x in v.get('train_cpu_per_step_ci95_pct', [])]}")
 
 
 if __name__ == "__main__":

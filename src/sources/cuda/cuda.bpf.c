@@ -79,6 +79,21 @@ struct {
   __type(value, __u64);
 } launch_pairs SEC(".maps");
 
+// Runtime launches counted, and driver launches paired with one (enum gw_cuda_nest_slot): when
+// every runtime launch nests a driver launch, user space detaches the runtime launch probes and
+// counts launches at the driver alone, one probe hit per launch instead of two.
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, GW_CUDA_NEST_SLOTS);
+  __type(key, __u32);
+  __type(value, __u64);
+} launch_nesting SEC(".maps");
+
+static __always_inline void count_nesting(__u32 slot) {
+  __u64 *n = bpf_map_lookup_elem(&launch_nesting, &slot);
+  if (n) *n += 1;
+}
+
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, GW_CUDA_DROP_SLOTS);
@@ -479,10 +494,12 @@ int gw_cuda_launch(struct pt_regs *ctx) {
   if (layer == 0) {
     t->rt_launch_handle = handle;
     t->rt_launch_ts = now;
+    count_nesting(GW_CUDA_NEST_RUNTIME);
   } else if (t->rt_launch_ts != 0 && now - t->rt_launch_ts < launch_nest_ns) {
     // The runtime launch already counted (or sampled) this launch.
     __u64 stub = t->rt_launch_handle;
     t->rt_launch_ts = 0;
+    count_nesting(GW_CUDA_NEST_PAIRED);
     note_pair(fn, tgid, stub, handle);
     return 0;
   }

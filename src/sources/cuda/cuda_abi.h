@@ -137,6 +137,13 @@ struct gw_cuda_launch_count {
   __u64 count;
 };
 
+// Slots of the per-CPU `launch_nesting` array.
+enum gw_cuda_nest_slot {
+  GW_CUDA_NEST_RUNTIME = 0,  // runtime launches of tracked processes
+  GW_CUDA_NEST_PAIRED = 1,   // driver launches made by one of them (not counted again)
+  GW_CUDA_NEST_SLOTS = 2,
+};
+
 // Slots of the per-CPU `drops` array.
 enum gw_cuda_drop_slot {
   GW_CUDA_DROP_RESERVE = 0,     // ring-buffer reserve failed: a record was lost

@@ -242,6 +242,11 @@ struct CudaSource::AttachedLibrary {
   std::vector<ScopedFd> multi_links;  // multi-uprobe link fds
   std::vector<ScopedLink> links;      // perf-event uprobes (fallback)
   size_t probes = 0;                  // function entry/return points attached
+  // A runtime library's launch probes, kept apart: detached once every runtime launch is seen
+  // to reach a driver launch (DetachNestedRuntimeLaunches).
+  std::vector<ScopedFd> launch_multi_links;
+  std::vector<ScopedLink> launch_links;
+  size_t launch_probes = 0;
 };
 
 struct CudaSource::ProcessState {
@@ -435,6 +440,9 @@ Status CudaSource::AttachLibrary(const CudaLibrary& library) {
                   std::string("attach ") + (retprobe ? "uretprobe " : "uprobe ") + symbol +
                       " in " + library.path + ": " + std::strerror(err) + PrivilegeHint(err));
   };
+  auto runtime_launches = [&](const Group& group) {
+    return library.kind == CudaLibKind::kRuntime && group.program == skel->progs.gw_cuda_launch;
+  };
   for (const Group& group : groups) {
     if (group.offsets.empty()) continue;
     if (multi_links_) {
@@ -442,8 +450,10 @@ Status CudaSource::AttachLibrary(const CudaLibrary& library) {
       int fd = CreateUprobeMultiLink(prog_fd, library.path, group.offsets, group.cookies,
                                      group.retprobe);
       if (fd >= 0) {
-        attached->multi_links.emplace_back(fd);
-        attached->probes += group.offsets.size();
+        (runtime_launches(group) ? attached->launch_multi_links : attached->multi_links)
+            .emplace_back(fd);
+        (runtime_launches(group) ? attached->launch_probes : attached->probes) +=
+            group.offsets.size();
         continue;
       }
       // One bad offset fails the whole link: attach one by one to find it and keep the rest.
@@ -456,8 +466,9 @@ Status CudaSource::AttachLibrary(const CudaLibrary& library) {
           AddNote(status.message());
           continue;
         }
-        attached->multi_links.emplace_back(fd);
-        attached->probes += 1;
+        (runtime_launches(group) ? attached->launch_multi_links : attached->multi_links)
+            .emplace_back(fd);
+        (runtime_launches(group) ? attached->launch_probes : attached->probes) += 1;
       }
       continue;
     }
@@ -473,8 +484,8 @@ Status CudaSource::AttachLibrary(const CudaLibrary& library) {
         AddNote(status.message());
         continue;
       }
-      attached->links.emplace_back(link);
-      attached->probes += 1;
+      (runtime_launches(group) ? attached->launch_links : attached->links).emplace_back(link);
+      (runtime_launches(group) ? attached->launch_probes : attached->probes) += 1;
     }
   }
   size_t probes = attached->probes;
@@ -541,8 +552,43 @@ std::vector<std::string> CudaSource::AttachedLibraries() const {
 size_t CudaSource::LinkCount() const {
   std::lock_guard<std::mutex> lock(attach_mu_);
   size_t n = 0;
-  for (const auto& library : libraries_) n += library->probes;
+  for (const auto& library : libraries_) n += library->probes + library->launch_probes;
   return n;
+}
+
+void CudaSource::DetachNestedRuntimeLaunches() {
+  int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) return;
+  std::vector<uint64_t> values(static_cast<size_t>(cpus));
+  uint64_t totals[GW_CUDA_NEST_SLOTS] = {};
+  for (uint32_t slot = 0; slot < GW_CUDA_NEST_SLOTS; ++slot) {
+    if (bpf_map__lookup_elem(skel_.get()->maps.launch_nesting, &slot, sizeof slot,
+                             values.data(), values.size() * sizeof(uint64_t), 0) != 0) {
+      return;
+    }
+    for (uint64_t v : values) totals[slot] += v;
+  }
+  uint64_t runtime = totals[GW_CUDA_NEST_RUNTIME] - nesting_seen_[GW_CUDA_NEST_RUNTIME];
+  uint64_t paired = totals[GW_CUDA_NEST_PAIRED] - nesting_seen_[GW_CUDA_NEST_PAIRED];
+  if (runtime < kNestingProofLaunches) return;  // keep accumulating
+  nesting_seen_[GW_CUDA_NEST_RUNTIME] = totals[GW_CUDA_NEST_RUNTIME];
+  nesting_seen_[GW_CUDA_NEST_PAIRED] = totals[GW_CUDA_NEST_PAIRED];
+  // Every runtime launch (to 1 in 1,000) made a driver launch: the driver probes alone see them.
+  if (paired * 1000 < runtime * 999) return;
+  size_t detached = 0;
+  std::lock_guard<std::mutex> lock(attach_mu_);
+  for (auto& library : libraries_) {
+    if (library->launch_probes == 0) continue;
+    detached += library->launch_probes;
+    library->launch_multi_links.clear();
+    library->launch_links.clear();
+    library->launch_probes = 0;
+  }
+  if (detached == 0) return;
+  runtime_launches_detached_ = true;
+  notes_.push_back("cuda: " + std::to_string(paired) + " of " + std::to_string(runtime) +
+                   " runtime launches reached a driver launch: the runtime launch probes were "
+                   "detached and launches are counted at the driver, one probe hit each");
 }
 
 DropCounts CudaSource::Drops() const {
@@ -582,6 +628,7 @@ int64_t CudaSource::Poll() {
   int64_t now_sec = context_.clock.ToSession(static_cast<uint64_t>(MonotonicNs())) / 1000000000;
   if (now_sec > current_sec_ || stop_flush_pending_) {
     FlushLaunchCounts(current_sec_);
+    if (options_.detach_nested_runtime_launches) DetachNestedRuntimeLaunches();
     current_sec_ = now_sec;
     stop_flush_pending_ = false;
     if (++polls_since_gc_ >= 10) {

@@ -56,6 +56,10 @@ struct CudaSourceOptions {
   // to one perf-event uprobe per function when the kernel lacks them. false: always the
   // latter (benchmarks compare the two).
   bool multi_uprobe = true;
+  // Once every runtime launch is seen to make a driver launch (kNestingProofLaunches in a row,
+  // to 1 in 1,000), detach the runtime launch probes: launches are then counted at the driver
+  // alone, one probe hit per launch instead of two. Libraries attached later are checked anew.
+  bool detach_nested_runtime_launches = true;
 };
 
 // A launch entry point a CUDA library may export that gpuwhy does not probe: launches made
@@ -88,6 +92,8 @@ class CudaSource : public Source {
   size_t LinkCount() const;
   // Whether probes are attached through multi-uprobe links.
   bool UsesMultiUprobeLinks() const { return multi_links_; }
+  // Whether the runtime launch probes were detached (every runtime launch nests a driver one).
+  bool RuntimeLaunchesDetached() const { return runtime_launches_detached_.load(); }
 
  private:
   struct ProcessState;
@@ -118,6 +124,8 @@ class CudaSource : public Source {
   std::string KernelName(uint32_t tgid, uint64_t handle, bool host_stub);
   std::string HostStubName(uint32_t tgid, uint64_t handle);
   void ForgetExitedProcesses();
+  void DetachNestedRuntimeLaunches();
+  static constexpr uint64_t kNestingProofLaunches = 2000;
 
   CudaSourceOptions options_;
   SourceContext context_;
@@ -143,6 +151,8 @@ class CudaSource : public Source {
   int64_t polls_since_gc_ = 0;
   std::unique_ptr<Symbolizer> stub_symbols_;  // host stub → symbol, created on first need
   DriverObjectNames driver_names_;            // CUfunction / CUkernel → the driver's name
+  uint64_t nesting_seen_[2] = {0, 0};         // launch_nesting totals already judged
+  std::atomic<bool> runtime_launches_detached_{false};
 };
 
 }  // namespace gw

@@ -606,6 +606,79 @@ TEST_F(CudaSourceTest, LateAttachNamesEveryLaunchOfAStrippedJob) {
   EXPECT_TRUE(names.count("ampere_sgemm_128x64_tn")) << ::testing::PrintToString(names);
 }
 
+// "<name> <count>" lines the sim libraries write at exit (GWSIM_CALL_COUNTS_DIR).
+std::map<std::string, int64_t> ReadCallCounts(const std::string& path) {
+  std::map<std::string, int64_t> out;
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return out;
+  char name[128];
+  long long n = 0;
+  while (std::fscanf(f, "%127s %lld", name, &n) == 2) out[name] = n;
+  std::fclose(f);
+  return out;
+}
+
+// A launch-heavy job: once every runtime launch is seen to make a driver launch, the runtime
+// launch probes are detached. Launches stay exact across the switch: every launch the job made
+// (the simulated driver's own count) is counted once, with its name.
+TEST_F(CudaSourceTest, LaunchesStayExactWhenRuntimeLaunchProbesAreDetached) {
+  const std::string sim = GW_SIM_DIR;
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("gw_detach_counts_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  CudaSourceOptions options;
+  options.discover = false;
+  options.libraries = {sim + "/lib/libcudart.so.13", sim + "/lib/libcuda.so.1"};
+  options.ring_bytes = 4 << 20;
+  auto source = CudaSource::Create(options);
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  TestSink sink;
+  ASSERT_TRUE((*source)->Start(MakeContext(&sink, -1)).ok());
+  size_t links_before = (*source)->LinkCount();
+
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("GWSIM_CALL_COUNTS_DIR", dir.c_str(), 1);
+    std::string bin = sim + "/bin/gw_train_loop";
+    execl(bin.c_str(), bin.c_str(), "--duration", "4", "--workers", "1", "--kernels-per-step",
+          "64", "--kernel-us", "1", "--batch-cpu-ms", "0", nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    (*source)->Poll();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  (*source)->Poll();
+  (*source)->Stop();
+  (*source)->Poll();
+
+  EXPECT_TRUE((*source)->RuntimeLaunchesDetached());
+  EXPECT_LT((*source)->LinkCount(), links_before);
+  bool noted = false;
+  for (const std::string& n : (*source)->TakeNotes()) {
+    noted |= n.find("runtime launch probes were detached") != std::string::npos;
+  }
+  EXPECT_TRUE(noted);
+
+  std::string suffix = "." + std::to_string(pid) + ".counts";
+  auto driver = ReadCallCounts((dir / ("libcuda" + suffix)).string());
+  auto runtime = ReadCallCounts((dir / ("libcudart" + suffix)).string());
+  std::filesystem::remove_all(dir);
+  int64_t made = driver["cuLaunchKernel"] + driver["cuLaunchKernelEx"];
+  ASSERT_GT(runtime["cudaLaunchKernel"], 2000) << "not launch-heavy enough to switch";
+  int64_t counted = 0, runtime_counted = 0, driver_counted = 0;
+  for (const auto& [key, n] : sink.Launches(pid)) {
+    EXPECT_EQ(key.second.rfind("fn@", 0), std::string::npos) << "unnamed " << key.second;
+    counted += n;
+    (OpLayer(key.first) == Layer::kCudaRuntime ? runtime_counted : driver_counted) += n;
+  }
+  EXPECT_EQ(counted, made);
+  EXPECT_GT(runtime_counted, 0);  // before the switch
+  EXPECT_GT(driver_counted, 0);   // after it
+}
+
 }  // namespace
 }  // namespace gw
 #endif  // GW_SIM_DIR
