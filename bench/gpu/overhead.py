@@ -88,6 +88,10 @@ def mean_ci(values, resamples=10000, seed=1):
     return statistics.fmean(values), means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
 
 
+def on_sigterm(signum, frame):
+    raise KeyboardInterrupt
+
+
 def start_mode(mode, args, pid, rt, drv, out, idx):
     if mode == "untraced":
         return None
@@ -130,33 +134,38 @@ def main():
     print(f"training pid {train.pid}; libcudart {rt}; libcuda {drv}", flush=True)
     phases = []
     idx = 0
-    for r in range(args.rounds):
-        order = modes[r % len(modes):] + modes[:r % len(modes)]
-        for mode in order:
-            proc = start_mode(mode, args, train.pid, rt, drv, args.out, idx)
-            t0 = time.monotonic_ns() + int(args.settle * 1e9)
-            time.sleep(args.settle)
-            cpu0, _ = agent_usage(proc.pid) if proc is not None else (None, None)
-            train_cpu0 = process_cpu_s(train.pid)
-            time.sleep(args.phase - args.settle)
-            t1 = time.monotonic_ns()
-            train_cpu1 = process_cpu_s(train.pid)
-            cpu1, rss = agent_usage(proc.pid) if proc is not None else (None, None)
-            agent = {}
-            if cpu0 is not None and cpu1 is not None:
-                agent = {"agent_cpu_pct": 100 * (cpu1 - cpu0) / ((t1 - t0) / 1e9),
-                         "agent_peak_rss_mb": rss}
-            if proc is not None:
-                proc.send_signal(signal.SIGINT)
-                proc.wait(timeout=60)
-            n = steps_between(steps_log, t0, t1)
-            phases.append({"mode": mode, "t0": t0, "t1": t1, "steps": n,
-                           "steps_per_s": n / ((t1 - t0) / 1e9),
-                           "train_cpu_ms_per_step": 1e3 * (train_cpu1 - train_cpu0) / n if n else 0,
-                           **agent})
-            print(f"phase {idx:3d} {mode:13s} {phases[-1]['steps_per_s']:8.2f} steps/s", flush=True)
-            idx += 1
-            time.sleep(1)  # detach fully before the next phase starts its clock
+    # A time limit (SIGTERM) or Ctrl-C ends the phases early; the summary covers those done.
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        for r in range(args.rounds):
+            order = modes[r % len(modes):] + modes[:r % len(modes)]
+            for mode in order:
+                proc = start_mode(mode, args, train.pid, rt, drv, args.out, idx)
+                t0 = time.monotonic_ns() + int(args.settle * 1e9)
+                time.sleep(args.settle)
+                cpu0, _ = agent_usage(proc.pid) if proc is not None else (None, None)
+                train_cpu0 = process_cpu_s(train.pid)
+                time.sleep(args.phase - args.settle)
+                t1 = time.monotonic_ns()
+                train_cpu1 = process_cpu_s(train.pid)
+                cpu1, rss = agent_usage(proc.pid) if proc is not None else (None, None)
+                agent = {}
+                if cpu0 is not None and cpu1 is not None:
+                    agent = {"agent_cpu_pct": 100 * (cpu1 - cpu0) / ((t1 - t0) / 1e9),
+                             "agent_peak_rss_mb": rss}
+                if proc is not None:
+                    proc.send_signal(signal.SIGINT)
+                    proc.wait(timeout=60)
+                n = steps_between(steps_log, t0, t1)
+                phases.append({"mode": mode, "t0": t0, "t1": t1, "steps": n,
+                               "steps_per_s": n / ((t1 - t0) / 1e9),
+                               "train_cpu_ms_per_step": 1e3 * (train_cpu1 - train_cpu0) / n if n else 0,
+                               **agent})
+                print(f"phase {idx:3d} {mode:13s} {phases[-1]['steps_per_s']:8.2f} steps/s", flush=True)
+                idx += 1
+                time.sleep(1)  # detach fully before the next phase starts its clock
+    except KeyboardInterrupt:
+        print(f"interrupted after {len(phases)} phases", flush=True)
     train.send_signal(signal.SIGINT)
     try:
         train.wait(timeout=30)
