@@ -1,11 +1,13 @@
 // diff: the same measurements over two whole sessions, with a verdict per row.
 #include <cmath>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "analysis/analyze.h"
 #include "analysis/explain.h"
 #include "analysis/facts.h"
 #include "analysis/format.h"
+#include "analysis/gpu.h"
 #include "analysis/loader.h"
 #include "analysis/thresholds.h"
 #include "base/table.h"
@@ -27,6 +29,7 @@ struct SessionMeasures {
   double cuda_ops_per_s = 0;
   std::vector<double> feed_pct;  // main thread % per FeedCause
   std::vector<std::string> findings;
+  std::optional<GpuSummary> gpu;  // the job's GPU (NVML samples), when the session has them
 };
 
 StatusOr<SessionMeasures> Measure(StoreReader& reader, int64_t session) {
@@ -71,6 +74,7 @@ StatusOr<SessionMeasures> Measure(StoreReader& reader, int64_t session) {
   }
   m.cuda_ops_per_s = secs > 0 ? static_cast<double>(ops) / static_cast<double>(secs) : 0;
   Report r = Analyze(w, options);
+  if (const GpuSummary* g = JobGpu(r.gpus)) m.gpu = *g;
   for (const Finding& x : r.findings) {
     m.findings.push_back(std::string("[") + SeverityName(x.severity) + "] " + x.cause + " → " +
                          x.effect);
@@ -145,6 +149,30 @@ StatusOr<DiffReport> Diff(StoreReader& a, int64_t session_a, StoreReader& b, int
                          std::string("feed_") + FeedCauseName(c) + "_pct", "%", x.feed_pct[i],
                          y.feed_pct[i], lower, 1.0));
   }
+  // GPU truth (NVML): the job's GPU on each side, medians over the session; a better-fed GPU is
+  // busier. Rows only where both sides have the figure.
+  if (x.gpu && y.gpu) {
+    struct GpuRow {
+      const char* metric;
+      const char* key;
+      double GpuSummary::*field;
+    };
+    constexpr GpuRow kGpuRows[] = {
+        {"GPU utilization (nvidia-smi)", "gpu_util_pct", &GpuSummary::util_pct},
+        {"GPU SM active", "gpu_sm_active_pct", &GpuSummary::sm_active_pct},
+        {"GPU SM occupancy", "gpu_sm_occupancy_pct", &GpuSummary::sm_occupancy_pct},
+        {"GPU tensor active", "gpu_tensor_active_pct", &GpuSummary::tensor_active_pct},
+    };
+    for (const GpuRow& g : kGpuRows) {
+      double before = (*x.gpu).*g.field;
+      double after = (*y.gpu).*g.field;
+      if (before < 0 || after < 0) continue;
+      d.rows.push_back(Row(g.metric, g.key, "%", before, after, false, 1.0));
+    }
+  } else if (x.gpu || y.gpu) {
+    d.notes.push_back(std::string("GPU samples (NVML) only in ") +
+                      (x.gpu ? "the before" : "the after") + " session: no GPU rows");
+  }
   return d;
 }
 
@@ -183,6 +211,7 @@ std::string DiffToText(const DiffReport& d) {
   out += "Findings after:\n";
   if (d.findings_b.empty()) out += "  (none)\n";
   for (const std::string& s : d.findings_b) out += "  " + s + "\n";
+  for (const std::string& n : d.notes) out += "note: " + n + "\n";
   return TerminalSafe(out, /*keep_line_breaks=*/true);  // names from traced processes
 }
 
@@ -206,6 +235,7 @@ std::string DiffToJson(const DiffReport& d) {
                       {"verdict", VerdictName(r.verdict)}});
     }
     j["rows"] = rows;
+    j["notes"] = d.notes;
     return EscapeC1InJson(j.dump(2, ' ', false, ordered_json::error_handler_t::replace)) + "\n";
   } catch (const std::exception& e) {
     return std::string("{\"error\": \"") + JsonEscape(e.what()) + "\"}\n";

@@ -252,6 +252,7 @@ struct DiffReport {
   std::vector<DiffRow> rows;
   std::vector<std::string> findings_a;  // "[HIGH] cause → effect"
   std::vector<std::string> findings_b;
+  std::vector<std::string> notes;  // caveats, e.g. GPU samples on one side only
 };
 
 // Compares whole sessions (session 0 = newest in that file). Rates are normalized per second

@@ -25,19 +25,6 @@ double Activity(const GpuSample& s) {
   return -1;
 }
 
-// The job's GPU: the busiest by median activity (the tracer does not know which GPU a process
-// uses; the one it keeps busy stands out).
-const GpuSummary* JobGpu(const std::vector<GpuSummary>& gpus) {
-  const GpuSummary* best = nullptr;
-  auto activity = [](const GpuSummary& g) {
-    return g.sm_active_pct >= 0 ? g.sm_active_pct : g.util_pct;
-  };
-  for (const GpuSummary& g : gpus) {
-    if (best == nullptr || activity(g) > activity(*best)) best = &g;
-  }
-  return best;
-}
-
 // What the main thread was doing while a finding's cause held it, for the Effect line.
 struct BlamedCause {
   const char* rule;
@@ -68,6 +55,18 @@ struct SampleInterval {
 };
 
 }  // namespace
+
+const GpuSummary* JobGpu(const std::vector<GpuSummary>& gpus) {
+  // The tracer does not know which GPU a process uses; the one it keeps busy stands out.
+  const GpuSummary* best = nullptr;
+  auto activity = [](const GpuSummary& g) {
+    return g.sm_active_pct >= 0 ? g.sm_active_pct : g.util_pct;
+  };
+  for (const GpuSummary& g : gpus) {
+    if (best == nullptr || activity(g) > activity(*best)) best = &g;
+  }
+  return best;
+}
 
 std::vector<GpuSummary> SummarizeGpus(const WindowData& w) {
   std::map<int32_t, std::vector<const GpuSample*>> by_gpu;

@@ -10,8 +10,10 @@ int RunDiff(const Args& args) {
   FlagSet flags("diff", "gpuwhy diff [flags] BEFORE.db [AFTER.db]",
                 "Compares two recordings (or two sessions of one file) before and after a fix:\n"
                 "context switches of the training process, run-queue wait, sync latency, CUDA\n"
-                "op throughput and feed-time attribution, each with a verdict (better, worse,\n"
-                "or same within noise). With one file, compares --session-a and --session-b.");
+                "op throughput, feed-time attribution and, where both recordings sampled NVML,\n"
+                "GPU utilization, SM active, occupancy and tensor activity, each with a verdict\n"
+                "(better, worse, or same within noise). With one file, compares --session-a and\n"
+                "--session-b.");
   flags.Add({"session-a", FlagKind::kInt, "ID", "session of BEFORE (0 = newest)", "0"})
       .Add({"session-b", FlagKind::kInt, "ID", "session of AFTER (0 = newest)", "0"})
       .Add({"json", FlagKind::kBool, "", "print the comparison as JSON", ""});

@@ -146,7 +146,7 @@ TEST_F(ServerTest, ListsEveryTool) {
   }
   EXPECT_EQ(names, (std::set<std::string>{"query_sql", "explain", "op_stats", "top_contention",
                                           "timeline", "stacks", "sessions", "check", "diff",
-                                          "top_kernels"}));
+                                          "top_kernels", "gpu_samples"}));
 }
 
 TEST_F(ServerTest, ToolCallProtocolErrors) {

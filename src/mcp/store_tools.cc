@@ -479,6 +479,109 @@ StatusOr<ToolOutput> TopContention(ReaderSource& source, const StoreToolLimits& 
 
 // ---- timeline ----
 
+Json NullableReal(const Cell& c, double scale = 1) {
+  if (std::holds_alternative<std::monostate>(c)) return nullptr;
+  return Round3(RealCell(c) * scale);
+}
+
+// NVML samples (schema 4) per GPU and fixed window, plus per-process GPU use over the range.
+StatusOr<ToolOutput> GpuSamples(ReaderSource& source, const StoreToolLimits& limits,
+                                const Json& json_args) {
+  ASSIGN_OR_RETURN(ToolArgs args,
+                   ToolArgs::Create("gpu_samples", json_args, Known({"window_s", "gpu"})));
+  std::optional<double> window_s;
+  std::optional<int64_t> gpu;
+  RETURN_IF_ERROR(args.Number("window_s", 0.1, 86400, &window_s));
+  RETURN_IF_ERROR(args.Int("gpu", 0, 1023, &gpu));
+  ASSIGN_OR_RETURN(StoreReader * reader, source.Get());
+  ASSIGN_OR_RETURN(int64_t version, reader->SchemaVersion());
+  if (version < 4) {
+    return FailedPrecondition("gpu_samples: this database was written by a gpuwhy without GPU "
+                              "sampling (schema " + std::to_string(version) +
+                              ") — hint: record with a current gpuwhy trace on a GPU host");
+  }
+  ASSIGN_OR_RETURN(SessionWindow w, ResolveToolWindow(*reader, args));
+  const int64_t window_ns = std::llround(window_s.value_or(1.0) * 1e9);
+  constexpr int64_t kMaxWindows = 2000;
+  const int64_t buckets = (w.end_ns - 1) / window_ns - std::max<int64_t>(0, w.begin_ns) / window_ns + 1;
+  if (buckets > kMaxWindows) {
+    return InvalidArgument("gpu_samples: " + std::to_string(buckets) + " windows is more than " +
+                           std::to_string(kMaxWindows) +
+                           " — use a larger window_s or a shorter range");
+  }
+  std::string filter = "session = ?1 AND ts >= ?2 AND ts < ?3";
+  std::string proc_filter = "g.session = ?1 AND g.ts >= ?2 AND g.ts < ?3";
+  std::vector<int64_t> params = {w.session, w.begin_ns, w.end_ns, window_ns};
+  if (gpu) {
+    filter += " AND gpu = ?5";
+    proc_filter += " AND g.gpu = ?5";
+    params.push_back(*gpu);
+  }
+  ASSIGN_OR_RETURN(
+      Table t,
+      reader->QueryWith("SELECT gpu, ts / ?4 AS w, COUNT(*), AVG(util_pct), AVG(mem_util_pct), "
+                        "AVG(sm_active_pct), AVG(sm_occupancy_pct), AVG(tensor_active_pct), "
+                        "AVG(dram_bw_pct), AVG(sm_clock_mhz), AVG(power_mw), "
+                        "MAX(mem_used_bytes), MAX(throttle_reasons) FROM gpu_samples WHERE " +
+                            filter + " GROUP BY gpu, w ORDER BY gpu, w",
+                        params, QueryOptions{0, limits.tool_timeout_ms}));
+  ASSIGN_OR_RETURN(
+      Table procs,
+      reader->QueryWith("SELECT g.gpu, g.pid, COALESCE(p.name, ''), COUNT(*), AVG(g.sm_util_pct), "
+                        "MAX(g.sm_util_pct), AVG(g.mem_util_pct) FROM gpu_process_samples g "
+                        "LEFT JOIN processes p ON p.session = g.session AND p.pid = g.pid "
+                        "WHERE " + proc_filter +
+                            " AND ?4 > 0 GROUP BY g.gpu, g.pid ORDER BY 5 DESC LIMIT 50",
+                        params, QueryOptions{0, limits.tool_timeout_ms}));
+  ToolOutput out;
+  Json gpus = Json::object();
+  for (const auto& r : t.rows) {
+    std::string key = std::to_string(IntCell(r[0]));
+    if (!gpus.contains(key)) gpus[key] = Json{{"gpu", IntCell(r[0])}, {"windows", Json::array()}};
+    int64_t b = IntCell(r[1]);
+    gpus[key]["windows"].push_back(Json{{"start_s", static_cast<double>(b * window_ns) / 1e9},
+                                        {"samples", IntCell(r[2])},
+                                        {"util_pct", NullableReal(r[3])},
+                                        {"mem_util_pct", NullableReal(r[4])},
+                                        {"sm_active_pct", NullableReal(r[5])},
+                                        {"sm_occupancy_pct", NullableReal(r[6])},
+                                        {"tensor_active_pct", NullableReal(r[7])},
+                                        {"dram_bw_pct", NullableReal(r[8])},
+                                        {"sm_clock_mhz", NullableReal(r[9])},
+                                        {"power_w", NullableReal(r[10], 1e-3)},
+                                        {"mem_used_gb", NullableReal(r[11], 1e-9)},
+                                        {"throttle_reasons_max", NullableReal(r[12])}});
+  }
+  Json list = Json::array();
+  for (auto& [k, v] : gpus.items()) list.push_back(v);
+  Json processes = Json::array();
+  for (const auto& r : procs.rows) {
+    processes.push_back(Json{{"gpu", IntCell(r[0])},
+                             {"pid", IntCell(r[1])},
+                             {"process", CellToText(r[2], false)},
+                             {"samples", IntCell(r[3])},
+                             {"sm_util_avg_pct", NullableReal(r[4])},
+                             {"sm_util_max_pct", NullableReal(r[5])},
+                             {"mem_util_avg_pct", NullableReal(r[6])}});
+  }
+  out.structured = Json{{"window", WindowToJson(w)},
+                        {"window_s", static_cast<double>(window_ns) / 1e9},
+                        {"gpus", std::move(list)},
+                        {"processes", std::move(processes)}};
+  out.summary = t.rows.empty()
+                    ? "No GPU samples in " + w.label + " of session " +
+                          std::to_string(w.session) +
+                          " (trace samples NVML only where libnvidia-ml.so.1 loads; "
+                          "`gpuwhy check` says whether it does)."
+                    : std::to_string(out.structured["gpus"].size()) + " GPU(s), " +
+                          std::to_string(t.rows.size()) + " windows of " +
+                          Json(Round3(static_cast<double>(window_ns) / 1e9)).dump() + " s in " +
+                          w.label +
+                          ". util_pct is what nvidia-smi shows; sm_active_pct (GPM) is the share "
+                          "of time the SMs were busy, and is the truer figure.";
+  return out;
+}
+
 StatusOr<ToolOutput> Timeline(ReaderSource& source, const StoreToolLimits& limits,
                               const Json& json_args) {
   ASSIGN_OR_RETURN(ToolArgs args,
@@ -864,6 +967,34 @@ void AddStoreTools(McpServer& server, ReaderSource& source, const StoreToolLimit
            {"required", {"window", "window_s", "ops", "windows"}}};
   timeline.run = [src, lim](const Json& a) { return Timeline(*src, lim, a); };
   server.AddTool(std::move(timeline));
+
+  ToolSpec gpu_samples;
+  gpu_samples.name = "gpu_samples";
+  gpu_samples.title = "GPU truth over time (NVML)";
+  gpu_samples.description =
+      "The GPU's own activity as trace sampled it from NVML (10 Hz by default), per GPU and "
+      "fixed window (window_s, default 1 s): NVML utilization (what nvidia-smi shows), and "
+      "where the GPU has GPM (Hopper and later) SM active, SM occupancy, tensor and DRAM "
+      "activity; SM clock, power, memory used and throttle reasons; plus per-process GPU use "
+      "over the range. Use it to see whether the GPU was really busy when the host looked slow: "
+      "nvidia-smi's utilization counts any kernel running, SM active counts busy SMs.";
+  gpu_samples.input_schema = WindowedSchema(
+      Json{{"window_s",
+            {{"type", "number"},
+             {"minimum", 0.1},
+             {"maximum", 86400},
+             {"description", "Window length in seconds (default 1)."}}},
+           {"gpu", {{"type", "integer"}, {"minimum", 0}, {"description", "Only this GPU index."}}}});
+  gpu_samples.output_schema =
+      Json{{"type", "object"},
+           {"properties",
+            {{"window", WindowOutputSchema()},
+             {"window_s", {{"type", "number"}}},
+             {"gpus", {{"type", "array"}, {"items", {{"type", "object"}}}}},
+             {"processes", {{"type", "array"}, {"items", {{"type", "object"}}}}}}},
+           {"required", {"window", "window_s", "gpus", "processes"}}};
+  gpu_samples.run = [src, lim](const Json& a) { return GpuSamples(*src, lim, a); };
+  server.AddTool(std::move(gpu_samples));
 
   ToolSpec stacks;
   stacks.name = "stacks";

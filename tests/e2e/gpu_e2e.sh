@@ -63,6 +63,34 @@ assert g["gpu"] == 0 and g["gpm"] and g["samples"] >= 20, g
 assert 0 <= g["sm_active_pct"] <= 100 and g["sm_occupancy_pct"] <= g["sm_active_pct"], g
 ' && pass "explain --json: gpus[0]" || fail "explain --json gpus"
 
+# MCP gpu_samples: the same samples `gpuwhy query` sees, and the job among the processes.
+printf '%s\n' \
+  '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"gpu_e2e","version":"1"}}}' \
+  '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
+  '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"gpu_samples","arguments":{"window_s":1}}}' \
+  | "$GPUWHY" mcp --db "$WORK/healthy.db" > "$WORK/mcp.out" 2> "$WORK/mcp.err"
+python3 -c '
+import json, subprocess, sys
+gpuwhy, db, out, jobpid = sys.argv[1:5]
+resp = [json.loads(l) for l in open(out) if l.strip()]
+r = next(x for x in resp if x.get("id") == 2)["result"]
+assert not r.get("isError"), r
+d = r["structuredContent"]
+w = d["gpus"][0]["windows"]
+n = sum(x["samples"] for x in w)
+avg = sum(x["sm_active_pct"] * x["samples"] for x in w) / n
+lo, hi = round(d["window"]["from_s"] * 1e9), round(d["window"]["to_s"] * 1e9)
+sql = f"SELECT COUNT(*) AS n, AVG(sm_active_pct) AS a FROM gpu_samples WHERE ts >= {lo} AND ts < {hi}"
+want = json.loads(subprocess.run([gpuwhy, "query", "--db", db, "--json", sql], capture_output=True,
+                                 text=True, check=True).stdout)[0]
+assert n == want["n"] and n > 0, (n, want)
+assert abs(avg - want["a"]) < 0.1, (avg, want)
+assert any(p["pid"] == int(jobpid) for p in d["processes"]), d["processes"]
+print(f"{n} samples, mean SM active {avg:.1f}%")
+' "$GPUWHY" "$WORK/healthy.db" "$WORK/mcp.out" "$jobpid" > "$WORK/mcp.check" \
+  && pass "MCP gpu_samples: $(cat "$WORK/mcp.check") as in SQL, the job listed" \
+  || fail "MCP gpu_samples: $(head -c 800 "$WORK/mcp.out") $(cat "$WORK/mcp.err")"
+
 # ---- 2. one slow worker: the host starves the GPU ----------------------------------------------
 run starved --nvml-lib "$NVML" -- --slow-worker-ms 40; rc=$?
 [ $rc -eq 0 ] && pass "starved traced" || fail "starved trace exit $rc"
@@ -80,6 +108,17 @@ if grep -q "DataLoader\|dataloader" "$WORK/starved.txt"; then
 else
   fail "no starvation finding: $(head -20 "$WORK/starved.txt")"
 fi
+
+# diff: GPU rows, the starved side's SM activity lower and judged worse.
+"$GPUWHY" diff --json "$WORK/healthy.db" "$WORK/starved.db" > "$WORK/diff.json" 2> "$WORK/diff.err"
+python3 -c '
+import json, sys
+rows = {r["key"]: r for r in json.load(open(sys.argv[1]))["rows"]}
+sm = rows["gpu_sm_active_pct"]
+assert "gpu_util_pct" in rows, rows.keys()
+assert sm["after"] < sm["before"] and sm["verdict"] == "worse", sm
+' "$WORK/diff.json" && pass "diff: GPU rows, SM active lower and worse when starved" \
+  || fail "diff GPU rows: $(head -c 600 "$WORK/diff.json") $(cat "$WORK/diff.err")"
 
 # ---- 3. off, and no NVML ----------------------------------------------------------------------
 "$GPUWHY" trace --quiet --db "$WORK/off.db" --gpu-interval 0 --nvml-lib "$NVML" -- \

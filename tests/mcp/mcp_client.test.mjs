@@ -34,8 +34,8 @@ const STEP3_SQL =
   "window_sec ORDER BY window_sec";
 const FOREVER_SQL =
   'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT COUNT(*) FROM c';
-const ALL_TOOLS = ['check', 'diff', 'explain', 'op_stats', 'query_sql', 'sessions', 'stacks',
-                   'timeline', 'top_contention', 'top_kernels'];
+const ALL_TOOLS = ['check', 'diff', 'explain', 'gpu_samples', 'op_stats', 'query_sql',
+                   'sessions', 'stacks', 'timeline', 'top_contention', 'top_kernels'];
 
 const dir = mkdtempSync(join(tmpdir(), 'gw-mcp-sdk-'));
 const fixtureDb = join(dir, 'fixture.db');
