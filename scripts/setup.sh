@@ -10,6 +10,7 @@ packages=(
   libclang-rt-14-dev  # libFuzzer for tests/fuzz (make test-sanitize)
   man-db groff-base  # make deb / packaging_e2e: man -l and groff -ww check the generated pages
   protobuf-compiler  # export_e2e: protoc --decode_raw reads the Perfetto traces back
+  chromium  # report_e2e: opens the HTML report headless (DOM, console, screenshot)
 )
 # Node.js and npm (for the MCP SDK client test) and python3 may come from the machine image
 # rather than Debian (NodeSource's nodejs bundles npm and conflicts with Debian's npm): only

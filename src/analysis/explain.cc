@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "analysis/analyze.h"
+#include "analysis/blame.h"
 #include "analysis/callers.h"
 #include "analysis/facts.h"
 #include "analysis/format.h"
@@ -204,6 +205,7 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
                        r.findings.end());
     }
     AddGpuEffects(f, &r);
+    AddFindingIntervals(f, &r);
     r.feed_time.push_back(MakeGroup("main thread's critical path (waits resolved by who woke it)",
                                     1, f.window_ns, f.path, true));
     r.feed_time.push_back(MakeGroup("training threads (CUDA callers)",

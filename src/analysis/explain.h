@@ -60,6 +60,11 @@ struct GpuEffect {
   double gpu_idle_s = 0;
 };
 
+struct TimeInterval {
+  int64_t begin_ns = 0;  // session ns
+  int64_t end_ns = 0;
+};
+
 struct Finding {
   std::string rule;  // stable id: "cpu-contention", "dataloader-starvation", ...
   Severity severity = Severity::kLow;
@@ -73,6 +78,9 @@ struct Finding {
   std::vector<Metric> metrics;
   double lost_s = 0;  // GPU-feed seconds this cause explains (ranking key after severity)
   GpuEffect gpu;      // with NVML samples: SM activity while this cause held the job
+  // Host-side findings: the stretches (whole seconds, session ns) in which the blamed cause
+  // held the main thread; empty for findings about the whole window.
+  std::vector<TimeInterval> intervals;
 };
 
 // Where the GPU-feeding threads' time went (see docs/detections.md for the precedence).
@@ -225,6 +233,10 @@ KernelSummary SummarizeKernels(const std::vector<KernelLaunchRow>& rows, bool la
 
 StatusOr<Report> Explain(StoreReader& reader, const ExplainOptions& options);
 std::string ReportToText(const Report& report);
+// "GPU 0 (H200): nvidia-smi util 83% | SM active 71% | … (median of N samples)".
+std::string GpuLine(const GpuSummary& g);
+// "CPU scheduling contention → CUDA throughput drop".
+std::string FindingTitle(const Finding& f);
 std::string ReportToJson(const Report& report);
 
 // ---- diff: before/after between two sessions (same or different files) ----

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "analysis/blame.h"
 #include "analysis/format.h"
 #include "analysis/thresholds.h"
 
@@ -23,27 +24,6 @@ double Activity(const GpuSample& s) {
   if (s.sm_active_pct >= 0) return s.sm_active_pct;
   if (s.util_pct != kNull) return static_cast<double>(s.util_pct);
   return -1;
-}
-
-// What the main thread was doing while a finding's cause held it, for the Effect line.
-struct BlamedCause {
-  const char* rule;
-  FeedCause cause;
-  const char* phrase;
-};
-constexpr BlamedCause kBlamed[] = {
-    {"cpu-contention", FeedCause::kRunqWait, "while the main thread waited for a CPU"},
-    {"dataloader-starvation", FeedCause::kBlockedOther, "while the main thread waited for batches"},
-    {"io-bottleneck", FeedCause::kBlockedIo, "while the main thread waited for I/O"},
-    {"memory-pressure", FeedCause::kPageFault, "while the main thread waited on page faults"},
-    {"memcpy-bottleneck", FeedCause::kMemcpy, "while the main thread was in host copies"},
-};
-
-bool HostFamily(const std::string& rule) {
-  for (const BlamedCause& b : kBlamed) {
-    if (rule == b.rule) return true;
-  }
-  return false;
 }
 
 struct SampleInterval {
@@ -139,7 +119,9 @@ void AddGpuEffects(const Facts& f, Report* r) {
   };
   auto host_wait = [&](const SampleInterval& x) {
     double sum = 0;
-    for (const BlamedCause& b : kBlamed) sum += share(x, b.cause);
+    for (const BlamedCause* b = BlamedCausesBegin(); b != BlamedCausesEnd(); ++b) {
+      sum += share(x, b->cause);
+    }
     return sum;
   };
   // The quietest samples: the quarter with the least host waiting (at least one).
@@ -162,10 +144,7 @@ void AddGpuEffects(const Facts& f, Report* r) {
 
   const std::string metric = gpm ? "SM active" : "utilization";
   for (Finding& finding : r->findings) {
-    const BlamedCause* blamed = nullptr;
-    for (const BlamedCause& b : kBlamed) {
-      if (finding.rule == b.rule) blamed = &b;
-    }
+    const BlamedCause* blamed = BlamedCauseOf(finding.rule);
     if (blamed == nullptr) continue;
     double sum = 0;
     int64_t n = 0;
@@ -211,7 +190,7 @@ void AddGpuEffects(const Facts& f, Report* r) {
   double busy = gpm ? job->sm_active_pct : job->util_pct;
   double host_lost = 0;
   for (const Finding& x : r->findings) {
-    if (HostFamily(x.rule) && x.severity != Severity::kLow) host_lost += x.lost_s;
+    if (BlamedCauseOf(x.rule) != nullptr && x.severity != Severity::kLow) host_lost += x.lost_s;
   }
   double host_share = f.window_s > 0 ? host_lost / f.window_s : 0;
   if (busy >= thresholds::kGpuBusyPct && host_share < thresholds::kGpuBoundHostShare) {

@@ -36,28 +36,6 @@ std::string Indent(const std::string& text, const std::string& prefix) {
   return out;
 }
 
-std::string Title(const Finding& f) { return f.cause + " → " + f.effect; }
-
-// "GPU 0 (H200): nvidia-smi util 83% | SM active 71% | occupancy 17% | 1980 MHz | 451 W".
-std::string GpuLine(const GpuSummary& g) {
-  std::string name = g.name;
-  if (name.rfind("NVIDIA ", 0) == 0) name = name.substr(7);
-  std::string out = Fmt("GPU %d", g.gpu) + (name.empty() ? "" : " (" + name + ")") + ":";
-  std::string sep = " ";
-  auto add = [&](const std::string& part) {
-    out += sep + part;
-    sep = " | ";
-  };
-  if (g.util_pct >= 0) add(Fmt("nvidia-smi util %.0f%%", g.util_pct));
-  if (g.sm_active_pct >= 0) add(Fmt("SM active %.0f%%", g.sm_active_pct));
-  if (g.sm_occupancy_pct >= 0) add(Fmt("occupancy %.0f%%", g.sm_occupancy_pct));
-  if (g.tensor_active_pct >= 0) add(Fmt("tensor %.0f%%", g.tensor_active_pct));
-  if (g.dram_bw_pct >= 0) add(Fmt("DRAM bw %.0f%%", g.dram_bw_pct));
-  if (g.sm_clock_mhz >= 0) add(Fmt("%.0f MHz", g.sm_clock_mhz));
-  if (g.power_w >= 0) add(Fmt("%.0f W", g.power_w));
-  if (!g.gpm) add("no GPM");
-  return out + Fmt(" (median of %lld samples)", static_cast<long long>(g.samples));
-}
 
 nlohmann::ordered_json Pct(double v) {
   return v < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(R(v));
@@ -128,7 +106,33 @@ nlohmann::ordered_json SectionJson(const CallerSection& c) {
   return {{"op", c.op}, {"with_stacks", c.with_stacks}, {"sites", sites}};
 }
 
+std::string Title(const Finding& f) { return FindingTitle(f); }
+
 }  // namespace
+
+// "GPU 0 (H200): nvidia-smi util 83% | SM active 71% | occupancy 17% | 1980 MHz | 451 W".
+std::string GpuLine(const GpuSummary& g) {
+  std::string name = g.name;
+  if (name.rfind("NVIDIA ", 0) == 0) name = name.substr(7);
+  std::string out = Fmt("GPU %d", g.gpu) + (name.empty() ? "" : " (" + name + ")") + ":";
+  std::string sep = " ";
+  auto add = [&](const std::string& part) {
+    out += sep + part;
+    sep = " | ";
+  };
+  if (g.util_pct >= 0) add(Fmt("nvidia-smi util %.0f%%", g.util_pct));
+  if (g.sm_active_pct >= 0) add(Fmt("SM active %.0f%%", g.sm_active_pct));
+  if (g.sm_occupancy_pct >= 0) add(Fmt("occupancy %.0f%%", g.sm_occupancy_pct));
+  if (g.tensor_active_pct >= 0) add(Fmt("tensor %.0f%%", g.tensor_active_pct));
+  if (g.dram_bw_pct >= 0) add(Fmt("DRAM bw %.0f%%", g.dram_bw_pct));
+  if (g.sm_clock_mhz >= 0) add(Fmt("%.0f MHz", g.sm_clock_mhz));
+  if (g.power_w >= 0) add(Fmt("%.0f W", g.power_w));
+  if (!g.gpm) add("no GPM");
+  return out + Fmt(" (median of %lld samples)", static_cast<long long>(g.samples));
+}
+
+std::string FindingTitle(const Finding& f) { return f.cause + " → " + f.effect; }
+
 
 std::string ReportToText(const Report& r) {
   std::string out;
@@ -271,6 +275,12 @@ std::string ReportToJson(const Report& r) {
       jf["contributing"] = f.contributing;
       jf["fix"] = f.fix;
       jf["lost_s"] = R(f.lost_s);
+      ordered_json spans = ordered_json::array();
+      for (const TimeInterval& t : f.intervals) {
+        spans.push_back({{"from_s", R(static_cast<double>(t.begin_ns) / 1e9)},
+                         {"to_s", R(static_cast<double>(t.end_ns) / 1e9)}});
+      }
+      jf["intervals"] = spans;
       if (f.gpu.present) {
         jf["gpu_effect"] = {{"gpu", f.gpu.gpu},
                             {"metric", f.gpu.metric},

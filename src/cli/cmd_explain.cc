@@ -6,7 +6,7 @@
 
 namespace gw {
 
-void AddExplainWindowFlags(FlagSet& flags) {
+void AddExplainWindowFlags(FlagSet& flags, bool output_flags) {
   flags.Add({"since", FlagKind::kDuration, "DUR", "window ending at the newest event", "120s"})
       .Add({"from", FlagKind::kDuration, "DUR",
             "window start, as time since the session started (e.g. 30s)", ""})
@@ -14,8 +14,9 @@ void AddExplainWindowFlags(FlagSet& flags) {
             "newest event"})
       .Add({"session", FlagKind::kInt, "ID", "session to explain (0 = newest)", "0"})
       .Add({"pid", FlagKind::kInt, "PID",
-            "explain this process and its tracked children (0 = every tracked process)", "0"})
-      .Add({"evidence", FlagKind::kBool, "",
+            "explain this process and its tracked children (0 = every tracked process)", "0"});
+  if (!output_flags) return;
+  flags.Add({"evidence", FlagKind::kBool, "",
             "print, for each finding, SQL that checks its numbers with `gpuwhy query`", ""})
       .Add({"json", FlagKind::kBool, "", "print the report as JSON", ""});
 }

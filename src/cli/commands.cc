@@ -11,6 +11,8 @@ const std::vector<Command>& AllCommands() {
        RunExplain},
       {"export", "write a recording as a Perfetto trace or folded stacks (flame graphs)",
        RunExport},
+      {"report", "write a self-contained HTML report: findings, timeline charts, attribution",
+       RunReport},
       {"demo", "record a synthetic scenario (no root, no GPU) and explain it", RunDemo},
       {"diff", "compare two recordings before/after a fix", RunDiff},
       {"query", "run read-only SQL against a recording", RunQuery},

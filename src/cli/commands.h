@@ -27,6 +27,7 @@ int RunExport(const Args& args);
 int RunMcp(const Args& args);
 int RunPrune(const Args& args);
 int RunQuery(const Args& args);
+int RunReport(const Args& args);
 int RunSessions(const Args& args);
 int RunTrace(const Args& args);
 int RunVersion(const Args& args);
@@ -45,7 +46,8 @@ bool ParseOrExit(FlagSet& flags, const Args& args, int* exit_code);
 // explain's flags (--since, --from, --to, --session, --pid, --evidence, --json), shared with
 // demo, and the options they give (the window: store/window.h's WindowRequest).
 struct ExplainOptions;
-void AddExplainWindowFlags(FlagSet& flags);
+// output_flags = false leaves out --evidence and --json (commands that write a file).
+void AddExplainWindowFlags(FlagSet& flags, bool output_flags = true);
 StatusOr<ExplainOptions> ExplainOptionsFromFlags(const FlagSet& flags);
 
 // --db PATH (and GPUWHY_DB / ~/.gpuwhy/gpuwhy.db).

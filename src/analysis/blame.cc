@@ -1,0 +1,69 @@
+#include "analysis/blame.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <iterator>
+#include <vector>
+
+#include "analysis/thresholds.h"
+#include "analysis/timeline.h"
+
+namespace gw {
+
+namespace {
+
+constexpr BlamedCause kBlamed[] = {
+    {"cpu-contention", FeedCause::kRunqWait, "while the main thread waited for a CPU", true},
+    {"dataloader-starvation", FeedCause::kBlockedOther, "while the main thread waited for batches",
+     false},
+    {"io-bottleneck", FeedCause::kBlockedIo, "while the main thread waited for I/O", true},
+    {"memory-pressure", FeedCause::kPageFault, "while the main thread waited on page faults",
+     true},
+    {"memcpy-bottleneck", FeedCause::kMemcpy, "while the main thread was in host copies", false},
+};
+
+constexpr int64_t kSecond = 1'000'000'000;
+
+}  // namespace
+
+const BlamedCause* BlamedCauseOf(const std::string& rule) {
+  for (const BlamedCause& b : kBlamed) {
+    if (rule == b.rule) return &b;
+  }
+  return nullptr;
+}
+
+const BlamedCause* BlamedCausesBegin() { return std::begin(kBlamed); }
+const BlamedCause* BlamedCausesEnd() { return std::end(kBlamed); }
+
+void AddFindingIntervals(const Facts& f, Report* r) {
+  if (!f.main_tl) return;
+  const ThreadTimeline& tl = *f.main_tl;
+  for (Finding& finding : r->findings) {
+    const BlamedCause* blamed = BlamedCauseOf(finding.rule);
+    if (blamed == nullptr) continue;
+    std::vector<const ThreadTimeline*> threads = {&tl};
+    if (blamed->in_feeders) {
+      for (const ThreadTimeline& t : f.train_tls) {
+        if (t.tid() != tl.tid()) threads.push_back(&t);
+      }
+      for (const ThreadTimeline& t : f.worker_tls) threads.push_back(&t);
+    }
+    bool open = false;
+    for (int64_t a = tl.begin(); a < tl.end(); a += kSecond) {
+      int64_t b = std::min(tl.end(), a + kSecond);
+      int64_t held_ns = 0;
+      for (const ThreadTimeline* t : threads) held_ns += At(t->Overlap(a, b), blamed->cause);
+      double share = static_cast<double>(held_ns) / static_cast<double>(b - a);
+      bool held = share >= thresholds::kGpuBlameShare;
+      if (held && open) {
+        finding.intervals.back().end_ns = b;
+      } else if (held) {
+        finding.intervals.push_back({a, b});
+      }
+      open = held;
+    }
+  }
+}
+
+}  // namespace gw
