@@ -135,24 +135,38 @@ EvidenceQuery RunqHolders(const Facts& f) {
               "runq_s DESC")};
 }
 
-// The main process's syncs in the window as the analysis counts them (MainProcessSyncs): a
-// driver sync nested in a runtime call of the same thread (cudaStreamSynchronize calling
-// cuStreamSynchronize) is that call, not a second sync. `cuda` numbers each thread's CUDA
-// calls (launches are not rows the analysis reads) with the end of its latest runtime call.
-std::string SyncRows(const Facts& f) {
+// The main process's CUDA calls in the window as the analysis reads them
+// (WithoutNestedDriverCalls), as CTEs: `cuda` numbers each thread's calls (launches are not rows
+// the analysis reads) with the end of its latest runtime call, and `calls` drops a driver call
+// nested in one (cudaStreamSynchronize calling cuStreamSynchronize is one sync, not two).
+std::string CudaCalls(const Facts& f) {
+  std::string runtime(LayerName(Layer::kCudaRuntime));
+  std::string driver(LayerName(Layer::kCudaDriver));
   return Sql(f,
-             "WITH cuda AS (SELECT e.timestamp, e.tid, e.op, e.duration_ns, MAX(CASE WHEN "
-             "o.layer = '" +
-                 std::string(LayerName(Layer::kCudaRuntime)) +
+             "WITH cuda AS (SELECT e.timestamp, e.tid, e.op, o.layer, e.duration_ns, e.bytes, "
+             "e.kind, MAX(CASE WHEN o.layer = '" +
+                 runtime +
                  "' THEN e.timestamp + e.duration_ns END) OVER (PARTITION BY e.tid ORDER BY "
                  "e.timestamp ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS runtime_end "
                  "FROM {EVENTS} e JOIN op_names o ON o.name = e.op WHERE {e.IN_S}e.pid = {P} "
-                 "AND " +
-                 CudaOpCondition("e.op") + " AND e.op NOT IN (" + OpNamesWhere(IsLaunch) +
-                 ") AND e.timestamp >= {F} AND e.timestamp < {T}), syncs AS (SELECT timestamp, "
-                 "tid, op, duration_ns FROM cuda WHERE op IN (" +
-                 OpNamesWhere(IsSync) + ") AND NOT (op IN (" + OpNamesWhere(IsDriverSync) +
-                 ") AND timestamp < runtime_end AND timestamp + duration_ns <= runtime_end)) ");
+                 "AND o.layer IN ('" +
+                 runtime + "', '" + driver + "') AND e.op NOT IN (" + OpNamesWhere(IsLaunch) +
+                 ") AND e.timestamp >= {F} AND e.timestamp < {T}), calls AS (SELECT * FROM cuda "
+                 "WHERE NOT (layer = '" +
+                 driver +
+                 "' AND timestamp < COALESCE(runtime_end, timestamp) AND timestamp + "
+                 "duration_ns <= runtime_end)) ");
+}
+
+// The main process's syncs (MainProcessSyncs): CudaCalls plus `syncs`.
+std::string SyncRows(const Facts& f) {
+  return CudaCalls(f) + ", syncs AS (SELECT * FROM calls WHERE op IN (" + OpNamesWhere(IsSync) +
+         ")) ";
+}
+
+// Nearest-rank percentile of duration_ns over rows numbered `rank` of `n` (Percentile()).
+std::string NearestRank(int p) {
+  return Fmt("MAX(CASE WHEN rank = (%d * n + 99) / 100 THEN duration_ns END)", p);
 }
 
 int64_t BucketSec(const Bucket& b) {
@@ -175,11 +189,8 @@ EvidenceQuery SyncBuckets(const Facts& f) {
       "= the window whose feeders waited least for CPU, I/O and faults; peak = highest p99 "
       "among windows with " +
           std::to_string(th::kMinSyncsPerBucket) + "+ syncs)",
-      SyncRows(f) +
-          "SELECT window_sec, COUNT(*) AS syncs, MAX(CASE WHEN rank = (50 * n + 99) / 100 "
-          "THEN duration_ns END) / 1000.0 AS p50_us, MAX(CASE WHEN rank = (99 * n + 99) / "
-          "100 THEN duration_ns END) / 1000.0 AS p99_us, " +
-          note +
+      SyncRows(f) + "SELECT window_sec, COUNT(*) AS syncs, " + NearestRank(50) +
+          " / 1000.0 AS p50_us, " + NearestRank(99) + " / 1000.0 AS p99_us, " + note +
           " AS note FROM (SELECT timestamp / 10000000000 * 10 AS window_sec, duration_ns, "
           "ROW_NUMBER() OVER (PARTITION BY timestamp / 10000000000 ORDER BY duration_ns) "
           "AS rank, COUNT(*) OVER (PARTITION BY timestamp / 10000000000) AS n FROM syncs) "
@@ -595,8 +606,28 @@ void IoBottleneck(const Facts& f, std::vector<Finding>* out) {
   x.fix.push_back("pack small files into large shards (WebDataset/TFRecord) to read sequentially");
   x.metrics.push_back({"workers_io_s", Sec(wio), "s"});
   x.metrics.push_back({"lost_s", x.lost_s, "s"});
+  std::string io = "'" + std::string(OpName(Op::kBlockIo)) + "'";
+  EvidenceQuery feeder_io = {
+      "the feeders' block I/O and slow read() calls: count, bytes, p50/p99 latency (and block "
+      "I/O in the baseline 10 s window)",
+      Sql(f,
+          "WITH io AS (SELECT op, timestamp, duration_ns, bytes FROM {EVENTS} WHERE {IN_S}pid IN "
+          "({FEED}) AND op IN (" +
+              io + ", '" + std::string(OpName(Op::kRead)) +
+              "') AND timestamp >= {F} AND timestamp < {T}), grouped AS (SELECT op AS rows, "
+              "duration_ns, bytes FROM io UNION ALL SELECT '" +
+              std::string(OpName(Op::kBlockIo)) +
+              ", baseline window', duration_ns, bytes FROM io WHERE op = " + io +
+              " AND timestamp >= " + std::to_string(base_start) + " AND timestamp < " +
+              std::to_string(base_end) +
+              ") SELECT rows, COUNT(*) AS requests, SUM(bytes) AS bytes, " + NearestRank(50) +
+              " / 1e6 AS p50_ms, " + NearestRank(99) +
+              " / 1e6 AS p99_ms FROM (SELECT rows, duration_ns, bytes, ROW_NUMBER() OVER "
+              "(PARTITION BY rows ORDER BY duration_ns) AS rank, COUNT(*) OVER (PARTITION BY "
+              "rows) AS n FROM grouped) GROUP BY rows ORDER BY rows")};
   SetEvidence(
       &x, {SwitchKinds(f),
+           feeder_io,
            {"block I/O latency per 10 s window",
             Sql(f,
                 "SELECT (timestamp / 10000000000) * 10 AS window_sec, COUNT(*) AS requests, "
@@ -668,7 +699,15 @@ void MemoryPressure(const Facts& f, std::vector<Finding>* out) {
   x.metrics.push_back({"swap_max_bytes", static_cast<double>(swap_max), "bytes"});
   x.metrics.push_back({"lost_s", x.lost_s, "s"});
   SetEvidence(
-      &x, {{"page faults and reclaim per process",
+      &x, {{"major page faults and direct reclaim of the training process and its workers",
+            Sql(f, "SELECT COUNT(CASE WHEN op = '" + std::string(OpName(Op::kMajorFault)) +
+                       "' THEN 1 END) AS major_faults, COUNT(CASE WHEN op = '" +
+                       std::string(OpName(Op::kDirectReclaim)) +
+                       "' THEN 1 END) AS direct_reclaims, ROUND(COALESCE(SUM(CASE WHEN op = '" +
+                       std::string(OpName(Op::kDirectReclaim)) +
+                       "' THEN duration_ns END), 0) / 1e9, 3) AS reclaim_s FROM {EVENTS} WHERE "
+                       "{IN_S}pid IN ({FEED}) AND timestamp >= {F} AND timestamp < {T}")},
+           {"page faults and reclaim per process",
             Sql(f,
                 "SELECT pid, op, COUNT(*) AS events, ROUND(SUM(duration_ns) / 1e9, 3) AS seconds "
                 "FROM {EVENTS} WHERE {IN_S}op IN (" +
@@ -748,14 +787,26 @@ void MemcpyBottleneck(const Facts& f, std::vector<Finding>* out) {
   x.metrics.push_back({"pageable_bytes_share", pageable_share * 100, "%"});
   x.metrics.push_back({"lost_s", x.lost_s, "s"});
   SetEvidence(
-      &x, {{"copies by op and kind (kind & 16 = pinned host memory; 1 HtoD, 2 DtoH)",
-            Sql(f,
-                "SELECT op, kind, COUNT(*) AS copies, SUM(bytes) / 1000000 AS mb, "
-                "ROUND(SUM(duration_ns) / 1e9, 2) AS seconds, ROUND(SUM(bytes) * 1.0 / "
-                "SUM(duration_ns), 2) AS gb_per_s FROM {EVENTS} WHERE {IN_S}pid = {P} AND op IN (" +
-                    OpNamesWhere(IsMemcpy) +
-                    ") AND timestamp >= {F} AND timestamp < {T} GROUP BY op, kind ORDER BY seconds "
-                    "DESC")}});
+      &x,
+      {{"the main thread's host-device copies (device-to-device left out) from pageable and "
+        "pinned host memory",
+        CudaCalls(f) + "SELECT CASE WHEN kind & " + std::to_string(kCopyPinnedHost) +
+            " THEN 'pinned' ELSE 'pageable' END AS host_memory, COUNT(*) AS copies, SUM(bytes) "
+            "AS bytes, ROUND(100.0 * SUM(bytes) / SUM(SUM(bytes)) OVER (), 1) AS bytes_pct, "
+            "ROUND(SUM(bytes) * 1.0 / SUM(duration_ns), 1) AS gb_per_s FROM calls WHERE tid = " +
+            std::to_string(f.main_tid) + " AND op IN (" + OpNamesWhere(IsMemcpy) +
+            ") AND COALESCE(kind & ~" + std::to_string(kCopyPinnedHost) + ", " +
+            std::to_string(static_cast<int64_t>(CopyKind::kDefault)) +
+            ") != " + std::to_string(static_cast<int64_t>(CopyKind::kDeviceToDevice)) +
+            " GROUP BY host_memory"},
+       {"copies by op and kind (kind & 16 = pinned host memory; 1 HtoD, 2 DtoH)",
+        Sql(f,
+            "SELECT op, kind, COUNT(*) AS copies, SUM(bytes) / 1000000 AS mb, "
+            "ROUND(SUM(duration_ns) / 1e9, 2) AS seconds, ROUND(SUM(bytes) * 1.0 / "
+            "SUM(duration_ns), 2) AS gb_per_s FROM {EVENTS} WHERE {IN_S}pid = {P} AND op IN (" +
+                OpNamesWhere(IsMemcpy) +
+                ") AND timestamp >= {F} AND timestamp < {T} GROUP BY op, kind ORDER BY seconds "
+                "DESC")}});
   out->push_back(std::move(x));
 }
 
@@ -1063,15 +1114,14 @@ void ColdStart(const Facts& f, std::vector<Finding>* out) {
       "long-lived process instead of one process per job");
   x.metrics.push_back({"cold_start_s", Sec(cold_ns), "s"});
   x.metrics.push_back({"steady_ops_per_s", steady, "ops/s"});
-  SetEvidence(
-      &x, {{"slowest CUDA calls in the first seconds of the session",
-            Sql(f,
-                "SELECT op, COUNT(*) AS calls, ROUND(SUM(duration_ns) / 1e9, 3) AS seconds, "
-                "ROUND(MAX(duration_ns) / 1e6, 1) AS worst_ms FROM {EVENTS} WHERE {IN_S}pid = {P} "
-                "AND " +
-                    CudaOpCondition("op") + " AND timestamp < " + std::to_string(ready) +
-                    " GROUP BY op ORDER BY seconds DESC")},
-           Throughput(f)});
+  SetEvidence(&x,
+              {{"the main process's CUDA calls before steady throughput (launches counted in "
+                "op_stats_seconds)",
+                CudaCalls(f) +
+                    "SELECT op, COUNT(*) AS calls, ROUND(SUM(duration_ns) / 1e9, 3) AS seconds, "
+                    "ROUND(MAX(duration_ns) / 1e6, 1) AS worst_ms FROM calls WHERE timestamp < " +
+                    std::to_string(ready) + " GROUP BY op ORDER BY seconds DESC"},
+               Throughput(f)});
   out->push_back(std::move(x));
 }
 
