@@ -4,7 +4,8 @@
 # rows, reads the views (`events`/`events_all`, `op_stats_seconds`) with op names, never
 # `event_rows`/`op_seconds` or numeric op ids, and reproduces the finding's numbers it backs:
 # sync p50/p99 per 10 s window (baseline and peak), the peak and lowest CUDA throughput, the
-# slow-sync count and seconds, the main process's context switches. A second session is then
+# slow-sync count and seconds, the main process's context switches, the feeders' block I/O
+# p99 and baseline p50, their major faults, the main thread's pageable share of copied bytes. A second session is then
 # appended: explaining the older one must read `events_all WHERE session = N` and still agree.
 # Usage: evidence_e2e.sh GPUWHY
 set -uo pipefail
@@ -86,6 +87,24 @@ for f in report["findings"]:
            not close(rows[0].get("seconds"), metrics["slow_sync_s"]):
             problems.append("%s: slow syncs %s != %s / %s s" % (rule, rows[0], metrics["slow_syncs"],
                                                                 metrics["slow_sync_s"]))
+    if "block_io_p99_ms" in metrics:
+        rows = {r["rows"]: r for r in rows_of("the feeders\x27 block I/O") or []}
+        got = rows.get("block_io", {}).get("p99_ms")
+        if not close(got, metrics["block_io_p99_ms"]):
+            problems.append("%s: block I/O p99 %s != %s" % (rule, got, metrics["block_io_p99_ms"]))
+        base = rows.get("block_io, baseline window", rows.get("block_io", {})).get("p50_ms")
+        if not close(base, metrics["block_io_baseline_p50_ms"]):
+            problems.append("%s: block I/O baseline p50 %s != %s" % (rule, base,
+                                                                   metrics["block_io_baseline_p50_ms"]))
+    if "major_faults" in metrics:
+        rows = rows_of("major page faults and direct reclaim") or [{}]
+        if rows[0].get("major_faults") != metrics["major_faults"]:
+            problems.append("%s: major faults %s != %s" % (rule, rows[0], metrics["major_faults"]))
+    if "pageable_bytes_share" in metrics:
+        rows = {r["host_memory"]: r for r in rows_of("the main thread\x27s host-device copies") or []}
+        got = rows.get("pageable", {}).get("bytes_pct", 0.0 if rows else None)
+        if got is None or abs(got - metrics["pageable_bytes_share"]) > 0.051:
+            problems.append("%s: pageable share %s != %s" % (rule, got, metrics["pageable_bytes_share"]))
     if "main_context_switches" in metrics:
         pid = int(re.search(r"\(PID (\d+)\)", f["root"][0]).group(1))
         rows = rows_of("context switches, run-queue wait") or []
