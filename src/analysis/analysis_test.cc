@@ -432,6 +432,27 @@ TEST(SyncHeavyTest, ManySyncsFewLaunches) {
   EXPECT_EQ(Find(b.Run(), "sync-heavy"), nullptr);
 }
 
+// The rates' evidence divides the window's counts by the seconds the process ran, and counts
+// runtime launches only where a recording counted nested driver launches again.
+TEST(SyncHeavyTest, EvidenceCountsLaunchesTheWayTheRecordingDid) {
+  for (bool once : {true, false}) {
+    Builder b;
+    b.w.launches_once = once;
+    for (OpSecondRow& r : b.w.op_seconds) {
+      if (r.op == Op::kCudaStreamSync) r.count = 600;
+      if (r.op == Op::kCudaLaunchKernel) r.count = 1200;
+    }
+    Report r = b.Run();
+    const Finding* f = Find(r, "sync-heavy");
+    ASSERT_NE(f, nullptr);
+    ASSERT_FALSE(f->evidence.empty());
+    const std::string& sql = f->evidence[0].sql;
+    EXPECT_NE(sql.find("/ 100.000000000, 1) AS syncs_per_s"), std::string::npos) << sql;
+    EXPECT_NE(sql.find("'cudaLaunchKernel'"), std::string::npos) << sql;
+    EXPECT_EQ(sql.find("'cuLaunchKernel'") != std::string::npos, once) << sql;
+  }
+}
+
 TEST(LaunchBoundTest, LaunchShareWithIdleGpu) {
   Builder b;
   for (OpSecondRow& r : b.w.op_seconds) {

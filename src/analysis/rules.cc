@@ -844,6 +844,30 @@ void LaunchAndSyncRates(const Facts& f, double* launches_per_s, double* syncs_pe
   *launch_ns_per_s = launch_ns / s;
 }
 
+bool IsRuntimeLaunch(Op op) { return IsLaunch(op) && OpLayer(op) == Layer::kCudaRuntime; }
+
+// LaunchAndSyncRates in SQL: the main process's syncs and launches in the window's seconds
+// over the seconds it was alive in the window (at least 1).
+EvidenceQuery LaunchAndSyncRatesQuery(const Facts& f) {
+  std::string syncs = "op IN (" + OpNamesWhere(IsSync) + ")";
+  std::string launches =
+      "op IN (" + OpNamesWhere(f.w->launches_once ? IsLaunch : IsRuntimeLaunch) + ")";
+  std::string seconds = Fmt("%.9f", std::max(1.0, f.window_s));
+  return {f.w->launches_once
+              ? "syncs and kernel launches of the training process, per second it ran"
+              : "syncs and kernel launches of the training process, per second it ran (this "
+                "recording counted nested driver launches again: runtime launches only)",
+          Sql(f, "SELECT SUM(CASE WHEN " + syncs +
+                     " THEN count ELSE 0 END) AS syncs, SUM(CASE "
+                     "WHEN " +
+                     launches + " THEN count ELSE 0 END) AS launches, ROUND(SUM(CASE WHEN " +
+                     syncs + " THEN count ELSE 0 END) / " + seconds +
+                     ", 1) AS syncs_per_s, ROUND(SUM(CASE WHEN " + launches +
+                     " THEN count ELSE 0 END) / " + seconds +
+                     ", 1) AS launches_per_s FROM op_stats_seconds WHERE session = {S} AND pid "
+                     "= {P} AND sec >= {FS} AND sec < {TS}")};
+}
+
 void SyncHeavy(const Facts& f, std::vector<Finding>* out) {
   double lps = 0, sps = 0, lns = 0;
   LaunchAndSyncRates(f, &lps, &sps, &lns);
@@ -869,7 +893,7 @@ void SyncHeavy(const Facts& f, std::vector<Finding>* out) {
   x.fix.push_back("call torch.cuda.synchronize() only around timed regions");
   x.metrics.push_back({"syncs_per_s", sps, "ops/s"});
   x.metrics.push_back({"launches_per_sync", per_sync, ""});
-  SetEvidence(&x, {Throughput(f)});
+  SetEvidence(&x, {LaunchAndSyncRatesQuery(f), Throughput(f)});
   out->push_back(std::move(x));
 }
 
@@ -905,7 +929,7 @@ void LaunchBound(const Facts& f, std::vector<Finding>* out) {
       "larger batches");
   x.metrics.push_back({"launches_per_s", lps, "ops/s"});
   x.metrics.push_back({"launch_share", share * 100, "%"});
-  SetEvidence(&x, {Throughput(f)});
+  SetEvidence(&x, {LaunchAndSyncRatesQuery(f), Throughput(f)});
   out->push_back(std::move(x));
 }
 
