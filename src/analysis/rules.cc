@@ -77,8 +77,6 @@ std::string OpNamesWhere(bool (*pred)(Op)) {
   return out;
 }
 
-bool IsDriverSync(Op op) { return IsSync(op) && OpLayer(op) == Layer::kCudaDriver; }
-
 // "CUDA ops" (the analysis's IsCudaOp: every op of the two CUDA layers), as a condition on an
 // op name column.
 std::string CudaOpCondition(const std::string& column) {
