@@ -432,6 +432,27 @@ TEST(SyncHeavyTest, ManySyncsFewLaunches) {
   EXPECT_EQ(Find(b.Run(), "sync-heavy"), nullptr);
 }
 
+// The rates' evidence divides the window's counts by the seconds the process ran, and counts
+// runtime launches only where a recording counted nested driver launches again.
+TEST(SyncHeavyTest, EvidenceCountsLaunchesTheWayTheRecordingDid) {
+  for (bool once : {true, false}) {
+    Builder b;
+    b.w.launches_once = once;
+    for (OpSecondRow& r : b.w.op_seconds) {
+      if (r.op == Op::kCudaStreamSync) r.count = 600;
+      if (r.op == Op::kCudaLaunchKernel) r.count = 1200;
+    }
+    Report r = b.Run();
+    const Finding* f = Find(r, "sync-heavy");
+    ASSERT_NE(f, nullptr);
+    ASSERT_FALSE(f->evidence.empty());
+    const std::string& sql = f->evidence[0].sql;
+    EXPECT_NE(sql.find("/ 100.000000000, 1) AS syncs_per_s"), std::string::npos) << sql;
+    EXPECT_NE(sql.find("'cudaLaunchKernel'"), std::string::npos) << sql;
+    EXPECT_EQ(sql.find("'cuLaunchKernel'") != std::string::npos, once) << sql;
+  }
+}
+
 TEST(LaunchBoundTest, LaunchShareWithIdleGpu) {
   Builder b;
   for (OpSecondRow& r : b.w.op_seconds) {
@@ -507,6 +528,54 @@ TEST(FailureTest, OomAndAllocFailuresAreHigh) {
   ASSERT_NE(Find(r, "alloc-failure"), nullptr);
   EXPECT_EQ(Find(r, "oom-kill")->severity, Severity::kHigh);
   EXPECT_EQ(Find(r, "alloc-failure")->severity, Severity::kHigh);
+}
+
+// ---- Evidence SQL ----------------------------------------------------------------------------
+
+// The newest session reads the `events` view with no session filter, as the brief writes SQL;
+// an older one `events_all` with its id. Ops are named, never numbered; no raw tables.
+TEST(EvidenceTest, ViewsAndOpNamesForNewestAndOlderSessions) {
+  for (bool newest : {true, false}) {
+    Builder b;
+    b.w.session = 3;
+    b.w.newest_session = newest;
+    b.Proc(900, 1, "ffmpeg", false);
+    b.Preempt(30 * kSec, 900);
+    RawEvent oom = Call(kMain, Op::kOomKill, 10 * kSec, 0);
+    b.Add(oom);
+    Report r = b.Run();
+    ASSERT_NE(Find(r, "cpu-contention"), nullptr);
+    ASSERT_NE(Find(r, "oom-kill"), nullptr);
+    for (const Finding& f : r.findings) {
+      for (const EvidenceQuery& q : f.evidence) {
+        SCOPED_TRACE(f.rule + ": " + q.sql);
+        EXPECT_EQ(q.sql.find("event_rows"), std::string::npos);
+        EXPECT_EQ(q.sql.find("op_seconds"), std::string::npos);
+        EXPECT_EQ(q.sql.find("op < "), std::string::npos);
+        EXPECT_EQ(q.sql.find("op = 2"), std::string::npos);
+        EXPECT_EQ(q.sql.find("op IN (1"), std::string::npos);
+        bool reads_events = q.sql.find("FROM events") != std::string::npos;
+        bool reads_all = q.sql.find("FROM events_all") != std::string::npos;
+        if (newest) {
+          EXPECT_FALSE(reads_all);
+          EXPECT_EQ(q.sql.find("e.session = 3 AND"), std::string::npos);
+        } else if (reads_events) {
+          EXPECT_TRUE(reads_all);
+          EXPECT_NE(q.sql.find("session = 3 AND"), std::string::npos);
+        }
+      }
+    }
+    std::string oom_sql = Find(r, "oom-kill")->evidence.at(0).sql;
+    EXPECT_NE(oom_sql.find("e.op = 'oom_kill'"), std::string::npos) << oom_sql;
+    std::string sync_sql;
+    for (const EvidenceQuery& q : Find(r, "cpu-contention")->evidence) {
+      if (q.sql.find("p99_us") != std::string::npos) sync_sql = q.sql;
+    }
+    EXPECT_NE(sync_sql.find("'cudaStreamSync', 'cudaDeviceSync', 'cudaEventSync', "
+                            "'cuStreamSync', 'cuCtxSync', 'cuEventSync'"),
+              std::string::npos)
+        << sync_sql;
+  }
 }
 
 // ---- Rendering -----------------------------------------------------------------------------

@@ -315,7 +315,9 @@ bool IsKernelThread(const ProcessRecord& p) { return p.pid == 2 || p.ppid == 2; 
 int64_t Percentile(std::vector<int64_t> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
+  // p × n / 100 with one rounding (exact when it is a whole number), so the rank is the SQL
+  // evidence's integer (p × n + 99) / 100.
+  size_t rank = static_cast<size_t>(std::ceil(p * static_cast<double>(v.size()) / 100.0));
   rank = std::clamp<size_t>(rank, 1, v.size());
   return v[rank - 1];
 }

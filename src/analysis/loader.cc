@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "store/reader.h"
 #include "store/window_rows.h"
 
 namespace gw {
@@ -20,8 +21,10 @@ StatusOr<WindowData> LoadWindow(StoreReader& reader, const WindowRequest& reques
   ASSIGN_OR_RETURN(SessionWindow window, ResolveWindow(reader, request));
   ASSIGN_OR_RETURN(WindowRows rows,
                    ReadWindowRows(reader, window, {kCarryInNs, kMaxLaunchSamples}));
+  ASSIGN_OR_RETURN(int64_t newest, reader.LatestSession());
   WindowData w;
   w.session = window.session;
+  w.newest_session = window.session == newest;
   w.from = window.begin_ns;
   w.to = window.end_ns;
   w.session_first_ts = window.first_ts_ns;

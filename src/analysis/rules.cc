@@ -2,12 +2,15 @@
 // SQL and concrete fixes. Thresholds live in thresholds.h; docs/detections.md documents both.
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <optional>
 #include <set>
+#include <string>
 
 #include "analysis/facts.h"
 #include "analysis/format.h"
 #include "analysis/thresholds.h"
+#include "store/ops.h"
 
 namespace gw {
 
@@ -18,6 +21,7 @@ namespace th = thresholds;
 double Sec(double ns) { return ns / 1e9; }
 double Sec(int64_t ns) { return static_cast<double>(ns) / 1e9; }
 double Share(double part, double whole) { return whole > 0 ? part / whole : 0.0; }
+int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 // The severity a value earns against three rising thresholds; nullopt below the lowest.
 std::optional<Severity> Ladder(double value, double high, double medium, double low) {
@@ -49,13 +53,52 @@ std::string PidList(const std::vector<int32_t>& pids) {
   return out.empty() ? "0" : out;
 }
 
-// Substitutes {S} session, {F}/{T} window ns, {FS}/{TS} window seconds, {P} main pid,
+// Op names as a quoted SQL list ('cudaMalloc', 'cudaFree'), from ops.h: evidence names ops the
+// way users write them, and a renumbering of ids cannot break it.
+std::string OpNames(std::initializer_list<Op> ops) {
+  std::string out;
+  for (Op op : ops) {
+    if (!out.empty()) out += ", ";
+    out += "'" + std::string(OpName(op)) + "'";
+  }
+  return out;
+}
+
+// Every op `pred` holds for, as OpNames does.
+std::string OpNamesWhere(bool (*pred)(Op)) {
+  size_t n = 0;
+  const OpInfo* ops = AllOps(&n);
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    if (!pred(ops[i].op)) continue;
+    if (!out.empty()) out += ", ";
+    out += "'" + std::string(ops[i].name) + "'";
+  }
+  return out;
+}
+
+// "CUDA ops" (the analysis's IsCudaOp: every op of the two CUDA layers), as a condition on an
+// op name column.
+std::string CudaOpCondition(const std::string& column) {
+  return column + " IN (SELECT name FROM op_names WHERE layer IN ('" +
+         std::string(LayerName(Layer::kCudaRuntime)) + "', '" +
+         std::string(LayerName(Layer::kCudaDriver)) + "'))";
+}
+
+// Substitutes {EVENTS} (`events`, the newest session's rows as the brief writes them, or
+// `events_all` for an older session), {IN_S} / {e.IN_S} (nothing, or "session = N AND " for
+// events_all), {S} session, {F}/{T} window ns, {FS}/{TS} window seconds, {P} main pid,
 // {FEED} main pid + workers, {W} workers.
 std::string Sql(const Facts& f, const std::string& tmpl) {
   std::vector<int32_t> feed = {f.main_pid};
   feed.insert(feed.end(), f.worker_pids.begin(), f.worker_pids.end());
+  std::string session = std::to_string(f.w->session);
+  bool newest = f.w->newest_session;
   std::string s = tmpl;
-  s = Replace(s, "{S}", std::to_string(f.w->session));
+  s = Replace(s, "{EVENTS}", newest ? "events" : "events_all");
+  s = Replace(s, "{e.IN_S}", newest ? "" : "e.session = " + session + " AND ");
+  s = Replace(s, "{IN_S}", newest ? "" : "session = " + session + " AND ");
+  s = Replace(s, "{S}", session);
   s = Replace(s, "{FS}", std::to_string(f.w->from / 1'000'000'000));
   s = Replace(s, "{TS}", std::to_string((f.w->to + 999'999'999) / 1'000'000'000));
   s = Replace(s, "{F}", std::to_string(f.w->from));
@@ -73,37 +116,123 @@ EvidenceQuery SwitchesByProcess(const Facts& f) {
               "ROUND(SUM(e.duration_ns) / 1e9, 2) AS off_cpu_s, "
               "ROUND(SUM(COALESCE(e.runq_ns, 0)) / 1e9, 2) AS runq_s, "
               "ROUND(SUM(e.duration_ns - COALESCE(e.runq_ns, 0)) / 1e9, 2) AS blocked_s, "
-              "ROUND(MAX(e.duration_ns) / 1e6, 1) AS worst_stall_ms FROM event_rows e "
+              "ROUND(MAX(e.duration_ns) / 1e6, 1) AS worst_stall_ms FROM {EVENTS} e "
               "LEFT JOIN processes p ON p.session = e.session AND p.pid = e.pid "
-              "WHERE e.session = {S} AND e.op = 200 AND e.ts >= {F} AND e.ts < {T} "
-              "GROUP BY e.pid ORDER BY runq_s DESC LIMIT 15")};
+              "WHERE {e.IN_S}e.op = 'sched_switch' AND e.timestamp >= {F} AND e.timestamp < "
+              "{T} GROUP BY e.pid ORDER BY runq_s DESC LIMIT 15")};
 }
 
 EvidenceQuery RunqHolders(const Facts& f) {
   return {"who held the CPU while the training process and its workers waited to run",
           Sql(f,
               "SELECT COALESCE(p.name, 'pid ' || e.other_pid) AS held_cpu, e.other_pid, "
-              "COUNT(*) AS waits, ROUND(SUM(e.runq_ns) / 1e9, 2) AS runq_s FROM event_rows e "
+              "COUNT(*) AS waits, ROUND(SUM(e.runq_ns) / 1e9, 2) AS runq_s FROM {EVENTS} e "
               "LEFT JOIN processes p ON p.session = e.session AND p.pid = e.other_pid "
-              "WHERE e.session = {S} AND e.op = 200 AND e.pid IN ({FEED}) AND e.ts >= {F} "
-              "AND e.ts < {T} AND e.runq_ns > 0 GROUP BY e.other_pid ORDER BY runq_s DESC")};
+              "WHERE {e.IN_S}e.op = 'sched_switch' AND e.pid IN ({FEED}) AND e.timestamp >= "
+              "{F} AND e.timestamp < {T} AND e.runq_ns > 0 GROUP BY e.other_pid ORDER BY "
+              "runq_s DESC")};
+}
+
+// The main process's CUDA calls in the window as the analysis reads them
+// (WithoutNestedDriverCalls), as CTEs: `cuda` numbers each thread's calls (launches are not rows
+// the analysis reads) with the end of its latest runtime call, and `calls` drops a driver call
+// nested in one (cudaStreamSynchronize calling cuStreamSynchronize is one sync, not two).
+std::string CudaCalls(const Facts& f) {
+  std::string runtime(LayerName(Layer::kCudaRuntime));
+  std::string driver(LayerName(Layer::kCudaDriver));
+  return Sql(f,
+             "WITH cuda AS (SELECT e.timestamp, e.tid, e.op, o.layer, e.duration_ns, e.bytes, "
+             "e.kind, MAX(CASE WHEN o.layer = '" +
+                 runtime +
+                 "' THEN e.timestamp + e.duration_ns END) OVER (PARTITION BY e.tid ORDER BY "
+                 "e.timestamp ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS runtime_end "
+                 "FROM {EVENTS} e JOIN op_names o ON o.name = e.op WHERE {e.IN_S}e.pid = {P} "
+                 "AND o.layer IN ('" +
+                 runtime + "', '" + driver + "') AND e.op NOT IN (" + OpNamesWhere(IsLaunch) +
+                 ") AND e.timestamp >= {F} AND e.timestamp < {T}), calls AS (SELECT * FROM cuda "
+                 "WHERE NOT (layer = '" +
+                 driver +
+                 "' AND timestamp < COALESCE(runtime_end, timestamp) AND timestamp + "
+                 "duration_ns <= runtime_end)) ");
+}
+
+// The main process's syncs (MainProcessSyncs): CudaCalls plus `syncs`.
+std::string SyncRows(const Facts& f) {
+  return CudaCalls(f) + ", syncs AS (SELECT * FROM calls WHERE op IN (" + OpNamesWhere(IsSync) +
+         ")) ";
+}
+
+// Nearest-rank percentile of duration_ns over rows numbered `rank` of `n` (Percentile()).
+std::string NearestRank(int p) {
+  return Fmt("MAX(CASE WHEN rank = (%d * n + 99) / 100 THEN duration_ns END)", p);
+}
+
+int64_t BucketSec(const Bucket& b) {
+  return FloorDiv(b.start, th::kBucketNs) * (th::kBucketNs / 1'000'000'000);
 }
 
 EvidenceQuery SyncBuckets(const Facts& f) {
-  return {"syncs per 10 s window: count, average and worst latency (the brief's Step 3)",
-          Sql(f,
-              "SELECT (ts / 10000000000) * 10 AS window_sec, COUNT(*) AS syncs, "
-              "ROUND(AVG(duration_ns) / 1000.0, 1) AS avg_us, MAX(duration_ns) / 1000 AS "
-              "max_us FROM event_rows WHERE session = {S} AND pid = {P} AND op IN "
-              "(18, 19, 20, 112, 113, 114) AND ts >= {F} AND ts < {T} GROUP BY window_sec "
-              "ORDER BY window_sec")};
+  // Nearest-rank percentiles, as the analysis takes them: the ceil(p/100 × n)-th shortest.
+  std::string note = "NULL";
+  if (f.base_bucket >= 0) {
+    int64_t base = BucketSec(f.buckets[f.base_bucket]);
+    int64_t peak = BucketSec(f.buckets[f.peak_bucket]);
+    note = base == peak ? Fmt("CASE window_sec WHEN %lld THEN 'baseline, peak' END",
+                              static_cast<long long>(base))
+                        : Fmt("CASE window_sec WHEN %lld THEN 'baseline' WHEN %lld THEN 'peak' END",
+                              static_cast<long long>(base), static_cast<long long>(peak));
+  }
+  return {
+      "the training process's syncs per 10 s window: count and p50/p99 latency (baseline "
+      "= the window whose feeders waited least for CPU, I/O and faults; peak = highest p99 "
+      "among windows with " +
+          std::to_string(th::kMinSyncsPerBucket) + "+ syncs)",
+      SyncRows(f) + "SELECT window_sec, COUNT(*) AS syncs, " + NearestRank(50) +
+          " / 1000.0 AS p50_us, " + NearestRank(99) + " / 1000.0 AS p99_us, " + note +
+          " AS note FROM (SELECT timestamp / 10000000000 * 10 AS window_sec, duration_ns, "
+          "ROW_NUMBER() OVER (PARTITION BY timestamp / 10000000000 ORDER BY duration_ns) "
+          "AS rank, COUNT(*) OVER (PARTITION BY timestamp / 10000000000) AS n FROM syncs) "
+          "GROUP BY window_sec ORDER BY window_sec"};
+}
+
+EvidenceQuery SlowSyncs(const Facts& f) {
+  return {Fmt("slow syncs of the training process: at least %s (%.0fx the baseline p50, at "
+              "least %s)",
+              FormatNs(f.slow.threshold_ns).c_str(), th::kSlowSyncFactor,
+              FormatNs(th::kSlowSyncFloorNs).c_str()),
+          SyncRows(f) +
+              "SELECT COUNT(*) AS slow_syncs, ROUND(SUM(duration_ns) / 1e9, 3) AS "
+              "seconds FROM syncs WHERE duration_ns >= " +
+              std::to_string(f.slow.threshold_ns)};
 }
 
 EvidenceQuery Throughput(const Facts& f) {
-  return {"CUDA calls per second of the training process (op_seconds rollup)",
-          Sql(f,
-              "SELECT sec, SUM(count) AS cuda_ops FROM op_seconds WHERE session = {S} AND "
-              "pid = {P} AND op < 200 AND sec >= {FS} AND sec < {TS} GROUP BY sec ORDER BY sec")};
+  return {
+      "CUDA calls per second of the training process (op_stats_seconds rollup)",
+      Sql(f,
+          "SELECT sec, SUM(count) AS cuda_ops FROM op_stats_seconds WHERE session = {S} AND "
+          "pid = {P} AND " +
+              CudaOpCondition("op") + " AND sec >= {FS} AND sec < {TS} GROUP BY sec ORDER BY sec")};
+}
+
+// The peak and lowest 10 s windows of AddThroughputEffect: CUDA calls in the window's full
+// seconds over the full seconds the training process was alive in it.
+EvidenceQuery ThroughputPeakAndLow(const Facts& f) {
+  auto one = [&](const char* label, const Bucket& b) {
+    int64_t from = (b.start + 999'999'999) / 1'000'000'000;
+    int64_t to = FloorDiv(b.end, 1'000'000'000);
+    return Fmt(
+        "SELECT '%s' AS bucket, %lld AS from_sec, %lld AS to_sec, SUM(count) AS "
+        "cuda_ops, ROUND(SUM(count) / %d.0, 1) AS ops_per_s FROM op_stats_seconds WHERE "
+        "session = {S} AND pid = {P} AND %s AND sec >= %lld AND sec < %lld",
+        label, static_cast<long long>(from), static_cast<long long>(to), b.full_seconds,
+        CudaOpCondition("op").c_str(), static_cast<long long>(from), static_cast<long long>(to));
+  };
+  return {
+      "CUDA calls per second in the peak and the lowest 10 s window (calls in the "
+      "window's full seconds / full seconds the training process was alive)",
+      Sql(f, one("peak", f.buckets[f.tput_peak_bucket]) + " UNION ALL " +
+                 one("lowest", f.buckets[f.tput_low_bucket]))};
 }
 
 EvidenceQuery SwitchKinds(const Facts& f) {
@@ -113,9 +242,9 @@ EvidenceQuery SwitchKinds(const Facts& f) {
       Sql(f,
           "SELECT e.pid, e.kind, COUNT(*) AS switches, ROUND(SUM(e.duration_ns - "
           "COALESCE(e.runq_ns, 0)) / 1e9, 2) AS asleep_s, ROUND(SUM(COALESCE(e.runq_ns, 0)) "
-          "/ 1e9, 2) AS runq_s FROM event_rows e WHERE e.session = {S} AND e.op = 200 AND "
-          "e.pid IN ({FEED}) AND e.ts >= {F} AND e.ts < {T} GROUP BY e.pid, e.kind "
-          "ORDER BY e.pid, e.kind")};
+          "/ 1e9, 2) AS runq_s FROM {EVENTS} e WHERE {e.IN_S}e.op = 'sched_switch' AND "
+          "e.pid IN ({FEED}) AND e.timestamp >= {F} AND e.timestamp < {T} GROUP BY e.pid, "
+          "e.kind ORDER BY e.pid, e.kind")};
 }
 
 std::string CoreRange(int64_t first, int64_t last) {
@@ -169,6 +298,17 @@ int64_t WorkerRespawns(const Facts& f) {
   return n;
 }
 
+// A finding's evidence: `base` first, then what its effect lines added (AddSyncEffect,
+// AddThroughputEffect), each query once.
+void SetEvidence(Finding* x, std::vector<EvidenceQuery> base) {
+  for (EvidenceQuery& q : x->evidence) {
+    bool seen = false;
+    for (const EvidenceQuery& b : base) seen |= b.sql == q.sql;
+    if (!seen) base.push_back(std::move(q));
+  }
+  x->evidence = std::move(base);
+}
+
 void AddSyncEffect(const Facts& f, Finding* out) {
   if (f.base_bucket < 0 || f.base_p99 <= 0 || f.peak_p99 < 2 * f.base_p99) return;
   double factor = static_cast<double>(f.peak_p99) / static_cast<double>(f.base_p99);
@@ -178,6 +318,7 @@ void AddSyncEffect(const Facts& f, Finding* out) {
   out->metrics.push_back({"sync_p99_baseline_us", static_cast<double>(f.base_p99) / 1e3, "us"});
   out->metrics.push_back({"sync_p99_peak_us", static_cast<double>(f.peak_p99) / 1e3, "us"});
   out->metrics.push_back({"sync_p99_inflation", factor, "x"});
+  out->evidence.push_back(SyncBuckets(f));
 }
 
 void AddThroughputEffect(const Facts& f, Finding* out) {
@@ -190,6 +331,7 @@ void AddThroughputEffect(const Facts& f, Finding* out) {
                              FormatRate(low).c_str()));
   out->metrics.push_back({"cuda_ops_per_s_peak", peak, "ops/s"});
   out->metrics.push_back({"cuda_ops_per_s_low", low, "ops/s"});
+  out->evidence.push_back(ThroughputPeakAndLow(f));
 }
 
 std::string HolderList(const Facts& f, const std::vector<Competitor>& list, size_t max) {
@@ -266,6 +408,9 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
         FormatCount(f.slow.count).c_str(), FormatNs(f.slow.threshold_ns).c_str(),
         FormatSeconds(Sec(f.slow.total_ns)).c_str(),
         FormatPct(Share(static_cast<double>(sr), static_cast<double>(f.slow.total_ns))).c_str()));
+    x.metrics.push_back({"slow_syncs", static_cast<double>(f.slow.count), "count"});
+    x.metrics.push_back({"slow_sync_s", Sec(f.slow.total_ns), "s"});
+    x.evidence.push_back(SlowSyncs(f));
   }
   if (f.waits.total_ns >= 50'000'000 && workers > 0) {
     int64_t wt = 0;
@@ -325,7 +470,7 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
   x.metrics.push_back({"workers_runq_s", Sec(wrunq), "s"});
   x.metrics.push_back({"competitors", static_cast<double>(competitors.size()), "count"});
   x.metrics.push_back({"lost_s", x.lost_s, "s"});
-  x.evidence = {SwitchesByProcess(f), RunqHolders(f), SyncBuckets(f), Throughput(f)};
+  SetEvidence(&x, {SwitchesByProcess(f), RunqHolders(f), SyncBuckets(f), Throughput(f)});
   out->push_back(std::move(x));
 }
 
@@ -384,7 +529,7 @@ void DataLoaderStarvation(const Facts& f, std::vector<Finding>* out) {
   x.metrics.push_back({"batch_waits", static_cast<double>(f.waits.count), "count"});
   x.metrics.push_back({"workers_busy_share", busy * 100, "%"});
   x.metrics.push_back({"lost_s", x.lost_s, "s"});
-  x.evidence = {SwitchKinds(f), Throughput(f)};
+  SetEvidence(&x, {SwitchKinds(f), Throughput(f)});
   out->push_back(std::move(x));
 }
 
@@ -459,14 +604,36 @@ void IoBottleneck(const Facts& f, std::vector<Finding>* out) {
   x.fix.push_back("pack small files into large shards (WebDataset/TFRecord) to read sequentially");
   x.metrics.push_back({"workers_io_s", Sec(wio), "s"});
   x.metrics.push_back({"lost_s", x.lost_s, "s"});
-  x.evidence = {
-      SwitchKinds(f),
-      {"block I/O latency per 10 s window",
-       Sql(f,
-           "SELECT (ts / 10000000000) * 10 AS window_sec, COUNT(*) AS requests, "
-           "ROUND(AVG(duration_ns) / 1e6, 2) AS avg_ms, ROUND(MAX(duration_ns) / 1e6, 2) AS "
-           "max_ms, SUM(bytes) / 1000000 AS mb FROM event_rows WHERE session = {S} AND op = "
-           "206 AND ts >= {F} AND ts < {T} GROUP BY window_sec ORDER BY window_sec")}};
+  std::string io = "'" + std::string(OpName(Op::kBlockIo)) + "'";
+  EvidenceQuery feeder_io = {
+      "the feeders' block I/O and slow read() calls: count, bytes, p50/p99 latency (and block "
+      "I/O in the baseline 10 s window)",
+      Sql(f,
+          "WITH io AS (SELECT op, timestamp, duration_ns, bytes FROM {EVENTS} WHERE {IN_S}pid IN "
+          "({FEED}) AND op IN (" +
+              io + ", '" + std::string(OpName(Op::kRead)) +
+              "') AND timestamp >= {F} AND timestamp < {T}), grouped AS (SELECT op AS rows, "
+              "duration_ns, bytes FROM io UNION ALL SELECT '" +
+              std::string(OpName(Op::kBlockIo)) +
+              ", baseline window', duration_ns, bytes FROM io WHERE op = " + io +
+              " AND timestamp >= " + std::to_string(base_start) + " AND timestamp < " +
+              std::to_string(base_end) +
+              ") SELECT rows, COUNT(*) AS requests, SUM(bytes) AS bytes, " + NearestRank(50) +
+              " / 1e6 AS p50_ms, " + NearestRank(99) +
+              " / 1e6 AS p99_ms FROM (SELECT rows, duration_ns, bytes, ROW_NUMBER() OVER "
+              "(PARTITION BY rows ORDER BY duration_ns) AS rank, COUNT(*) OVER (PARTITION BY "
+              "rows) AS n FROM grouped) GROUP BY rows ORDER BY rows")};
+  SetEvidence(
+      &x, {SwitchKinds(f),
+           feeder_io,
+           {"block I/O latency per 10 s window",
+            Sql(f,
+                "SELECT (timestamp / 10000000000) * 10 AS window_sec, COUNT(*) AS requests, "
+                "ROUND(AVG(duration_ns) / 1e6, 2) AS avg_ms, ROUND(MAX(duration_ns) / 1e6, 2) AS "
+                "max_ms, SUM(bytes) / 1000000 AS mb FROM {EVENTS} WHERE {IN_S}op = '" +
+                    std::string(OpName(Op::kBlockIo)) +
+                    "' AND timestamp >= {F} AND timestamp < {T} GROUP BY window_sec ORDER BY "
+                    "window_sec")}});
   out->push_back(std::move(x));
 }
 
@@ -529,19 +696,28 @@ void MemoryPressure(const Facts& f, std::vector<Finding>* out) {
   x.metrics.push_back({"major_faults", static_cast<double>(major), "count"});
   x.metrics.push_back({"swap_max_bytes", static_cast<double>(swap_max), "bytes"});
   x.metrics.push_back({"lost_s", x.lost_s, "s"});
-  x.evidence = {
-      {"page faults and reclaim per process",
-       Sql(f,
-           "SELECT e.pid, o.name AS op, COUNT(*) AS events, ROUND(SUM(e.duration_ns) / 1e9, "
-           "3) AS seconds FROM event_rows e JOIN op_names o ON o.id = e.op WHERE e.session = "
-           "{S} AND e.op IN (202, 203, 205) AND e.ts >= {F} AND e.ts < {T} GROUP BY e.pid, "
-           "e.op ORDER BY seconds DESC")},
-      {"memory, swap and major faults per second (1 Hz snapshots)",
-       Sql(f,
-           "SELECT ts / 1000000000 AS sec, mem_pct, swap_used_bytes / 1048576 AS swap_mb, "
-           "major_faults_per_s FROM system_snapshots WHERE session = {S} AND ts >= {F} AND ts "
-           "< {T} ORDER BY ts")},
-      SwitchKinds(f)};
+  SetEvidence(
+      &x, {{"major page faults and direct reclaim of the training process and its workers",
+            Sql(f, "SELECT COUNT(CASE WHEN op = '" + std::string(OpName(Op::kMajorFault)) +
+                       "' THEN 1 END) AS major_faults, COUNT(CASE WHEN op = '" +
+                       std::string(OpName(Op::kDirectReclaim)) +
+                       "' THEN 1 END) AS direct_reclaims, ROUND(COALESCE(SUM(CASE WHEN op = '" +
+                       std::string(OpName(Op::kDirectReclaim)) +
+                       "' THEN duration_ns END), 0) / 1e9, 3) AS reclaim_s FROM {EVENTS} WHERE "
+                       "{IN_S}pid IN ({FEED}) AND timestamp >= {F} AND timestamp < {T}")},
+           {"page faults and reclaim per process",
+            Sql(f,
+                "SELECT pid, op, COUNT(*) AS events, ROUND(SUM(duration_ns) / 1e9, 3) AS seconds "
+                "FROM {EVENTS} WHERE {IN_S}op IN (" +
+                    OpNames({Op::kPageFault, Op::kMajorFault, Op::kDirectReclaim}) +
+                    ") AND timestamp >= {F} AND timestamp < {T} GROUP BY pid, op ORDER BY seconds "
+                    "DESC")},
+           {"memory, swap and major faults per second (1 Hz snapshots)",
+            Sql(f,
+                "SELECT ts / 1000000000 AS sec, mem_pct, swap_used_bytes / 1048576 AS swap_mb, "
+                "major_faults_per_s FROM system_snapshots WHERE session = {S} AND ts >= {F} AND ts "
+                "< {T} ORDER BY ts")},
+           SwitchKinds(f)});
   out->push_back(std::move(x));
 }
 
@@ -608,15 +784,27 @@ void MemcpyBottleneck(const Facts& f, std::vector<Finding>* out) {
   x.metrics.push_back({"memcpy_share", share * 100, "%"});
   x.metrics.push_back({"pageable_bytes_share", pageable_share * 100, "%"});
   x.metrics.push_back({"lost_s", x.lost_s, "s"});
-  x.evidence = {
-      {"copies by op and kind (kind & 16 = pinned host memory; 1 HtoD, 2 DtoH)",
-       Sql(f,
-           "SELECT o.name AS op, e.kind, COUNT(*) AS copies, SUM(e.bytes) / 1000000 AS mb, "
-           "ROUND(SUM(e.duration_ns) / 1e9, 2) AS seconds, ROUND(SUM(e.bytes) * 1.0 / "
-           "SUM(e.duration_ns), 2) AS gb_per_s FROM event_rows e JOIN op_names o ON o.id = "
-           "e.op WHERE e.session = {S} AND e.pid = {P} AND e.op IN (10, 11, 12, 13, 14, 15, "
-           "104, 105, 106, 107, 108, 109, 110, 111) AND e.ts >= {F} AND e.ts < {T} GROUP BY "
-           "e.op, e.kind ORDER BY seconds DESC")}};
+  SetEvidence(
+      &x,
+      {{"the main thread's host-device copies (device-to-device left out) from pageable and "
+        "pinned host memory",
+        CudaCalls(f) + "SELECT CASE WHEN kind & " + std::to_string(kCopyPinnedHost) +
+            " THEN 'pinned' ELSE 'pageable' END AS host_memory, COUNT(*) AS copies, SUM(bytes) "
+            "AS bytes, ROUND(100.0 * SUM(bytes) / SUM(SUM(bytes)) OVER (), 1) AS bytes_pct, "
+            "ROUND(SUM(bytes) * 1.0 / SUM(duration_ns), 1) AS gb_per_s FROM calls WHERE tid = " +
+            std::to_string(f.main_tid) + " AND op IN (" + OpNamesWhere(IsMemcpy) +
+            ") AND COALESCE(kind & ~" + std::to_string(kCopyPinnedHost) + ", " +
+            std::to_string(static_cast<int64_t>(CopyKind::kDefault)) +
+            ") != " + std::to_string(static_cast<int64_t>(CopyKind::kDeviceToDevice)) +
+            " GROUP BY host_memory"},
+       {"copies by op and kind (kind & 16 = pinned host memory; 1 HtoD, 2 DtoH)",
+        Sql(f,
+            "SELECT op, kind, COUNT(*) AS copies, SUM(bytes) / 1000000 AS mb, "
+            "ROUND(SUM(duration_ns) / 1e9, 2) AS seconds, ROUND(SUM(bytes) * 1.0 / "
+            "SUM(duration_ns), 2) AS gb_per_s FROM {EVENTS} WHERE {IN_S}pid = {P} AND op IN (" +
+                OpNamesWhere(IsMemcpy) +
+                ") AND timestamp >= {F} AND timestamp < {T} GROUP BY op, kind ORDER BY seconds "
+                "DESC")}});
   out->push_back(std::move(x));
 }
 
@@ -654,6 +842,30 @@ void LaunchAndSyncRates(const Facts& f, double* launches_per_s, double* syncs_pe
   *launch_ns_per_s = launch_ns / s;
 }
 
+bool IsRuntimeLaunch(Op op) { return IsLaunch(op) && OpLayer(op) == Layer::kCudaRuntime; }
+
+// LaunchAndSyncRates in SQL: the main process's syncs and launches in the window's seconds
+// over the seconds it was alive in the window (at least 1).
+EvidenceQuery LaunchAndSyncRatesQuery(const Facts& f) {
+  std::string syncs = "op IN (" + OpNamesWhere(IsSync) + ")";
+  std::string launches =
+      "op IN (" + OpNamesWhere(f.w->launches_once ? IsLaunch : IsRuntimeLaunch) + ")";
+  std::string seconds = Fmt("%.9f", std::max(1.0, f.window_s));
+  return {f.w->launches_once
+              ? "syncs and kernel launches of the training process, per second it ran"
+              : "syncs and kernel launches of the training process, per second it ran (this "
+                "recording counted nested driver launches again: runtime launches only)",
+          Sql(f, "SELECT SUM(CASE WHEN " + syncs +
+                     " THEN count ELSE 0 END) AS syncs, SUM(CASE "
+                     "WHEN " +
+                     launches + " THEN count ELSE 0 END) AS launches, ROUND(SUM(CASE WHEN " +
+                     syncs + " THEN count ELSE 0 END) / " + seconds +
+                     ", 1) AS syncs_per_s, ROUND(SUM(CASE WHEN " + launches +
+                     " THEN count ELSE 0 END) / " + seconds +
+                     ", 1) AS launches_per_s FROM op_stats_seconds WHERE session = {S} AND pid "
+                     "= {P} AND sec >= {FS} AND sec < {TS}")};
+}
+
 void SyncHeavy(const Facts& f, std::vector<Finding>* out) {
   double lps = 0, sps = 0, lns = 0;
   LaunchAndSyncRates(f, &lps, &sps, &lns);
@@ -679,7 +891,7 @@ void SyncHeavy(const Facts& f, std::vector<Finding>* out) {
   x.fix.push_back("call torch.cuda.synchronize() only around timed regions");
   x.metrics.push_back({"syncs_per_s", sps, "ops/s"});
   x.metrics.push_back({"launches_per_sync", per_sync, ""});
-  x.evidence = {Throughput(f)};
+  SetEvidence(&x, {LaunchAndSyncRatesQuery(f), Throughput(f)});
   out->push_back(std::move(x));
 }
 
@@ -715,7 +927,7 @@ void LaunchBound(const Facts& f, std::vector<Finding>* out) {
       "larger batches");
   x.metrics.push_back({"launches_per_s", lps, "ops/s"});
   x.metrics.push_back({"launch_share", share * 100, "%"});
-  x.evidence = {Throughput(f)};
+  SetEvidence(&x, {LaunchAndSyncRatesQuery(f), Throughput(f)});
   out->push_back(std::move(x));
 }
 
@@ -811,12 +1023,15 @@ void AllocatorSpikes(const Facts& f, std::vector<Finding>* out) {
     x.metrics.push_back({"period_s", periodic ? static_cast<double>(period) : 0, "s"});
     x.metrics.push_back({"spike_allocator_s", Sec(spike_ns), "s"});
     x.metrics.push_back({"lost_s", lost, "s"});
-    x.evidence = {
-        {"allocator calls and time per second (op_seconds)",
-         Sql(f,
-             "SELECT sec, SUM(count) AS calls, ROUND(SUM(total_ns) / 1e6, 1) AS ms FROM "
-             "op_seconds WHERE session = {S} AND pid = {P} AND op IN (3, 4, 5, 8, 9, 102, "
-             "103) AND sec >= {FS} AND sec < {TS} GROUP BY sec ORDER BY ms DESC LIMIT 20")}};
+    SetEvidence(
+        &x,
+        {{"allocator calls and time per second (op_stats_seconds)",
+          Sql(f,
+              "SELECT sec, SUM(count) AS calls, ROUND(SUM(total_ns) / 1e6, 1) AS ms FROM "
+              "op_stats_seconds WHERE session = {S} AND pid = {P} AND op IN (" +
+                  OpNames({Op::kCudaMalloc, Op::kCudaMallocAsync, Op::kCudaMallocManaged,
+                           Op::kCudaFree, Op::kCudaFreeAsync, Op::kCuMemAlloc, Op::kCuMemFree}) +
+                  ") AND sec >= {FS} AND sec < {TS} GROUP BY sec ORDER BY ms DESC LIMIT 20")}});
     out->push_back(std::move(x));
   } else if (rate >= th::kMallocChurnPerSec) {
     Finding x;
@@ -836,12 +1051,15 @@ void AllocatorSpikes(const Facts& f, std::vector<Finding>* out) {
         "PYTORCH_NO_CUDA_MEMORY_CACHING=1 is set)");
     x.fix.push_back("allocate once outside the loop, or use cudaMallocAsync with a memory pool");
     x.metrics.push_back({"allocator_calls_per_s", rate, "ops/s"});
-    x.evidence = {
-        {"allocator calls per second (op_seconds)",
-         Sql(f,
-             "SELECT sec, SUM(count) AS calls, ROUND(SUM(total_ns) / 1e6, 1) AS ms FROM "
-             "op_seconds WHERE session = {S} AND pid = {P} AND op IN (3, 4, 5, 8, 9, 102, "
-             "103) AND sec >= {FS} AND sec < {TS} GROUP BY sec ORDER BY sec")}};
+    SetEvidence(
+        &x,
+        {{"allocator calls per second (op_stats_seconds)",
+          Sql(f,
+              "SELECT sec, SUM(count) AS calls, ROUND(SUM(total_ns) / 1e6, 1) AS ms FROM "
+              "op_stats_seconds WHERE session = {S} AND pid = {P} AND op IN (" +
+                  OpNames({Op::kCudaMalloc, Op::kCudaMallocAsync, Op::kCudaMallocManaged,
+                           Op::kCudaFree, Op::kCudaFreeAsync, Op::kCuMemAlloc, Op::kCuMemFree}) +
+                  ") AND sec >= {FS} AND sec < {TS} GROUP BY sec ORDER BY sec")}});
     out->push_back(std::move(x));
   }
 }
@@ -918,15 +1136,14 @@ void ColdStart(const Facts& f, std::vector<Finding>* out) {
       "long-lived process instead of one process per job");
   x.metrics.push_back({"cold_start_s", Sec(cold_ns), "s"});
   x.metrics.push_back({"steady_ops_per_s", steady, "ops/s"});
-  x.evidence = {
-      {"slowest CUDA calls in the first seconds of the session",
-       Sql(f,
-           "SELECT o.name AS op, COUNT(*) AS calls, ROUND(SUM(e.duration_ns) / 1e9, 3) AS "
-           "seconds, ROUND(MAX(e.duration_ns) / 1e6, 1) AS worst_ms FROM event_rows e JOIN "
-           "op_names o ON o.id = e.op WHERE e.session = {S} AND e.pid = {P} AND e.op < 200 "
-           "AND e.ts < " +
-               std::to_string(ready) + " GROUP BY e.op ORDER BY seconds DESC")},
-      Throughput(f)};
+  SetEvidence(&x,
+              {{"the main process's CUDA calls before steady throughput (launches counted in "
+                "op_stats_seconds)",
+                CudaCalls(f) +
+                    "SELECT op, COUNT(*) AS calls, ROUND(SUM(duration_ns) / 1e9, 3) AS seconds, "
+                    "ROUND(MAX(duration_ns) / 1e6, 1) AS worst_ms FROM calls WHERE timestamp < " +
+                    std::to_string(ready) + " GROUP BY op ORDER BY seconds DESC"},
+               Throughput(f)});
   out->push_back(std::move(x));
 }
 
@@ -995,14 +1212,17 @@ void GpuSharing(const Facts& f, std::vector<Finding>* out) {
   x.metrics.push_back({"shared_seconds", static_cast<double>(shared_secs.size()), "s"});
   x.metrics.push_back({"sync_p50_inflation", inflation, "x"});
   x.metrics.push_back({"lost_s", x.lost_s, "s"});
-  x.evidence = {
-      {"CUDA calls per second of every process that used the GPU",
-       Sql(f,
-           "SELECT q.sec, q.pid, p.name, SUM(q.count) AS cuda_ops FROM op_seconds q LEFT "
-           "JOIN processes p ON p.session = q.session AND p.pid = q.pid WHERE q.session = {S} "
-           "AND q.op < 200 AND q.sec >= {FS} AND q.sec < {TS} GROUP BY q.sec, q.pid ORDER BY "
-           "q.sec, q.pid")},
-      SyncBuckets(f)};
+  SetEvidence(
+      &x,
+      {{"CUDA calls per second of every process that used the GPU",
+        Sql(f,
+            "SELECT q.sec, q.pid, p.name, SUM(q.count) AS cuda_ops FROM op_stats_seconds q "
+            "LEFT JOIN processes p ON p.session = q.session AND p.pid = q.pid WHERE q.session = "
+            "{S} AND " +
+                CudaOpCondition("q.op") +
+                " AND q.sec >= {FS} AND q.sec < {TS} GROUP BY q.sec, q.pid ORDER BY q.sec, "
+                "q.pid")},
+       SyncBuckets(f)});
   out->push_back(std::move(x));
 }
 
@@ -1031,11 +1251,13 @@ void OomKills(const Facts& f, std::vector<Finding>* out) {
       "cap other jobs' memory (systemd-run --scope -p MemoryMax=...) so the kernel "
       "does not pick the trainer");
   x.metrics.push_back({"oom_kills", static_cast<double>(kills.size()), "count"});
-  x.evidence = {
-      {"OOM kills", Sql(f,
-                        "SELECT e.ts, e.pid, p.name FROM event_rows e LEFT JOIN processes p ON "
-                        "p.session = e.session AND p.pid = e.pid WHERE e.session = {S} AND e.op "
-                        "= 210 AND e.ts >= {F} AND e.ts < {T} ORDER BY e.ts")}};
+  SetEvidence(&x, {{"OOM kills",
+                    Sql(f,
+                        "SELECT e.timestamp, e.pid, p.name FROM {EVENTS} e LEFT JOIN processes "
+                        "p ON p.session = e.session AND p.pid = e.pid WHERE {e.IN_S}e.op = '" +
+                            std::string(OpName(Op::kOomKill)) +
+                            "' AND e.timestamp >= {F} AND e.timestamp < {T} ORDER BY "
+                            "e.timestamp")}});
   out->push_back(std::move(x));
 }
 
@@ -1068,12 +1290,13 @@ void AllocFailures(const Facts& f, std::vector<Finding>* out) {
       "check for other processes on the GPU: nvidia-smi --query-compute-apps=pid,"
       "used_memory --format=csv");
   x.metrics.push_back({"failed_allocations", static_cast<double>(failed), "count"});
-  x.evidence = {{"failed allocations",
-                 Sql(f,
-                     "SELECT o.name AS op, e.ret, COUNT(*) AS calls, MAX(e.bytes) AS "
-                     "largest_bytes FROM event_rows e JOIN op_names o ON o.id = e.op WHERE "
-                     "e.session = {S} AND e.op IN (3, 4, 5, 6, 7, 102) AND e.ret != 0 AND "
-                     "e.ts >= {F} AND e.ts < {T} GROUP BY e.op, e.ret")}};
+  SetEvidence(&x, {{"failed allocations",
+                    Sql(f,
+                        "SELECT op, ret, COUNT(*) AS calls, MAX(bytes) AS largest_bytes FROM "
+                        "{EVENTS} WHERE {IN_S}op IN (" +
+                            OpNamesWhere(IsAlloc) +
+                            ") AND ret != 0 AND timestamp >= {F} AND timestamp < {T} GROUP BY op, "
+                            "ret")}});
   out->push_back(std::move(x));
 }
 

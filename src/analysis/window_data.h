@@ -17,6 +17,9 @@ namespace gw {
 
 struct WindowData {
   int64_t session = 0;
+  // The session is the file's newest: evidence SQL reads the `events` view (the newest
+  // session's rows, as the brief writes it) instead of `events_all WHERE session = N`.
+  bool newest_session = true;
   int64_t from = 0;              // session ns, inclusive
   int64_t to = 0;                // session ns, exclusive
   int64_t session_first_ts = 0;  // first event of the whole session
