@@ -6,6 +6,7 @@
 #include <queue>
 #include <set>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "analysis/explain.h"
@@ -131,11 +132,21 @@ class Exporter {
         args.push_back(
             Arg::Double("metric." + m.name + (m.unit.empty() ? "" : "_" + m.unit), m.value));
       }
-      Schedule(begin, 1,
-               perfetto::EventPacket(begin, EventType::kSliceBegin, track, title + " → " + f.effect,
-                                     "finding", args));
-      Schedule(end, 0, perfetto::SliceEndPacket(end, track));
-      ++sum_->slices;
+      // A host-side finding is drawn over the seconds its cause held the job; the others span the
+      // window their evidence covers.
+      std::vector<std::pair<uint64_t, uint64_t>> spans;
+      for (const TimeInterval& t : f.intervals) {
+        uint64_t a = Wall(t.begin_ns);
+        spans.push_back({a, std::max(Wall(t.end_ns), a + 1)});
+      }
+      if (spans.empty()) spans.push_back({begin, end});
+      for (const auto& [a, b] : spans) {
+        Schedule(a, 1,
+                 perfetto::EventPacket(a, EventType::kSliceBegin, track, title + " → " + f.effect,
+                                       "finding", args));
+        Schedule(b, 0, perfetto::SliceEndPacket(b, track));
+        ++sum_->slices;
+      }
       ++sum_->findings;
     }
   }

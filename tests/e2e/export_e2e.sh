@@ -112,12 +112,16 @@ check(cpus and sum(stat(u)["slices"] for u in cpus) > 0,
 # Findings: explain's findings over the same window, in its order.
 rep = json.load(open(w + "/explain.json"))
 fparent = [u for u, t in tracks.items() if t["name"] == "gpuwhy findings"]
-frules = []
+frules, fslices = [], []
 for u, t in sorted(tracks.items(), key=lambda x: x[1]["order"]):
     if fparent and t["parent"] == fparent[0]:
-        frules += stat(u).get("arg_values", {}).get("rule", [])
+        frules += sorted(set(stat(u).get("arg_values", {}).get("rule", [])))
+        fslices.append(stat(u)["slices"])
 want = [f["rule"] for f in rep["findings"]]
 check(frules == want and want, "findings track: %s" % frules + ("" if frules == want else " want %s" % want))
+# One slice per interval the finding's cause held the job, else one over the window.
+want_slices = [max(1, len(f["intervals"])) for f in rep["findings"]]
+check(fslices == want_slices, "finding slices %s (intervals: %s)" % (fslices, want_slices))
 
 # The drops note.
 notes = [u for u, t in tracks.items() if t["name"] == "gpuwhy notes"]
