@@ -5,8 +5,8 @@
 // segment that contains it maps it back to the file. Functions built with CET start with
 // `endbr64` (f3 0f 1e fa); a probe on that instruction traps and single-steps (~10 µs per call
 // on kernel 6.18), one placed just after it (+4) is emulated or optimised like any other, so
-// ProbeOffset() skips it. See ../../shared/FACTS.md ("Uprobe cost depends on the probed
-// function's first instruction").
+// ProbeOffset() skips it. Measured with `bench/uprobe_cost.cc` (BENCHMARKS.md, section 1):
+// a probe's cost depends on the probed function's first instruction.
 #pragma once
 
 #include <cstdint>

@@ -457,6 +457,20 @@ TEST_F(CudaSourceTest, FiltersRecordProcessesTheHostSourceTracks) {
 namespace gw {
 namespace {
 
+// Polls like the tracer's drain thread (every poll_ms) until `pid` exits, then stops the source
+// and drains what is left. Returns the wait status.
+int DrainUntilExit(CudaSource& source, pid_t pid, int poll_ms) {
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    source.Poll();
+    std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
+  }
+  source.Poll();
+  source.Stop();
+  source.Poll();
+  return status;
+}
+
 // The simulated CUDA runtime (sim/): a training loop whose runtime calls nest into the sim
 // driver through the PLT, kernels registered through __cudaRegisterFunction and resolved with
 // cuLibraryGetKernel + cuKernelGetFunction, batches pinned with cudaHostRegister.
@@ -482,16 +496,8 @@ TEST_F(CudaSourceTest, SimulatedTrainingLoop) {
           "--batch-bytes", "64K", "--malloc-per-step", "--dtoh-every", "5", nullptr);
     _exit(127);
   }
-  // Drain while it runs, like the tracer's drain thread.
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    (*source)->Poll();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  int status = DrainUntilExit(**source, pid, 1);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  (*source)->Poll();
-  (*source)->Stop();
-  (*source)->Poll();
 
   // Launches: every one counted with a kernel name; the runtime's nest into the driver's.
   int64_t runtime_launches = 0, driver_launches = 0;
@@ -644,15 +650,8 @@ TEST_F(CudaSourceTest, LaunchesStayExactWhenRuntimeLaunchProbesAreDetached) {
           "64", "--kernel-us", "1", "--batch-cpu-ms", "0", nullptr);
     _exit(127);
   }
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    (*source)->Poll();
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  int status = DrainUntilExit(**source, pid, 5);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  (*source)->Poll();
-  (*source)->Stop();
-  (*source)->Poll();
 
   EXPECT_TRUE((*source)->RuntimeLaunchesDetached());
   EXPECT_LT((*source)->LinkCount(), links_before);
