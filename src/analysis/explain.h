@@ -235,6 +235,9 @@ StatusOr<Report> Explain(StoreReader& reader, const ExplainOptions& options);
 std::string ReportToText(const Report& report);
 // "GPU 0 (H200): nvidia-smi util 83% | SM active 71% | … (median of N samples)".
 std::string GpuLine(const GpuSummary& g);
+// The job's GPU: the busiest by median activity (SM active where GPM has it, else NVML
+// utilization); nullptr without samples.
+const GpuSummary* JobGpu(const std::vector<GpuSummary>& gpus);
 // "CPU scheduling contention → CUDA throughput drop".
 std::string FindingTitle(const Finding& f);
 std::string ReportToJson(const Report& report);

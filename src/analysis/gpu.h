@@ -11,9 +11,7 @@ namespace gw {
 
 // Medians of the window's samples, per GPU.
 std::vector<GpuSummary> SummarizeGpus(const WindowData& w);
-// The job's GPU: the busiest by median activity (SM active where GPM has it, else NVML
-// utilization); nullptr without samples.
-const GpuSummary* JobGpu(const std::vector<GpuSummary>& gpus);
+
 // Fills each finding's `gpu` (and an Effect line), and the report's verdict. Needs the main
 // thread's timeline; does nothing without GPU samples.
 void AddGpuEffects(const Facts& f, Report* r);

@@ -64,9 +64,8 @@ int RunExport(const Args& args) {
                 "Reads the database read-only; the file appears only when complete.\n"
                 "docs/export.md describes both formats.");
   AddDbFlag(flags);
+  AddOutputFlags(flags);
   flags.Add({"format", FlagKind::kString, "FMT", std::string("output format: ") + kFormats, ""})
-      .Add({"output", FlagKind::kString, "FILE", "file to write (- = standard output)", ""})
-      .Add({"o", FlagKind::kString, "FILE", "the same as --output (-o FILE)", ""})
       .Add({"since", FlagKind::kDuration, "DUR",
             "only the last DUR, ending at the newest event (or --to)", ""})
       .Add({"from", FlagKind::kDuration, "DUR",
@@ -97,9 +96,9 @@ int RunExport(const Args& args) {
   if (format != "perfetto" && format != "folded") {
     return usage("unknown --format '" + format + "': choose " + kFormats);
   }
-  if (flags.Has("output") && flags.Has("o")) return usage("give one of -o and --output");
-  std::string path = flags.Has("o") ? flags.GetString("o") : flags.GetString("output");
-  if (path.empty()) return usage("-o FILE is required (- writes to standard output)");
+  std::string path_error;
+  std::string path = OutputPath(flags, &path_error);
+  if (path.empty()) return usage(path_error);
   if (path == "-" && format == "perfetto" && isatty(STDOUT_FILENO)) {
     return usage("a Perfetto trace is binary: give -o FILE, or redirect standard output");
   }

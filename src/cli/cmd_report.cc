@@ -18,8 +18,7 @@ int RunReport(const Args& args) {
                 "processes. No scripts and nothing loaded from the network. The window is\n"
                 "explain's. Reads the database read-only; the file appears only when complete.");
   AddDbFlag(flags);
-  flags.Add({"output", FlagKind::kString, "FILE", "file to write (- = standard output)", ""})
-      .Add({"o", FlagKind::kString, "FILE", "the same as --output (-o FILE)", ""});
+  AddOutputFlags(flags);
   AddExplainWindowFlags(flags, /*output_flags=*/false);
   int code = 0;
   if (!ParseOrExit(flags, args, &code)) return code;
@@ -30,9 +29,9 @@ int RunReport(const Args& args) {
   if (!flags.positionals().empty()) {
     return usage("unexpected argument '" + flags.positionals()[0] + "'");
   }
-  if (flags.Has("output") && flags.Has("o")) return usage("give one of -o and --output");
-  std::string path = flags.Has("o") ? flags.GetString("o") : flags.GetString("output");
-  if (path.empty()) return usage("-o FILE.html is required (- writes to standard output)");
+  std::string path_error;
+  std::string path = OutputPath(flags, &path_error);
+  if (path.empty()) return usage(path_error);
   StatusOr<ExplainOptions> explain = ExplainOptionsFromFlags(flags);
   if (!explain.ok()) return ReportError(explain.status());
   HtmlReportOptions options;

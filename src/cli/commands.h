@@ -50,6 +50,11 @@ struct ExplainOptions;
 void AddExplainWindowFlags(FlagSet& flags, bool output_flags = true);
 StatusOr<ExplainOptions> ExplainOptionsFromFlags(const FlagSet& flags);
 
+// -o FILE / --output FILE of the commands that write a file, and the path they give: "" with
+// *error set when both or neither were given.
+void AddOutputFlags(FlagSet& flags);
+std::string OutputPath(const FlagSet& flags, std::string* error);
+
 // --db PATH (and GPUWHY_DB / ~/.gpuwhy/gpuwhy.db).
 void AddDbFlag(FlagSet& flags);
 std::string DatabasePath(const FlagSet& flags);

@@ -39,6 +39,21 @@ void AddDbFlag(FlagSet& flags) {
              "database file ($GPUWHY_DB, else ~/.gpuwhy/gpuwhy.db of the invoking user)", ""});
 }
 
+void AddOutputFlags(FlagSet& flags) {
+  flags.Add({"output", FlagKind::kString, "FILE", "file to write (- = standard output)", ""})
+      .Add({"o", FlagKind::kString, "FILE", "the same as --output (-o FILE)", ""});
+}
+
+std::string OutputPath(const FlagSet& flags, std::string* error) {
+  if (flags.Has("output") && flags.Has("o")) {
+    *error = "give one of -o and --output";
+    return "";
+  }
+  std::string path = flags.Has("o") ? flags.GetString("o") : flags.GetString("output");
+  if (path.empty()) *error = "-o FILE is required (- writes to standard output)";
+  return path;
+}
+
 std::string DatabasePath(const FlagSet& flags) {
   std::string db = flags.GetString("db");
   return db.empty() ? DefaultDatabasePath() : db;

@@ -252,8 +252,11 @@ StatusOr<HtmlReportSummary> WriteHtmlReport(StoreReader& reader, const HtmlRepor
   w.label = r.window.label;
   const int64_t bucket_s = BucketSeconds(w.end_ns - w.begin_ns);
   const int64_t bucket_ns = bucket_s * 1'000'000'000;
+  // The job's GPU as explain chose it (the busiest), so chart and GPU line agree.
+  const GpuSummary* job_gpu = JobGpu(r.gpus);
   ASSIGN_OR_RETURN(std::vector<ActivityBucket> buckets,
-                   ReadActivityTimeline(reader, w, bucket_ns, eo.pid));
+                   ReadActivityTimeline(reader, w, bucket_ns, eo.pid,
+                                        job_gpu != nullptr ? job_gpu->gpu : -1));
 
   std::vector<Shade> shades;
   for (size_t i = 0; i < r.findings.size(); ++i) {

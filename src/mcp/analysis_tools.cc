@@ -74,10 +74,8 @@ StatusOr<ToolOutput> RunTopKernels(ReaderSource& source, const Json& json_args) 
   RETURN_IF_ERROR(args.Int("limit", 1, 20, &limit));
   ASSIGN_OR_RETURN(StoreReader * reader, source.Get());
   ASSIGN_OR_RETURN(SessionWindow w, ResolveToolWindow(*reader, args));
-  ASSIGN_OR_RETURN(KernelLaunches launches, ReadKernelLaunches(*reader, w, 5000));
-  if (pid) {
-    std::erase_if(launches.rows, [&](const KernelLaunchRow& r) { return r.pid != *pid; });
-  }
+  ASSIGN_OR_RETURN(KernelLaunches launches,
+                   ReadKernelLaunches(*reader, w, 5000, pid ? static_cast<int32_t>(*pid) : 0));
   KernelSummary k = SummarizeKernels(launches.rows, launches.launches_once,
                                      static_cast<double>(w.end_ns - w.begin_ns) / 1e9);
   if (limit && k.top.size() > static_cast<size_t>(*limit)) k.top.resize(*limit);

@@ -31,21 +31,7 @@ StatusOr<ExportSession> ReadExportSession(StoreReader& reader, const SessionWind
   if (!found) {
     return NotFound("session " + std::to_string(window.session) + " is not in " + reader.path());
   }
-  RETURN_IF_ERROR(reader.ForEach(
-      "SELECT pid, COALESCE(ppid, 0), name, COALESCE(cmdline, ''), tracked, first_ts, exit_ts, "
-      "exit_code FROM processes WHERE session = ?1",
-      {window.session}, [&](sqlite3_stmt* s) {
-        ProcessRecord p;
-        p.pid = static_cast<int32_t>(sqlite3_column_int64(s, 0));
-        p.ppid = static_cast<int32_t>(sqlite3_column_int64(s, 1));
-        p.name = ColText(s, 2);
-        p.cmdline = ColText(s, 3);
-        p.tracked = sqlite3_column_int64(s, 4) != 0;
-        p.first_ts = ColInt(s, 5);
-        p.exit_ts = ColInt(s, 6);
-        p.exit_code = ColInt(s, 7);
-        x.processes[p.pid] = p;
-      }));
+  RETURN_IF_ERROR(ReadProcesses(reader, window.session, &x.processes));
   const std::vector<int64_t> range = {window.session, window.begin_ns, window.end_ns};
   RETURN_IF_ERROR(reader.ForEach(
       "SELECT COUNT(*) FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3", range,

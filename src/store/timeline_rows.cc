@@ -11,7 +11,8 @@ namespace gw {
 
 StatusOr<std::vector<ActivityBucket>> ReadActivityTimeline(StoreReader& reader,
                                                            const SessionWindow& window,
-                                                           int64_t bucket_ns, int32_t pid) {
+                                                           int64_t bucket_ns, int32_t pid,
+                                                           int32_t gpu) {
   if (bucket_ns < 1'000'000) return InvalidArgument("timeline buckets must be ≥ 1 ms");
   const int64_t begin = std::max<int64_t>(0, window.begin_ns);
   const int64_t first = begin / bucket_ns;
@@ -57,14 +58,11 @@ StatusOr<std::vector<ActivityBucket>> ReadActivityTimeline(StoreReader& reader,
           b->cuda_calls += sqlite3_column_int64(s, 1);
         }
       }));
-  ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
-  if (version >= 4) {
+  if (gpu >= 0) {  // samples exist only from schema 4 on, and the caller found some
     RETURN_IF_ERROR(reader.ForEach(
         "SELECT ts / ?4, AVG(COALESCE(sm_active_pct, util_pct)) FROM gpu_samples WHERE "
-        "session = ?1 AND ts >= ?2 AND ts < ?3 AND gpu = (SELECT gpu FROM gpu_samples WHERE "
-        "session = ?1 GROUP BY gpu ORDER BY AVG(COALESCE(sm_active_pct, util_pct)) DESC "
-        "LIMIT 1) GROUP BY 1",
-        {window.session, window.begin_ns, window.end_ns, bucket_ns}, [&](sqlite3_stmt* s) {
+        "session = ?1 AND ts >= ?2 AND ts < ?3 AND gpu = ?5 GROUP BY 1",
+        {window.session, window.begin_ns, window.end_ns, bucket_ns, gpu}, [&](sqlite3_stmt* s) {
           ActivityBucket* b = at(sqlite3_column_int64(s, 0));
           if (b != nullptr && sqlite3_column_type(s, 1) != SQLITE_NULL) {
             b->gpu_active_pct = sqlite3_column_double(s, 1);

@@ -22,9 +22,11 @@ struct ActivityBucket {
 };
 
 // Every bucket of the window, empty ones included, oldest first. `pid` > 0 narrows the CUDA
-// rows to that process (switches stay machine-wide, as in the brief).
+// rows to that process (switches stay machine-wide, as in the brief); `gpu` ≥ 0 is the GPU
+// whose NVML samples fill gpu_active_pct (< 0: none).
 StatusOr<std::vector<ActivityBucket>> ReadActivityTimeline(StoreReader& reader,
                                                            const SessionWindow& window,
-                                                           int64_t bucket_ns, int32_t pid);
+                                                           int64_t bucket_ns, int32_t pid,
+                                                           int32_t gpu);
 
 }  // namespace gw

@@ -43,8 +43,27 @@ std::string RawColumns(bool wakers) {
 
 }  // namespace
 
+Status ReadProcesses(StoreReader& reader, int64_t session,
+                     std::map<int32_t, ProcessRecord>* out) {
+  return reader.ForEach(
+      "SELECT pid, COALESCE(ppid, 0), name, COALESCE(cmdline, ''), tracked, first_ts, exit_ts, "
+      "exit_code FROM processes WHERE session = ?1",
+      {session}, [&](sqlite3_stmt* s) {
+        ProcessRecord p;
+        p.pid = static_cast<int32_t>(sqlite3_column_int64(s, 0));
+        p.ppid = static_cast<int32_t>(sqlite3_column_int64(s, 1));
+        p.name = ColText(s, 2);
+        p.cmdline = ColText(s, 3);
+        p.tracked = sqlite3_column_int64(s, 4) != 0;
+        p.first_ts = ColInt(s, 5);
+        p.exit_ts = ColInt(s, 6);
+        p.exit_code = ColInt(s, 7);
+        (*out)[p.pid] = std::move(p);
+      });
+}
+
 StatusOr<KernelLaunches> ReadKernelLaunches(StoreReader& reader, const SessionWindow& window,
-                                            int64_t max_rows) {
+                                            int64_t max_rows, int32_t pid) {
   KernelLaunches k;
   ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
   if (version >= 5) {
@@ -55,10 +74,10 @@ StatusOr<KernelLaunches> ReadKernelLaunches(StoreReader& reader, const SessionWi
   RETURN_IF_ERROR(reader.ForEach(
       std::string("SELECT q.pid, q.op, COALESCE(s.text, ''), SUM(q.count) FROM op_seconds q "
                   "LEFT JOIN strings s ON s.id = q.name_id WHERE q.session = ?1 AND q.sec >= ?2 "
-                  "AND q.sec <= ?3 AND q.op IN (") +
+                  "AND q.sec <= ?3 AND (?5 = 0 OR q.pid = ?5) AND q.op IN (") +
           kLaunchOpList + ") GROUP BY q.pid, q.op, q.name_id ORDER BY 4 DESC LIMIT ?4",
       {window.session, window.begin_ns / 1'000'000'000, (window.end_ns - 1) / 1'000'000'000,
-       max_rows},
+       max_rows, pid},
       [&](sqlite3_stmt* s) {
         std::optional<Op> op = OpFromId(sqlite3_column_int64(s, 1));
         if (!op) return;
@@ -82,14 +101,12 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
   bool v3 = version >= 3;
   RETURN_IF_ERROR(reader.ForEach(
       std::string("SELECT COALESCE(cores, 0), drops, ") +
-          (v3 ? "COALESCE(tracer_pid, 0)" : "0") + ", " +
-          (version >= 5 ? "COALESCE(launches_once, 0)" : "0") + " FROM sessions WHERE id = ?1",
+          (v3 ? "COALESCE(tracer_pid, 0)" : "0") + " FROM sessions WHERE id = ?1",
       {session}, [&](sqlite3_stmt* s) {
         found = true;
         w.cores = sqlite3_column_int64(s, 0);
         w.drops = sqlite3_column_int64(s, 1);
         w.tracer_pid = static_cast<int32_t>(sqlite3_column_int64(s, 2));
-        w.launches_once = sqlite3_column_int64(s, 3) != 0;
       }));
   if (!found) {
     return NotFound("session " + std::to_string(session) + " is not in " + reader.path() +
@@ -99,21 +116,7 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
   const std::string raw_columns = RawColumns(v3);
   const std::vector<int64_t> range = {session, window.begin_ns, window.end_ns};
 
-  RETURN_IF_ERROR(reader.ForEach(
-      "SELECT pid, COALESCE(ppid, 0), name, COALESCE(cmdline, ''), tracked, first_ts, exit_ts, "
-      "exit_code FROM processes WHERE session = ?1",
-      {session}, [&](sqlite3_stmt* s) {
-        ProcessRecord p;
-        p.pid = static_cast<int32_t>(sqlite3_column_int64(s, 0));
-        p.ppid = static_cast<int32_t>(sqlite3_column_int64(s, 1));
-        p.name = ColText(s, 2);
-        p.cmdline = ColText(s, 3);
-        p.tracked = sqlite3_column_int64(s, 4) != 0;
-        p.first_ts = ColInt(s, 5);
-        p.exit_ts = ColInt(s, 6);
-        p.exit_code = ColInt(s, 7);
-        w.processes[p.pid] = p;
-      }));
+  RETURN_IF_ERROR(ReadProcesses(reader, session, &w.processes));
 
   // Tracked processes' rows (launches excluded), plus OOM kills of any process.
   RETURN_IF_ERROR(reader.ForEach(
@@ -140,8 +143,9 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
       [&](sqlite3_stmt* s) { w.launch_samples.push_back(ReadRawEvent(s)); }));
 
   ASSIGN_OR_RETURN(KernelLaunches kernels,
-                   ReadKernelLaunches(reader, window, options.max_kernel_rows));
+                   ReadKernelLaunches(reader, window, options.max_kernel_rows, 0));
   w.kernel_launches = std::move(kernels.rows);
+  w.launches_once = kernels.launches_once;
 
   RETURN_IF_ERROR(reader.ForEach(
       "SELECT sec, pid, op, SUM(count), SUM(total_ns), MAX(max_ns) FROM op_seconds "
@@ -251,9 +255,6 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
           d.gpm_supported = sqlite3_column_int64(s, 2) != 0;
           w.gpu_devices.push_back(std::move(d));
         }));
-    auto opt_int = [](sqlite3_stmt* s, int i) {
-      return sqlite3_column_type(s, i) == SQLITE_NULL ? kNull : sqlite3_column_int64(s, i);
-    };
     auto opt_pct = [](sqlite3_stmt* s, int i) {
       return sqlite3_column_type(s, i) == SQLITE_NULL ? -1.0 : sqlite3_column_double(s, i);
     };
@@ -266,16 +267,16 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
           GpuSample x;
           x.ts_ns = sqlite3_column_int64(s, 0);
           x.gpu = static_cast<int32_t>(sqlite3_column_int64(s, 1));
-          x.util_pct = opt_int(s, 2);
-          x.mem_util_pct = opt_int(s, 3);
+          x.util_pct = ColInt(s, 2);
+          x.mem_util_pct = ColInt(s, 3);
           x.sm_active_pct = opt_pct(s, 4);
           x.sm_occupancy_pct = opt_pct(s, 5);
           x.tensor_active_pct = opt_pct(s, 6);
           x.dram_bw_pct = opt_pct(s, 7);
-          x.sm_clock_mhz = opt_int(s, 8);
-          x.power_mw = opt_int(s, 9);
-          x.throttle_reasons = opt_int(s, 10);
-          x.mem_used_bytes = opt_int(s, 11);
+          x.sm_clock_mhz = ColInt(s, 8);
+          x.power_mw = ColInt(s, 9);
+          x.throttle_reasons = ColInt(s, 10);
+          x.mem_used_bytes = ColInt(s, 11);
           w.gpu_samples.push_back(x);
         }));
   }

@@ -136,13 +136,18 @@ struct WindowRows {
 StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& window,
                                     const WindowRowsOptions& options);
 
-// Launches per (pid, op, kernel) over the window, most launched first, at most max_rows; and
+// Launches per (pid, op, kernel) over the window, most launched first, at most max_rows, of one
+// process (pid > 0) or all (0); and
 // whether the session counted each launch once (sessions.launches_once).
 struct KernelLaunches {
   std::vector<KernelLaunchRow> rows;
   bool launches_once = false;
 };
 StatusOr<KernelLaunches> ReadKernelLaunches(StoreReader& reader, const SessionWindow& window,
-                                            int64_t max_rows);
+                                            int64_t max_rows, int32_t pid);
+
+// Every process of a session (processes table), by pid.
+Status ReadProcesses(StoreReader& reader, int64_t session,
+                     std::map<int32_t, ProcessRecord>* out);
 
 }  // namespace gw

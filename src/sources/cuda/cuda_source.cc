@@ -440,20 +440,22 @@ Status CudaSource::AttachLibrary(const CudaLibrary& library) {
                   std::string("attach ") + (retprobe ? "uretprobe " : "uprobe ") + symbol +
                       " in " + library.path + ": " + std::strerror(err) + PrivilegeHint(err));
   };
-  auto runtime_launches = [&](const Group& group) {
-    return library.kind == CudaLibKind::kRuntime && group.program == skel->progs.gw_cuda_launch;
-  };
   for (const Group& group : groups) {
     if (group.offsets.empty()) continue;
+    // A runtime library's launch probes go to their own links: they may be detached later.
+    bool runtime_launches =
+        library.kind == CudaLibKind::kRuntime && group.program == skel->progs.gw_cuda_launch;
+    std::vector<ScopedFd>& fds =
+        runtime_launches ? attached->launch_multi_links : attached->multi_links;
+    std::vector<ScopedLink>& links = runtime_launches ? attached->launch_links : attached->links;
+    size_t& count = runtime_launches ? attached->launch_probes : attached->probes;
     if (multi_links_) {
       int prog_fd = bpf_program__fd(group.program);
       int fd = CreateUprobeMultiLink(prog_fd, library.path, group.offsets, group.cookies,
                                      group.retprobe);
       if (fd >= 0) {
-        (runtime_launches(group) ? attached->launch_multi_links : attached->multi_links)
-            .emplace_back(fd);
-        (runtime_launches(group) ? attached->launch_probes : attached->probes) +=
-            group.offsets.size();
+        fds.emplace_back(fd);
+        count += group.offsets.size();
         continue;
       }
       // One bad offset fails the whole link: attach one by one to find it and keep the rest.
@@ -466,9 +468,8 @@ Status CudaSource::AttachLibrary(const CudaLibrary& library) {
           AddNote(status.message());
           continue;
         }
-        (runtime_launches(group) ? attached->launch_multi_links : attached->multi_links)
-            .emplace_back(fd);
-        (runtime_launches(group) ? attached->launch_probes : attached->probes) += 1;
+        fds.emplace_back(fd);
+        count += 1;
       }
       continue;
     }
@@ -484,11 +485,11 @@ Status CudaSource::AttachLibrary(const CudaLibrary& library) {
         AddNote(status.message());
         continue;
       }
-      (runtime_launches(group) ? attached->launch_links : attached->links).emplace_back(link);
-      (runtime_launches(group) ? attached->launch_probes : attached->probes) += 1;
+      links.emplace_back(link);
+      count += 1;
     }
   }
-  size_t probes = attached->probes;
+  size_t probes = attached->probes + attached->launch_probes;
   std::string note = "cuda: attached " + std::to_string(probes) + " probes to " +
                      library.path +
                      (library.kind == CudaLibKind::kRuntime ? " (runtime)" : " (driver)");
@@ -557,6 +558,12 @@ size_t CudaSource::LinkCount() const {
 }
 
 void CudaSource::DetachNestedRuntimeLaunches() {
+  {
+    std::lock_guard<std::mutex> lock(attach_mu_);
+    bool any = false;
+    for (const auto& library : libraries_) any |= library->launch_probes > 0;
+    if (!any) return;  // nothing attached that could be detached
+  }
   int cpus = libbpf_num_possible_cpus();
   if (cpus <= 0) return;
   std::vector<uint64_t> values(static_cast<size_t>(cpus));

@@ -457,6 +457,16 @@ TEST_F(CudaSourceTest, FiltersRecordProcessesTheHostSourceTracks) {
 namespace gw {
 namespace {
 
+// The source on the simulated runtime's libraries only.
+CudaSourceOptions SimOptions() {
+  const std::string sim = GW_SIM_DIR;
+  CudaSourceOptions options;
+  options.discover = false;
+  options.libraries = {sim + "/lib/libcudart.so.13", sim + "/lib/libcuda.so.1"};
+  options.ring_bytes = 4 << 20;
+  return options;
+}
+
 // Polls like the tracer's drain thread (every poll_ms) until `pid` exits, then stops the source
 // and drains what is left. Returns the wait status.
 int DrainUntilExit(CudaSource& source, pid_t pid, int poll_ms) {
@@ -476,10 +486,7 @@ int DrainUntilExit(CudaSource& source, pid_t pid, int poll_ms) {
 // cuLibraryGetKernel + cuKernelGetFunction, batches pinned with cudaHostRegister.
 TEST_F(CudaSourceTest, SimulatedTrainingLoop) {
   const std::string sim = GW_SIM_DIR;
-  CudaSourceOptions options;
-  options.discover = false;
-  options.libraries = {sim + "/lib/libcudart.so.13", sim + "/lib/libcuda.so.1"};
-  options.ring_bytes = 4 << 20;
+  CudaSourceOptions options = SimOptions();
   options.launch_sample_every = 8;
   auto source = CudaSource::Create(options);
   ASSERT_TRUE(source.ok()) << source.status().message();
@@ -578,10 +585,7 @@ TEST_F(CudaSourceTest, LateAttachNamesEveryLaunchOfAStrippedJob) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   ASSERT_EQ(waitpid(pid, nullptr, WNOHANG), 0) << "the job ended before the attach";
 
-  CudaSourceOptions options;
-  options.discover = false;
-  options.libraries = {sim + "/lib/libcudart.so.13", sim + "/lib/libcuda.so.1"};
-  options.ring_bytes = 4 << 20;
+  CudaSourceOptions options = SimOptions();
   auto source = CudaSource::Create(options);
   ASSERT_TRUE(source.ok()) << source.status().message();
   TestSink sink;
@@ -632,10 +636,7 @@ TEST_F(CudaSourceTest, LaunchesStayExactWhenRuntimeLaunchProbesAreDetached) {
   std::filesystem::path dir = std::filesystem::temp_directory_path() /
                               ("gw_detach_counts_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
-  CudaSourceOptions options;
-  options.discover = false;
-  options.libraries = {sim + "/lib/libcudart.so.13", sim + "/lib/libcuda.so.1"};
-  options.ring_bytes = 4 << 20;
+  CudaSourceOptions options = SimOptions();
   auto source = CudaSource::Create(options);
   ASSERT_TRUE(source.ok()) << source.status().message();
   TestSink sink;
