@@ -10,3 +10,6 @@ target_link_libraries(gw_static_bpf INTERFACE ${GW_LIBBPF_A} ${GW_LIBELF_A} ${GW
 
 add_library(gw_static_sqlite INTERFACE)
 target_link_libraries(gw_static_sqlite INTERFACE ${GW_LIBSQLITE_A} m dl Threads::Threads)
+
+add_library(gw_static_z INTERFACE)
+target_link_libraries(gw_static_z INTERFACE ${GW_LIBZ_A})

@@ -11,6 +11,7 @@ packages=(
   man-db groff-base  # make deb / packaging_e2e: man -l and groff -ww check the generated pages
   protobuf-compiler  # export_e2e: protoc --decode_raw reads the Perfetto traces back
   chromium  # report_e2e: opens the HTML report headless (DOM, console, screenshot)
+  clickhouse-server  # clickhouse_e2e: a real server for trace --sink, fleet, query/explain --clickhouse
 )
 # Node.js and npm (for the MCP SDK client test) and python3 may come from the machine image
 # rather than Debian (NodeSource's nodejs bundles npm and conflicts with Debian's npm): only
@@ -38,3 +39,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The tests start their own servers on free ports; the packages' own services are not needed.
+for service in clickhouse-server; do
+  $SUDO systemctl disable --now "$service" >/dev/null 2>&1 || true
+done

@@ -88,6 +88,8 @@ Status Tracer::Start() {
   if (options_.record) {
     WriterOptions wo;
     wo.max_db_bytes = options_.max_db_bytes;
+    wo.outbox = options_.outbox;
+    if (options_.outbox_max_bytes > 0) wo.outbox_max_bytes = options_.outbox_max_bytes;
     ASSIGN_OR_RETURN(writer_, StoreWriter::Create(options_.db_path, wo));
     HostInfo hi = ReadHostInfo();
     SessionInfo info;
@@ -106,6 +108,7 @@ Status Tracer::Start() {
     info.tracer_pid = static_cast<int32_t>(getpid());
     ASSIGN_OR_RETURN(int64_t session, writer_->BeginSession(info));
     (void)session;
+    if (options_.on_session) RETURN_IF_ERROR(options_.on_session(writer_.get()));
   }
 
   SourceContext context;
@@ -339,6 +342,7 @@ StatusOr<TraceSummary> Tracer::Stop() {
     totals.drops_detail = DropsJson(summary.drops_detail);
     Status end = writer_->EndSession(totals);
     summary.events_written = writer_->stats().events_written;
+    if (options_.on_closing) options_.on_closing(&summary);
     Status closed = writer_->Close();
     // A failed write with the session closed behind it is reported with the summary; a
     // session that could not be closed either is an error of its own.

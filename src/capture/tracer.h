@@ -37,6 +37,8 @@
 
 namespace gw {
 
+struct TraceSummary;
+
 struct TracerOptions {
   std::string session_kind = "trace";  // sessions.kind: "job" for `trace -- CMD`
   int64_t duration_ns = 0;  // 0: until Ctrl-C / SIGTERM
@@ -57,6 +59,13 @@ struct TracerOptions {
   int64_t gpu_interval_ns = 100'000'000;
   std::string nvml_lib;
   FILE* json_out = nullptr;
+  // A follower of the recording (trace --sink): the writer also spools every committed row in
+  // its outbox; `on_session` runs once the session row exists, `on_closing` after the session
+  // is closed and before the writer closes (so the follower can send the last rows).
+  bool outbox = false;
+  int64_t outbox_max_bytes = 0;  // 0 = the writer's default
+  std::function<Status(StoreWriter*)> on_session;
+  std::function<void(TraceSummary*)> on_closing;
   std::string version;
   std::string command_line;
   HostOptions host;

@@ -1,6 +1,8 @@
 #include <cstdio>
 
 #include "analysis/explain.h"
+#include "base/table.h"
+#include "base/text.h"
 #include "cli/commands.h"
 #include "store/reader.h"
 
@@ -43,6 +45,8 @@ int RunExplain(const Args& args) {
                 "the database read-only; needs no privilege.");
   AddDbFlag(flags);
   AddExplainWindowFlags(flags);
+  AddClickHouseFlags(flags, "with --clickhouse: the node to explain (its newest session, or "
+                            "--session ID of that node)");
   int code = 0;
   if (!ParseOrExit(flags, args, &code)) return code;
   if (!flags.positionals().empty()) {
@@ -52,7 +56,27 @@ int RunExplain(const Args& args) {
   }
   StatusOr<ExplainOptions> options = ExplainOptionsFromFlags(flags);
   if (!options.ok()) return ReportError(options.status());
-  auto reader = StoreReader::Open(DatabasePath(flags));
+  std::string path = DatabasePath(flags);
+  std::optional<ImportedNode> imported;
+  if (flags.Has("clickhouse")) {
+    // The node's session is replayed into a scratch file and explained like a local one.
+    // Without --since/--from/--to, the whole session is read (a job session's window is all
+    // of it); with --since, its last since plus a minute.
+    StatusOr<ImportedNode> node = ImportClickHouseNode(flags, options->window.session,
+                                                       options->window.since_ns);
+    if (!node.ok()) return ReportError(node.status());
+    imported.emplace(std::move(*node));
+    path = imported->db_path;
+    options->window.session = 0;  // the scratch file holds that one session
+    std::fprintf(stderr, "gpuwhy explain: node %s, session %lld from %s (%s events read)\n",
+                 TerminalSafe(imported->result.session.node).c_str(),
+                 static_cast<long long>(imported->result.session.id),
+                 imported->source.c_str(),
+                 WithThousands(imported->result.events).c_str());
+  } else if (flags.Has("node")) {
+    return ReportError(InvalidArgument("--node goes with --clickhouse URL"));
+  }
+  auto reader = StoreReader::Open(path);
   if (!reader.ok()) return ReportError(reader.status());
   StatusOr<Report> report = Explain(**reader, *options);
   if (!report.ok()) return ReportError(report.status());

@@ -14,6 +14,10 @@ int RunQuery(const Args& args) {
                 "changes, extension loading and SQL functions off gpuwhy's allow-list are\n"
                 "refused; one value is at most 64 MiB. Rows are printed as they are read.");
   AddDbFlag(flags);
+  AddClickHouseFlags(flags,
+                     "with --clickhouse: run the SQL against this node's views (events, "
+                     "process_names, events_all: its newest session), so the brief's SQL runs "
+                     "unchanged; without it, the gw_ tables of every node");
   flags.Add({"json", FlagKind::kBool, "", "print rows as a JSON array of objects", ""})
       .Add({"csv", FlagKind::kBool, "", "print rows as CSV", ""})
       .Add({"limit", FlagKind::kInt, "N", "print at most N rows (0 = all)", "1000"})
@@ -29,8 +33,6 @@ int RunQuery(const Args& args) {
     std::fprintf(stderr, "gpuwhy query: choose one of --json and --csv\n");
     return kExitUsage;
   }
-  auto reader = StoreReader::Open(DatabasePath(flags));
-  if (!reader.ok()) return ReportError(reader.status());
   QueryOptions options;
   options.max_rows = flags.GetInt("limit", 1000);
   if (options.max_rows < 0) {
@@ -41,6 +43,16 @@ int RunQuery(const Args& args) {
   TableFormat format = flags.GetBool("json")  ? TableFormat::kJson
                        : flags.GetBool("csv") ? TableFormat::kCsv
                                               : TableFormat::kText;
+  if (flags.Has("clickhouse")) {
+    return RunClickHouseQuery(flags, flags.positionals()[0], format, options.max_rows,
+                              options.timeout_ms);
+  }
+  if (flags.Has("node")) {
+    std::fprintf(stderr, "gpuwhy query: --node goes with --clickhouse URL\n");
+    return kExitUsage;
+  }
+  auto reader = StoreReader::Open(DatabasePath(flags));
+  if (!reader.ok()) return ReportError(reader.status());
   // Rows are printed as they are read (CSV and JSON row by row, text in aligned blocks of
   // kTextBlock rows), so memory stays flat with --limit 0.
   constexpr size_t kTextBlock = 10000;

@@ -16,6 +16,8 @@
 #include "base/table.h"
 #include "base/text.h"
 #include "capture/tracer.h"
+#include "clickhouse/schema.h"
+#include "clickhouse/sink.h"
 #include "cli/child_process.h"
 #include "cli/commands.h"
 #include "discover/cuda_libs.h"
@@ -198,6 +200,17 @@ int RunTrace(const Args& all_args) {
   flags.Add({"json", FlagKind::kBool, "", "stream events as JSON lines instead of the live view",
              ""});
   flags.Add({"quiet", FlagKind::kBool, "", "print only the final summary", ""});
+  flags.Add({"sink", FlagKind::kString, "URL",
+             "also stream every row to ClickHouse: clickhouse://[USER[:PASS]@]HOST[:PORT][/DB] "
+             "(HTTP port, default 8123, database gpuwhy); rows wait in the database while it "
+             "is unreachable and are sent later (docs/clickhouse.md)",
+             ""});
+  flags.Add({"node", FlagKind::kString, "NAME",
+             "this host's name in ClickHouse (with --sink); default: the host name", ""});
+  flags.Add({"sink-spool", FlagKind::kSize, "SIZE",
+             "with --sink: at most this much unsent data waits in the database; beyond it the "
+             "oldest unsent rows are dropped from the spool (still kept locally) and counted",
+             "512M"});
   flags.Add({"poll-interval", FlagKind::kDuration, "DUR",
              "how often the ring buffers are drained (1ms-100ms); shorter costs the agent more "
              "CPU",
@@ -273,6 +286,64 @@ int RunTrace(const Args& all_args) {
   options.version = VersionString();
   options.command_line = CommandLine();
 
+  std::optional<SinkOptions> sink_options;
+  if (std::string url = flags.GetString("sink", ""); !url.empty() || flags.Has("sink")) {
+    StatusOr<ClickHouseUrl> parsed = ParseClickHouseUrl(url);
+    if (!parsed.ok()) return ReportError(parsed.status().WithContext("--sink"));
+    if (!options.record) {
+      return ReportError(InvalidArgument(
+          "--sink forwards what is recorded: it cannot be used with --record=false"));
+    }
+    sink_options.emplace();
+    sink_options->url = *parsed;
+    sink_options->node = flags.GetString("node", ReadHostInfo().host);
+    if (Status st = ValidateNodeName(sink_options->node); !st.ok()) return ReportError(st);
+    options.outbox = true;
+    options.outbox_max_bytes = flags.GetSizeBytes("sink-spool", int64_t{512} << 20);
+    if (options.outbox_max_bytes < (int64_t{1} << 20)) {
+      return ReportError(InvalidArgument("--sink-spool must be at least 1M"));
+    }
+  } else if (flags.Has("node") || flags.Has("sink-spool")) {
+    return ReportError(InvalidArgument("--node and --sink-spool go with --sink URL"));
+  }
+  std::unique_ptr<ClickHouseSink> sink;
+  StoreWriter* sink_writer = nullptr;
+  if (sink_options) {
+    options.on_session = [&](StoreWriter* writer) -> Status {
+      sink_writer = writer;
+      ASSIGN_OR_RETURN(sink, ClickHouseSink::Start(writer, *sink_options));
+      return Status::Ok();
+    };
+    options.on_closing = [&](TraceSummary* summary) {
+      if (!sink) return;
+      sink->Finish(10'000);  // the last rows, and the session row with its totals
+      SinkStats st = sink->stats();
+      std::string note = "sink: " + WithThousands(st.rows_sent) + " rows sent to " +
+                         sink_options->url.Display() + " as node " + sink_options->node;
+      if (st.duplicates_skipped > 0) {
+        note += " (" + WithThousands(st.duplicates_skipped) +
+                " batches found already there after an unanswered request)";
+      }
+      summary->notes.push_back(note);
+      if (st.rows_rejected > 0) {
+        summary->notes.push_back("sink: ClickHouse refused " + WithThousands(st.rows_rejected) +
+                                 " rows: " + st.last_error);
+      }
+      StatusOr<OutboxStatus> left = sink_writer->OutboxState();
+      if (left.ok() && left->rows > 0) {
+        summary->notes.push_back(
+            "sink: " + WithThousands(left->rows) + " rows wait in " + summary->db_path +
+            " (ClickHouse: " + (st.last_error.empty() ? "slow" : st.last_error) +
+            "); the next `gpuwhy trace --sink` on this file sends them");
+      }
+      if (left.ok() && left->rows_dropped > 0) {
+        summary->notes.push_back("sink: " + WithThousands(left->rows_dropped) +
+                                 " rows were dropped from the spool unsent (over --sink-spool); "
+                                 "they are still in the local file");
+      }
+    };
+  }
+
   if (!command.empty() && (!options.pids.empty() || !options.comms.empty())) {
     return ReportError(InvalidArgument("-- COMMAND traces that job and its descendants; --pid and "
                                    "--comm are for jobs already running — use one or the other"));
@@ -310,7 +381,10 @@ int RunTrace(const Args& all_args) {
   sigaction(SIGHUP, &sa, nullptr);  // an ssh disconnect: flush and close the session too
   signal(SIGPIPE, SIG_IGN);
 
-  if (Status st = tracer->Start(); !st.ok()) return ReportError(st);
+  if (Status st = tracer->Start(); !st.ok()) {
+    sink.reset();  // its thread reads the writer, which goes with the tracer
+    return ReportError(st);
+  }
   if (job.has_value()) {
     if (Status st = job->Release(); !st.ok()) {
       (void)tracer->Stop();

@@ -15,6 +15,8 @@ const std::vector<Command>& AllCommands() {
        RunReport},
       {"demo", "record a synthetic scenario (no root, no GPU) and explain it", RunDemo},
       {"diff", "compare two recordings before/after a fix", RunDiff},
+      {"fleet", "rank the nodes in ClickHouse by GPU-feed time lost, with each one's top finding",
+       RunFleet},
       {"query", "run read-only SQL against a recording", RunQuery},
       {"sessions", "list the recording sessions in a database (span, events, size)", RunSessions},
       {"prune", "remove old recording sessions from a database", RunPrune},

@@ -1,11 +1,14 @@
 // The gpuwhy commands. Each lives in cmd_<name>.cc and is registered in commands.cc.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/flags.h"
 #include "base/status.h"
+#include "base/table.h"
+#include "clickhouse/import.h"
 
 namespace gw {
 
@@ -23,6 +26,7 @@ int RunCheck(const Args& args);
 int RunDemo(const Args& args);
 int RunDiff(const Args& args);
 int RunExplain(const Args& args);
+int RunFleet(const Args& args);
 int RunExport(const Args& args);
 int RunMcp(const Args& args);
 int RunPrune(const Args& args);
@@ -54,6 +58,21 @@ StatusOr<ExplainOptions> ExplainOptionsFromFlags(const FlagSet& flags);
 // *error set when both or neither were given.
 void AddOutputFlags(FlagSet& flags);
 std::string OutputPath(const FlagSet& flags, std::string* error);
+
+// --clickhouse URL and --node NAME of the commands that can read ClickHouse (cmd_fleet.cc).
+void AddClickHouseFlags(FlagSet& flags, const char* node_help);
+// One node's session from ClickHouse, replayed into a scratch file that goes with the value.
+struct ImportedNode {
+  ScratchDir dir;
+  std::string db_path;
+  ImportResult result;
+  std::string source;  // the ClickHouse URL without its password
+};
+StatusOr<ImportedNode> ImportClickHouseNode(const FlagSet& flags, int64_t session,
+                                            std::optional<int64_t> since_ns);
+// `query --clickhouse`: the SQL runs in ClickHouse (the node's views with --node), read-only.
+int RunClickHouseQuery(const FlagSet& flags, const std::string& sql, TableFormat format,
+                       int64_t limit, int64_t timeout_ms);
 
 // --db PATH (and GPUWHY_DB / ~/.gpuwhy/gpuwhy.db).
 void AddDbFlag(FlagSet& flags);

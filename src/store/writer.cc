@@ -124,6 +124,13 @@ StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& pa
           sqlite3_column_int64(all.get(), 0);
     }
   }
+  if (options.outbox) {
+    ASSIGN_OR_RETURN(uint64_t spool, EnsureOutbox(writer->db_.get()));
+    (void)spool;
+    ASSIGN_OR_RETURN(OutboxStatus waiting, ReadOutboxStatus(writer->db_.get()));
+    writer->outbox_bytes_ = waiting.bytes;
+    for (const auto& [text, id] : writer->string_ids_) writer->outbox_encoder_.AddString(id, text);
+  }
   writer->thread_ = std::thread([w = writer.get()] { w->Run(); });
   return writer;
 }
@@ -223,6 +230,13 @@ StatusOr<int64_t> StoreWriter::BeginSession(const SessionInfo& info) {
   session_id_ = sqlite3_last_insert_rowid(db);
   newest_sec_ = 0;
   newest_ts_ = kNull;
+  session_info_ = info;
+  outbox_encoder_.SetSession(session_id_, info.wall_start_ns);
+  if (options_.outbox) {
+    std::string row = outbox_encoder_.Session(info, nullptr);
+    RETURN_IF_ERROR(InsertOutboxEntry(db, kOutboxSessions, 1, row));
+    outbox_bytes_ += static_cast<int64_t>(row.size());
+  }
   return session_id_;
 }
 
@@ -243,7 +257,14 @@ Status StoreWriter::EndSession(const SessionTotals& totals) {
   sqlite3_bind_int64(stmt.get(), 3, totals.drops);
   BindText(stmt.get(), 4, totals.drops_detail.empty() ? "{}" : totals.drops_detail);
   sqlite3_bind_int64(stmt.get(), 5, session_id_);
-  return StepDone(db, stmt.get(), "update session totals");
+  RETURN_IF_ERROR(StepDone(db, stmt.get(), "update session totals"));
+  if (options_.outbox) {
+    // A later entry of the same session row: the remote table keeps the newest.
+    std::string row = outbox_encoder_.Session(session_info_, &totals);
+    RETURN_IF_ERROR(InsertOutboxEntry(db, kOutboxSessions, 1, row));
+    outbox_bytes_ += static_cast<int64_t>(row.size());
+  }
+  return Status::Ok();
 }
 
 void StoreWriter::AppendEvents(const Event* events, size_t count) {
@@ -629,6 +650,7 @@ Status StoreWriter::CommitBatch(std::vector<Event>& events, std::vector<ProcessI
       sqlite3_bind_int64(insert_string_.get(), 1, id);
       BindText(insert_string_.get(), 2, text);
       RETURN_IF_ERROR(StepDone(db, insert_string_.get(), "insert string"));
+      if (options_.outbox) outbox_encoder_.AddString(id, text);
     }
     RETURN_IF_ERROR(InsertEvents(events));
     RETURN_IF_ERROR(InsertGpu(batch_gpu_));
@@ -672,6 +694,7 @@ Status StoreWriter::CommitBatch(std::vector<Event>& events, std::vector<ProcessI
       if (x.wall_ns != 0) sqlite3_bind_int64(u, 14, x.wall_ns); else sqlite3_bind_null(u, 14);
       RETURN_IF_ERROR(StepDone(db, u, "insert snapshot"));
     }
+    if (options_.outbox) RETURN_IF_ERROR(SpoolBatch(events, processes, snapshots, counts));
     return WriteRollups(final_flush);
   }();
   if (!st.ok()) {
@@ -683,8 +706,67 @@ Status StoreWriter::CommitBatch(std::vector<Event>& events, std::vector<ProcessI
     return WriteFailure(committed, "commit to " + path_);
   }
   if (!batch_rows_.empty()) newest_ts_ = std::max(newest_ts_, batch_rows_.back().ts);
+  if (options_.outbox && outbox_bytes_ > options_.outbox_max_bytes) {
+    // The sink is far behind (its server down for long): keep the newest rows.
+    ASSIGN_OR_RETURN(int64_t dropped, TrimOutbox(db, options_.outbox_max_bytes));
+    outbox_rows_dropped_ += dropped;
+    ASSIGN_OR_RETURN(OutboxStatus waiting, ReadOutboxStatus(db));
+    outbox_bytes_ = waiting.bytes;
+  }
   if (options_.max_db_bytes > 0) RETURN_IF_ERROR(PruneIfNeeded());
   return Status::Ok();
+}
+
+Status StoreWriter::SpoolBatch(const std::vector<Event>& events,
+                               const std::vector<ProcessInfo>& processes,
+                               const std::vector<SystemSnapshot>& snapshots,
+                               const std::vector<OpCount>& counts) {
+  sqlite3* db = db_.get();
+  auto spool = [&](const char* table, size_t rows, const std::string& body) -> Status {
+    if (rows == 0) return Status::Ok();
+    outbox_bytes_ += static_cast<int64_t>(body.size());
+    return InsertOutboxEntry(db, table, static_cast<int64_t>(rows), body);
+  };
+  RETURN_IF_ERROR(spool(kOutboxEvents, events.size(), outbox_encoder_.Events(events)));
+  RETURN_IF_ERROR(
+      spool(kOutboxProcesses, processes.size(), outbox_encoder_.Processes(processes)));
+  RETURN_IF_ERROR(
+      spool(kOutboxSnapshots, snapshots.size(), outbox_encoder_.Snapshots(snapshots)));
+  RETURN_IF_ERROR(spool(kOutboxOpCounts, counts.size(), outbox_encoder_.OpCounts(counts)));
+  std::string stacks;
+  for (const PendingStack& st : batch_stacks_) {
+    stacks += outbox_encoder_.Stack(st.id, st.pid, st.location, st.frames_json);
+  }
+  RETURN_IF_ERROR(spool(kOutboxStacks, batch_stacks_.size(), stacks));
+  RETURN_IF_ERROR(spool(kOutboxGpuDevices, batch_gpu_.devices.size(),
+                        outbox_encoder_.GpuDevices(batch_gpu_.devices)));
+  RETURN_IF_ERROR(spool(kOutboxGpuSamples, batch_gpu_.samples.size(),
+                        outbox_encoder_.GpuSamples(batch_gpu_.samples)));
+  return spool(kOutboxGpuProcessSamples, batch_gpu_.processes.size(),
+               outbox_encoder_.GpuProcessSamples(batch_gpu_.processes));
+}
+
+StatusOr<std::vector<OutboxEntry>> StoreWriter::ReadOutbox(int64_t after_id, int64_t max_bytes) {
+  std::lock_guard<std::mutex> db_lock(db_mu_);
+  if (!db_) return FailedPrecondition("store writer is closed");
+  return ReadOutboxEntries(db_.get(), after_id, max_bytes);
+}
+
+Status StoreWriter::AckOutbox(int64_t id, int64_t bytes) {
+  std::lock_guard<std::mutex> db_lock(db_mu_);
+  if (!db_) return FailedPrecondition("store writer is closed");
+  ScopedFsIdentity as_owner(location_);
+  RETURN_IF_ERROR(DeleteOutboxThrough(db_.get(), id));
+  outbox_bytes_ = std::max<int64_t>(0, outbox_bytes_ - bytes);
+  return Status::Ok();
+}
+
+StatusOr<OutboxStatus> StoreWriter::OutboxState() {
+  std::lock_guard<std::mutex> db_lock(db_mu_);
+  if (!db_) return FailedPrecondition("store writer is closed");
+  ASSIGN_OR_RETURN(OutboxStatus s, ReadOutboxStatus(db_.get()));
+  s.rows_dropped = outbox_rows_dropped_;
+  return s;
 }
 
 namespace {

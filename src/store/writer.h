@@ -24,6 +24,7 @@
 #include "store/db_location.h"
 #include "store/event.h"
 #include "store/event_batch.h"
+#include "store/outbox.h"
 #include "store/sqlite_util.h"
 
 namespace gw {
@@ -32,6 +33,10 @@ struct WriterOptions {
   int64_t max_db_bytes = 0;         // 0 = no cap; else prune the oldest rows to stay under it
   size_t max_queued_events = 1 << 20;  // producers block beyond this
   int64_t commit_interval_ms = 200; // commit at least this often while events arrive
+  // Spool every committed row in the outbox too (store/outbox.h), for a remote sink; at most
+  // this many bytes of it wait (the oldest unsent entries beyond are dropped and counted).
+  bool outbox = false;
+  int64_t outbox_max_bytes = int64_t{512} << 20;
 };
 
 struct WriterStats {
@@ -91,6 +96,13 @@ class StoreWriter {
     bool space_returned = false;  // false when the file has no incremental auto-vacuum
   };
   StatusOr<RemovedSessions> RemoveSessions(const std::vector<int64_t>& ids);
+
+  // The outbox (WriterOptions::outbox): the sink's side. Thread-safe; each call is one short
+  // statement on the writer's connection.
+  StatusOr<std::vector<OutboxEntry>> ReadOutbox(int64_t after_id, int64_t max_bytes);
+  // Deletes entries through `id` once the sink has delivered them.
+  Status AckOutbox(int64_t id, int64_t bytes);
+  StatusOr<OutboxStatus> OutboxState();
 
   WriterStats stats() const;
   int64_t session_id() const { return session_id_; }
@@ -193,6 +205,15 @@ class StoreWriter {
   std::vector<BatchRow> batch_rows_;  // the batch being committed, in key order
   std::vector<BatchRow> sort_scratch_;
   std::atomic<int64_t> rows_pruned_{0};
+
+  // The outbox (writer thread and session calls, under db_mu_).
+  Status SpoolBatch(const std::vector<Event>& events, const std::vector<ProcessInfo>& processes,
+                    const std::vector<SystemSnapshot>& snapshots,
+                    const std::vector<OpCount>& counts);
+  OutboxEncoder outbox_encoder_;
+  SessionInfo session_info_;      // the current session, for its outbox row at EndSession
+  int64_t outbox_bytes_ = 0;      // waiting in the outbox (estimate between trims)
+  int64_t outbox_rows_dropped_ = 0;
 };
 
 // The default database: $GPUWHY_DB, else ~/.gpuwhy/gpuwhy.db of the invoking user (under sudo,

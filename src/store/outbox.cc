@@ -1,0 +1,336 @@
+#include "store/outbox.h"
+
+#include <sys/random.h>
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+
+#include "store/ops.h"
+
+namespace gw {
+
+void TsvInt(std::string& out, int64_t v) {
+  if (v == kNull) {
+    out += "\\N";
+    return;
+  }
+  char buf[24];
+  int n = std::snprintf(buf, sizeof buf, "%" PRId64, v);
+  out.append(buf, static_cast<size_t>(n));
+}
+
+void TsvReal(std::string& out, double v, bool null) {
+  if (null || !std::isfinite(v)) {
+    out += "\\N";
+    return;
+  }
+  char buf[32];
+  int n = std::snprintf(buf, sizeof buf, "%.17g", v);
+  out.append(buf, static_cast<size_t>(n));
+}
+
+void TsvText(std::string& out, std::string_view s) {
+  for (char c : s) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '\t': out += "\\t"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\0': out += "\\0"; break;
+      default: out += c;
+    }
+  }
+}
+
+namespace {
+
+void Tab(std::string& out) { out += '\t'; }
+
+}  // namespace
+
+const std::string* OutboxEncoder::Name(int64_t id) const {
+  if (id == kNull) return nullptr;
+  auto it = strings_.find(id);
+  return it == strings_.end() ? nullptr : &it->second;
+}
+
+// session, ts, wall_ns, pid, tid, op, duration_ns, ret, bytes, kind, cpu, other_pid, runq_ns,
+// addr, name, stack_id, waker_pid, waker_tid
+std::string OutboxEncoder::Events(const std::vector<Event>& events) const {
+  std::string out;
+  out.reserve(events.size() * 96);
+  for (const Event& e : events) {
+    TsvInt(out, session_); Tab(out);
+    TsvInt(out, e.ts_ns); Tab(out);
+    TsvInt(out, wall_start_ns_ + e.ts_ns); Tab(out);
+    TsvInt(out, e.pid); Tab(out);
+    TsvInt(out, e.tid); Tab(out);
+    TsvText(out, OpName(e.op)); Tab(out);
+    TsvInt(out, e.duration_ns); Tab(out);
+    TsvInt(out, e.ret); Tab(out);
+    TsvInt(out, e.bytes); Tab(out);
+    TsvInt(out, e.kind); Tab(out);
+    TsvInt(out, e.cpu); Tab(out);
+    TsvInt(out, e.other_pid); Tab(out);
+    TsvInt(out, e.runq_ns); Tab(out);
+    TsvInt(out, e.addr); Tab(out);
+    if (const std::string* name = Name(e.name_id)) TsvText(out, *name); else out += "\\N";
+    Tab(out);
+    TsvInt(out, e.stack_id); Tab(out);
+    TsvInt(out, e.waker_pid); Tab(out);
+    TsvInt(out, e.waker_tid);
+    out += '\n';
+  }
+  return out;
+}
+
+// session, n (order in the batch: updates of one process apply in order), pid, ppid, name,
+// comm, cmdline, first_ts, exit_ts, exit_code, tracked
+std::string OutboxEncoder::Processes(const std::vector<ProcessInfo>& processes) const {
+  std::string out;
+  int64_t n = 0;
+  for (const ProcessInfo& p : processes) {
+    TsvInt(out, session_); Tab(out);
+    TsvInt(out, n++); Tab(out);
+    TsvInt(out, p.pid); Tab(out);
+    TsvInt(out, p.ppid); Tab(out);
+    TsvText(out, p.name.empty() ? p.comm : p.name); Tab(out);
+    TsvText(out, p.comm); Tab(out);
+    TsvText(out, p.cmdline); Tab(out);
+    TsvInt(out, p.first_ts_ns); Tab(out);
+    TsvInt(out, p.exit_ts_ns); Tab(out);
+    TsvInt(out, p.exit_code); Tab(out);
+    TsvInt(out, p.tracked ? 1 : 0);
+    out += '\n';
+  }
+  return out;
+}
+
+// session, ts, wall_ns, cpu_pct, mem_pct, load1, cores, swap_used_bytes, mem_available_bytes,
+// major_faults_per_s, ctx_switches_per_s, procs_running, procs_blocked, iowait_pct
+std::string OutboxEncoder::Snapshots(const std::vector<SystemSnapshot>& snapshots) const {
+  std::string out;
+  for (const SystemSnapshot& x : snapshots) {
+    TsvInt(out, session_); Tab(out);
+    TsvInt(out, x.ts_ns); Tab(out);
+    TsvInt(out, x.wall_ns != 0 ? x.wall_ns : wall_start_ns_ + x.ts_ns); Tab(out);
+    TsvReal(out, x.cpu_pct, false); Tab(out);
+    TsvReal(out, x.mem_pct, false); Tab(out);
+    TsvReal(out, x.load1, false); Tab(out);
+    TsvInt(out, x.cores); Tab(out);
+    TsvInt(out, x.swap_used_bytes); Tab(out);
+    TsvInt(out, x.mem_available_bytes); Tab(out);
+    TsvInt(out, x.major_faults_per_s); Tab(out);
+    TsvInt(out, x.ctx_switches_per_s); Tab(out);
+    TsvInt(out, x.procs_running); Tab(out);
+    TsvInt(out, x.procs_blocked); Tab(out);
+    TsvReal(out, x.iowait_pct, false);
+    out += '\n';
+  }
+  return out;
+}
+
+// session, sec, pid, op, name, count, total_ns, max_ns
+std::string OutboxEncoder::OpCounts(const std::vector<OpCount>& counts) const {
+  std::string out;
+  for (const OpCount& c : counts) {
+    TsvInt(out, session_); Tab(out);
+    TsvInt(out, c.sec); Tab(out);
+    TsvInt(out, c.pid); Tab(out);
+    TsvText(out, OpName(c.op)); Tab(out);
+    if (const std::string* name = Name(c.name_id)) TsvText(out, *name); else out += "\\N";
+    Tab(out);
+    TsvInt(out, c.count); Tab(out);
+    TsvInt(out, c.total_ns); Tab(out);
+    TsvInt(out, c.max_ns);
+    out += '\n';
+  }
+  return out;
+}
+
+// session, gpu, name, gpm_supported
+std::string OutboxEncoder::GpuDevices(const std::vector<GpuDevice>& devices) const {
+  std::string out;
+  for (const GpuDevice& d : devices) {
+    TsvInt(out, session_); Tab(out);
+    TsvInt(out, d.gpu); Tab(out);
+    TsvText(out, d.name); Tab(out);
+    TsvInt(out, d.gpm_supported ? 1 : 0);
+    out += '\n';
+  }
+  return out;
+}
+
+// session, ts, wall_ns, gpu, util_pct, mem_util_pct, sm_active_pct, sm_occupancy_pct,
+// tensor_active_pct, dram_bw_pct, sm_clock_mhz, power_mw, throttle_reasons, mem_used_bytes
+std::string OutboxEncoder::GpuSamples(const std::vector<GpuSample>& samples) const {
+  std::string out;
+  for (const GpuSample& x : samples) {
+    TsvInt(out, session_); Tab(out);
+    TsvInt(out, x.ts_ns); Tab(out);
+    TsvInt(out, wall_start_ns_ + x.ts_ns); Tab(out);
+    TsvInt(out, x.gpu); Tab(out);
+    TsvInt(out, x.util_pct); Tab(out);
+    TsvInt(out, x.mem_util_pct); Tab(out);
+    TsvReal(out, x.sm_active_pct, x.sm_active_pct < 0); Tab(out);
+    TsvReal(out, x.sm_occupancy_pct, x.sm_occupancy_pct < 0); Tab(out);
+    TsvReal(out, x.tensor_active_pct, x.tensor_active_pct < 0); Tab(out);
+    TsvReal(out, x.dram_bw_pct, x.dram_bw_pct < 0); Tab(out);
+    TsvInt(out, x.sm_clock_mhz); Tab(out);
+    TsvInt(out, x.power_mw); Tab(out);
+    TsvInt(out, x.throttle_reasons); Tab(out);
+    TsvInt(out, x.mem_used_bytes);
+    out += '\n';
+  }
+  return out;
+}
+
+// session, ts, gpu, pid, sm_util_pct, mem_util_pct
+std::string OutboxEncoder::GpuProcessSamples(const std::vector<GpuProcessSample>& samples) const {
+  std::string out;
+  for (const GpuProcessSample& x : samples) {
+    TsvInt(out, session_); Tab(out);
+    TsvInt(out, x.ts_ns); Tab(out);
+    TsvInt(out, x.gpu); Tab(out);
+    TsvInt(out, x.pid); Tab(out);
+    TsvInt(out, x.sm_util_pct); Tab(out);
+    TsvInt(out, x.mem_util_pct);
+    out += '\n';
+  }
+  return out;
+}
+
+// session, id, pid, location, frames
+std::string OutboxEncoder::Stack(int64_t id, int32_t pid, const std::string& location,
+                                 const std::string& frames_json) const {
+  std::string out;
+  TsvInt(out, session_); Tab(out);
+  TsvInt(out, id); Tab(out);
+  TsvInt(out, pid); Tab(out);
+  TsvText(out, location); Tab(out);
+  TsvText(out, frames_json);
+  out += '\n';
+  return out;
+}
+
+// id, kind, wall_start_ns, mono_start_ns, host, kernel, cpu_model, cores, mem_bytes, gpu_model,
+// gpu_driver, version, command_line, tracer_pid, wall_stop_ns, events, drops, drops_detail
+std::string OutboxEncoder::Session(const SessionInfo& info, const SessionTotals* totals) const {
+  std::string out;
+  TsvInt(out, session_); Tab(out);
+  TsvText(out, info.kind); Tab(out);
+  TsvInt(out, info.wall_start_ns); Tab(out);
+  TsvInt(out, info.mono_start_ns); Tab(out);
+  TsvText(out, info.host); Tab(out);
+  TsvText(out, info.kernel); Tab(out);
+  TsvText(out, info.cpu_model); Tab(out);
+  TsvInt(out, info.cores); Tab(out);
+  TsvInt(out, info.mem_bytes); Tab(out);
+  TsvNullableText(out, info.gpu_model); Tab(out);
+  TsvNullableText(out, info.gpu_driver); Tab(out);
+  TsvText(out, info.version); Tab(out);
+  TsvText(out, info.command_line); Tab(out);
+  TsvInt(out, info.tracer_pid > 0 ? info.tracer_pid : kNull); Tab(out);
+  TsvInt(out, totals ? totals->wall_stop_ns : kNull); Tab(out);
+  TsvInt(out, totals ? totals->events : kNull); Tab(out);
+  TsvInt(out, totals ? totals->drops : kNull); Tab(out);
+  if (totals) TsvText(out, totals->drops_detail.empty() ? "{}" : totals->drops_detail);
+  else out += "\\N";
+  out += '\n';
+  return out;
+}
+
+StatusOr<uint64_t> EnsureOutbox(sqlite3* db) {
+  RETURN_IF_ERROR(Exec(db,
+                       "CREATE TABLE IF NOT EXISTS outbox(id INTEGER PRIMARY KEY AUTOINCREMENT, "
+                       "tbl TEXT NOT NULL, rows INTEGER NOT NULL, body BLOB NOT NULL)"));
+  ASSIGN_OR_RETURN(std::string spool,
+                   QueryText(db, "SELECT value FROM meta WHERE key='spool_id'", ""));
+  if (!spool.empty()) return std::strtoull(spool.c_str(), nullptr, 10);
+  uint64_t id = 0;
+  while (id == 0) {
+    if (getrandom(&id, sizeof id, 0) != sizeof id) return Internal("getrandom failed");
+    id >>= 1;  // fits ClickHouse's and SQLite's signed 64-bit integers alike
+  }
+  RETURN_IF_ERROR(Exec(db, "INSERT INTO meta(key, value) VALUES ('spool_id', '" +
+                               std::to_string(id) + "')"));
+  return id;
+}
+
+Status InsertOutboxEntry(sqlite3* db, std::string_view table, int64_t rows,
+                         const std::string& body) {
+  if (rows == 0) return Status::Ok();
+  ASSIGN_OR_RETURN(ScopedStmt stmt,
+                   Prepare(db, "INSERT INTO outbox(tbl, rows, body) VALUES (?,?,?)"));
+  sqlite3_bind_text(stmt.get(), 1, table.data(), static_cast<int>(table.size()), SQLITE_STATIC);
+  sqlite3_bind_int64(stmt.get(), 2, rows);
+  sqlite3_bind_blob64(stmt.get(), 3, body.data(), body.size(), SQLITE_STATIC);
+  int rc = sqlite3_step(stmt.get());
+  if (rc != SQLITE_DONE) return SqliteStatus(db, rc, "insert outbox entry");
+  return Status::Ok();
+}
+
+StatusOr<std::vector<OutboxEntry>> ReadOutboxEntries(sqlite3* db, int64_t after_id,
+                                                     int64_t max_bytes) {
+  ASSIGN_OR_RETURN(ScopedStmt stmt,
+                   Prepare(db, "SELECT id, tbl, rows, body FROM outbox WHERE id > ? ORDER BY id"));
+  sqlite3_bind_int64(stmt.get(), 1, after_id);
+  std::vector<OutboxEntry> out;
+  int64_t bytes = 0;
+  int rc;
+  while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
+    OutboxEntry e;
+    e.id = sqlite3_column_int64(stmt.get(), 0);
+    e.table = reinterpret_cast<const char*>(sqlite3_column_text(stmt.get(), 1));
+    e.rows = sqlite3_column_int64(stmt.get(), 2);
+    const void* blob = sqlite3_column_blob(stmt.get(), 3);
+    e.body.assign(static_cast<const char*>(blob),
+                  static_cast<size_t>(sqlite3_column_bytes(stmt.get(), 3)));
+    bytes += static_cast<int64_t>(e.body.size());
+    out.push_back(std::move(e));
+    if (bytes >= max_bytes) break;
+  }
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return SqliteStatus(db, rc, "read outbox");
+  return out;
+}
+
+Status DeleteOutboxThrough(sqlite3* db, int64_t id) {
+  return Exec(db, "DELETE FROM outbox WHERE id <= " + std::to_string(id));
+}
+
+StatusOr<int64_t> TrimOutbox(sqlite3* db, int64_t max_bytes) {
+  ASSIGN_OR_RETURN(int64_t bytes, QueryInt(db, "SELECT COALESCE(SUM(length(body)), 0) FROM outbox", 0));
+  if (bytes <= max_bytes) return 0;
+  // Oldest first: walk ids until what remains fits.
+  ASSIGN_OR_RETURN(ScopedStmt stmt,
+                   Prepare(db, "SELECT id, rows, length(body) FROM outbox ORDER BY id"));
+  int64_t cut = 0;
+  int64_t dropped = 0;
+  while (bytes > max_bytes && sqlite3_step(stmt.get()) == SQLITE_ROW) {
+    cut = sqlite3_column_int64(stmt.get(), 0);
+    dropped += sqlite3_column_int64(stmt.get(), 1);
+    bytes -= sqlite3_column_int64(stmt.get(), 2);
+  }
+  stmt.Reset();
+  if (cut > 0) RETURN_IF_ERROR(DeleteOutboxThrough(db, cut));
+  return dropped;
+}
+
+StatusOr<OutboxStatus> ReadOutboxStatus(sqlite3* db) {
+  OutboxStatus s;
+  ASSIGN_OR_RETURN(std::string spool,
+                   QueryText(db, "SELECT value FROM meta WHERE key='spool_id'", "0"));
+  s.spool_id = std::strtoull(spool.c_str(), nullptr, 10);
+  ASSIGN_OR_RETURN(ScopedStmt stmt,
+                   Prepare(db, "SELECT COUNT(*), COALESCE(SUM(rows), 0), "
+                               "COALESCE(SUM(length(body)), 0) FROM outbox"));
+  if (sqlite3_step(stmt.get()) == SQLITE_ROW) {
+    s.entries = sqlite3_column_int64(stmt.get(), 0);
+    s.rows = sqlite3_column_int64(stmt.get(), 1);
+    s.bytes = sqlite3_column_int64(stmt.get(), 2);
+  }
+  return s;
+}
+
+}  // namespace gw
