@@ -226,13 +226,14 @@ int RunFleet(const Args& args) {
                        : n.top ? "[" + std::string(SeverityName(n.top->severity)) + "] " +
                                      n.top->cause + " → " + n.top->effect
                                : "nothing above LOW";
+    what = TerminalSafe(what);  // process names in a finding come from the traced hosts
     table.rows.push_back({static_cast<int64_t>(++rank), n.session.node,
                           n.top ? Cell(n.top->lost_s) : Cell(std::monostate{}), what,
                           n.session.id, n.session.events});
   }
   std::string since_text = std::to_string(since_ns / 1'000'000'000) + " s";
   std::printf("Nodes ranked by GPU-feed time lost (last %s, %s):\n%s", since_text.c_str(),
-              url->Display().c_str(), TerminalSafe(FormatTable(table, TableFormat::kText)).c_str());
+              url->Display().c_str(), FormatTable(table, TableFormat::kText).c_str());
   if (nodes.empty()) std::printf("(no node sent events in the last %s)\n", since_text.c_str());
   return kExitOk;
 }

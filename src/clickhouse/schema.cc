@@ -125,7 +125,7 @@ std::vector<std::string> NodeViewStatements(const ClickHouseUrl& url, const std:
       "CREATE VIEW " + vdb + ".events_all AS SELECT " + columns + " FROM " + db +
           ".gw_events WHERE " + where_node,
       "DROP TABLE IF EXISTS " + vdb + ".process_names",
-      "CREATE VIEW " + vdb + ".process_names AS SELECT pid, argMaxIf(name, batch, name != '') AS name FROM " +
+      "CREATE VIEW " + vdb + ".process_names AS SELECT pid, argMaxIf(name, batch * 4294967296 + n, name != '') AS name FROM " +
           db + ".gw_processes WHERE " + where_node + " AND " + newest + " GROUP BY pid",
   };
 }

@@ -2,6 +2,7 @@
 
 #include <sys/random.h>
 
+#include <charconv>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -16,8 +17,9 @@ void TsvInt(std::string& out, int64_t v) {
     return;
   }
   char buf[24];
-  int n = std::snprintf(buf, sizeof buf, "%" PRId64, v);
-  out.append(buf, static_cast<size_t>(n));
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  (void)ec;  // 24 bytes hold any int64
+  out.append(buf, end);
 }
 
 void TsvReal(std::string& out, double v, bool null) {
@@ -31,6 +33,10 @@ void TsvReal(std::string& out, double v, bool null) {
 }
 
 void TsvText(std::string& out, std::string_view s) {
+  if (s.find_first_of(std::string_view("\\\t\n\r\0", 5)) == std::string_view::npos) {
+    out.append(s);  // the common case: nothing to escape
+    return;
+  }
   for (char c : s) {
     switch (c) {
       case '\\': out += "\\\\"; break;
@@ -57,10 +63,11 @@ const std::string* OutboxEncoder::Name(int64_t id) const {
 
 // session, ts, wall_ns, pid, tid, op, duration_ns, ret, bytes, kind, cpu, other_pid, runq_ns,
 // addr, name, stack_id, waker_pid, waker_tid
-std::string OutboxEncoder::Events(const std::vector<Event>& events) const {
+std::string OutboxEncoder::Events(const Event* events, size_t count) const {
   std::string out;
-  out.reserve(events.size() * 96);
-  for (const Event& e : events) {
+  out.reserve(count * 96);
+  for (const Event* e_ptr = events; e_ptr != events + count; ++e_ptr) {
+    const Event& e = *e_ptr;
     TsvInt(out, session_); Tab(out);
     TsvInt(out, e.ts_ns); Tab(out);
     TsvInt(out, wall_start_ns_ + e.ts_ns); Tab(out);

@@ -71,7 +71,7 @@ class OutboxEncoder {
   }
   void AddString(int64_t id, std::string text) { strings_[id] = std::move(text); }
 
-  std::string Events(const std::vector<Event>& events) const;
+  std::string Events(const Event* events, size_t count) const;
   std::string Processes(const std::vector<ProcessInfo>& processes) const;
   std::string Snapshots(const std::vector<SystemSnapshot>& snapshots) const;
   std::string OpCounts(const std::vector<OpCount>& counts) const;

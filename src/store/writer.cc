@@ -727,7 +727,14 @@ Status StoreWriter::SpoolBatch(const std::vector<Event>& events,
     outbox_bytes_ += static_cast<int64_t>(body.size());
     return InsertOutboxEntry(db, table, static_cast<int64_t>(rows), body);
   };
-  RETURN_IF_ERROR(spool(kOutboxEvents, events.size(), outbox_encoder_.Events(events)));
+  // Entries of at most 65,536 rows: a ClickHouse INSERT is atomic below max_insert_block_size
+  // (about 1 M rows), which the sink's exactly-once check relies on; a writer that fell behind
+  // may commit more than that at once.
+  constexpr size_t kMaxEntryRows = 65536;
+  for (size_t first = 0; first < events.size(); first += kMaxEntryRows) {
+    size_t n = std::min(kMaxEntryRows, events.size() - first);
+    RETURN_IF_ERROR(spool(kOutboxEvents, n, outbox_encoder_.Events(events.data() + first, n)));
+  }
   RETURN_IF_ERROR(
       spool(kOutboxProcesses, processes.size(), outbox_encoder_.Processes(processes)));
   RETURN_IF_ERROR(
