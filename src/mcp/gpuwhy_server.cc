@@ -142,6 +142,7 @@ GpuwhyServer::GpuwhyServer(GpuwhyServerOptions options)
       server_(ServerInfo{"gpuwhy", "gpuwhy — why is my GPU job slow", options_.version,
                          kInstructions}) {
   if (!options_.diff_dir.empty()) source_.AllowDirectory(options_.diff_dir);
+  server_.SetToolTimeLimit(options_.limits.tool_timeout_ms);
   AddAnalysisTools(server_, source_, options_.limits);
   AddStoreTools(server_, source_, options_.limits);
 

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "store/reader.h"
+
 namespace gw::mcp {
 
 namespace {
@@ -172,6 +174,7 @@ RpcResult McpServer::CallTool(const Json& params) {
     }
     args = &*args_it;
   }
+  QueryDeadlineScope deadline(tool_time_limit_ms_, "the " + tool->name + " tool");
   StatusOr<ToolOutput> out = tool->run(*args);
   Json result = Json::object();
   if (!out.ok()) {

@@ -69,6 +69,9 @@ class McpServer : public RpcHandler {
 
   void AddTool(ToolSpec tool);
   void AddPrompt(PromptSpec prompt);
+  // Every tools/call reads the store under this limit (store/reader.h QueryDeadlineScope), so
+  // explain or diff on a big file stops with a message instead of holding the server. 0 = none.
+  void SetToolTimeLimit(int64_t ms) { tool_time_limit_ms_ = ms; }
 
   RpcResult HandleRequest(const std::string& method, const Json& params) override;
   void HandleNotification(const std::string& method, const Json& params) override;
@@ -92,6 +95,7 @@ class McpServer : public RpcHandler {
   std::string protocol_version_ = kLatestProtocolVersion;
   bool initialize_seen_ = false;
   bool initialized_ = false;
+  int64_t tool_time_limit_ms_ = 0;
 };
 
 // Renders a tool's output as MCP text content: the summary, a note when the data holds text

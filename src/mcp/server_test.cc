@@ -112,6 +112,37 @@ TEST_F(ServerTest, DiffOpensOnlyFilesBesideItsDatabase) {
       << ok.dump();
 }
 
+// Issue 19: explain and diff read with no time limit, so on a big file one call held the
+// server past any client's patience. Every tool call now runs under the tool limit.
+TEST_F(ServerTest, AnalysisToolsStopAtTheToolTimeLimit) {
+  GpuwhyServerOptions options;
+  options.db_path = *db_;
+  options.version = "test";
+  options.limits.tool_timeout_ms = 1;  // smaller than any explain of the fixture takes
+  GpuwhyServer limited(options);
+  auto call = [&](const std::string& method, Json params) {
+    Json msg = {{"jsonrpc", "2.0"}, {"id", ++id_}, {"method", method}, {"params", params}};
+    return Json::parse(HandleMessage(limited.server(), msg.dump()));
+  };
+  call("initialize", {{"protocolVersion", "2025-06-18"},
+                      {"capabilities", Json::object()},
+                      {"clientInfo", {{"name", "t"}, {"version", "1"}}}});
+  (void)HandleMessage(limited.server(), R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+  for (const char* tool : {"explain", "diff"}) {
+    Json args = std::string(tool) == "diff" ? Json{{"db_a", *db_}, {"db_b", *db_}} : Json::object();
+    Json r = call("tools/call", {{"name", tool}, {"arguments", args}});
+    ASSERT_TRUE(r.contains("result")) << r.dump();
+    ASSERT_TRUE(r["result"]["isError"].get<bool>()) << tool << ": " << r.dump().substr(0, 300);
+    std::string text = r["result"]["content"][0]["text"].get<std::string>();
+    EXPECT_NE(text.find("the " + std::string(tool) + " tool reached its time limit"),
+              std::string::npos)
+        << text;
+  }
+  // The same calls under the default limit succeed.
+  Initialize("2025-06-18");
+  EXPECT_FALSE(Tool("explain", Json::object())["isError"].get<bool>());
+}
+
 TEST_F(ServerTest, NegotiatesProtocolVersions) {
   for (const char* v : {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}) {
     Json r = Initialize(v);

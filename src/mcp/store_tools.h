@@ -44,7 +44,7 @@ struct StoreToolLimits {
   int64_t max_timeout_ms = 60'000;
   size_t max_result_bytes = 512 * 1024;  // serialized rows of one query_sql result
   size_t max_cell_bytes = 8 * 1024;      // one text cell
-  int64_t tool_timeout_ms = 30'000;      // each statement of the other tools
+  int64_t tool_timeout_ms = 30'000;      // each call of the other tools (every statement in it)
 };
 
 void AddStoreTools(McpServer& server, ReaderSource& source, const StoreToolLimits& limits);

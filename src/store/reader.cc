@@ -25,6 +25,11 @@ bool CancelRequested(const std::atomic<bool>* flag) {
   return flag != nullptr && flag->load(std::memory_order_relaxed);
 }
 
+// The calling thread's QueryDeadlineScope: monotonic ms (0 = none), its length and its label.
+thread_local int64_t t_deadline_ms = 0;
+thread_local int64_t t_deadline_timeout_ms = 0;
+thread_local std::string t_deadline_what;
+
 constexpr const char* kCancelledMessage = "query cancelled by the client";
 
 int64_t NowMs() {
@@ -215,10 +220,40 @@ class Watchdog {
   std::thread thread_;
 };
 
+std::string FormatSecondsText(int64_t ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, ms % 1000 == 0 ? "%.0f s" : "%.1f s", static_cast<double>(ms) / 1000);
+  return buf;
+}
+
+bool ScopeDeadlinePassed() { return t_deadline_ms != 0 && NowMs() > t_deadline_ms; }
+
+Status ScopeDeadlineStatus() {
+  return Unavailable(t_deadline_what + " reached its time limit of " +
+                     FormatSecondsText(t_deadline_timeout_ms) +
+                     " — hint: ask for a shorter window (since_s / from_s, to_s)");
+}
+
 int ReaderProgress(void* user) {
   auto* reader = static_cast<StoreReader*>(user);
   if (CancelRequested(t_cancel_flag)) return 1;
+  if (ScopeDeadlinePassed()) return 1;
   return (reader->deadline_ms_ != 0 && NowMs() > reader->deadline_ms_) ? 1 : 0;
+}
+
+QueryDeadlineScope::QueryDeadlineScope(int64_t timeout_ms, std::string what)
+    : previous_deadline_ms_(t_deadline_ms),
+      previous_timeout_ms_(t_deadline_timeout_ms),
+      previous_what_(std::move(t_deadline_what)) {
+  t_deadline_ms = timeout_ms > 0 ? NowMs() + timeout_ms : 0;
+  t_deadline_timeout_ms = timeout_ms;
+  t_deadline_what = std::move(what);
+}
+
+QueryDeadlineScope::~QueryDeadlineScope() {
+  t_deadline_ms = previous_deadline_ms_;
+  t_deadline_timeout_ms = previous_timeout_ms_;
+  t_deadline_what = std::move(previous_what_);
 }
 
 QueryCancelScope::QueryCancelScope(const std::atomic<bool>* cancelled)
@@ -339,6 +374,7 @@ StatusOr<QueryEnd> StoreReader::QueryStream(const std::string& sql,
                                             const std::vector<int64_t>& params,
                                             const QueryOptions& options, const HeaderFn& header,
                                             const CellRowFn& row_fn) {
+  if (ScopeDeadlinePassed()) return ScopeDeadlineStatus();
   ASSIGN_OR_RETURN(ScopedStmt stmt, PrepareReadOnly(sql));
   for (size_t i = 0; i < params.size(); ++i) {
     sqlite3_bind_int64(stmt.get(), static_cast<int>(i + 1), params[i]);
@@ -354,7 +390,12 @@ StatusOr<QueryEnd> StoreReader::QueryStream(const std::string& sql,
   deadline_ms_ = options.timeout_ms > 0 ? NowMs() + options.timeout_ms : 0;
   int rc;
   {
-    Watchdog watchdog(db_.get(), options.timeout_ms, t_cancel_flag);
+    int64_t timeout_ms = options.timeout_ms;
+    if (t_deadline_ms != 0) {
+      int64_t left = std::max<int64_t>(1, t_deadline_ms - NowMs());
+      timeout_ms = timeout_ms > 0 ? std::min(timeout_ms, left) : left;
+    }
+    Watchdog watchdog(db_.get(), timeout_ms, t_cancel_flag);
     while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
       if (options.max_rows > 0 && end.rows >= options.max_rows) {
         end.truncated = true;
@@ -370,6 +411,9 @@ StatusOr<QueryEnd> StoreReader::QueryStream(const std::string& sql,
   deadline_ms_ = 0;
   if (rc == SQLITE_INTERRUPT && CancelRequested(t_cancel_flag)) {
     return Unavailable(kCancelledMessage);
+  }
+  if (rc == SQLITE_INTERRUPT && t_deadline_ms != 0 && NowMs() >= t_deadline_ms) {
+    return ScopeDeadlineStatus();
   }
   if (rc == SQLITE_INTERRUPT) {
     return Unavailable("query stopped after " + std::to_string(options.timeout_ms) +
@@ -398,14 +442,23 @@ void StoreReader::LimitProcessHeap() { sqlite3_hard_heap_limit64(kQueryHeapLimit
 
 Status StoreReader::ForEach(const std::string& sql, const std::vector<int64_t>& params,
                             const RowFn& fn) {
+  if (ScopeDeadlinePassed()) return ScopeDeadlineStatus();
   ASSIGN_OR_RETURN(ScopedStmt stmt, PrepareReadOnly(sql));
   for (size_t i = 0; i < params.size(); ++i) {
     sqlite3_bind_int64(stmt.get(), static_cast<int>(i + 1), params[i]);
   }
   int rc;
-  while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) fn(stmt.get());
+  {
+    // Under a deadline scope a single slow step is interrupted too.
+    int64_t left = t_deadline_ms != 0 ? std::max<int64_t>(1, t_deadline_ms - NowMs()) : 0;
+    Watchdog watchdog(db_.get(), left, left > 0 ? t_cancel_flag : nullptr);
+    while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) fn(stmt.get());
+  }
   if (rc == SQLITE_INTERRUPT && CancelRequested(t_cancel_flag)) {
     return Unavailable(kCancelledMessage);
+  }
+  if (rc == SQLITE_INTERRUPT && t_deadline_ms != 0 && NowMs() >= t_deadline_ms) {
+    return ScopeDeadlineStatus();
   }
   if (rc != SQLITE_DONE) return SqliteStatus(db_.get(), rc, "read " + path_);
   return Status::Ok();

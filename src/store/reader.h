@@ -47,6 +47,24 @@ class QueryCancelScope {
   const std::atomic<bool>* previous_;
 };
 
+// A time limit for everything the calling thread reads (MCP: each tool call). While a
+// QueryDeadlineScope lives on a thread, every statement a StoreReader steps on that thread
+// (ForEach and the typed readers included, not only user SQL) is interrupted once the deadline
+// passes, and fails with kUnavailable "<what> reached its time limit of N s …". Nested scopes:
+// the innermost applies.
+class QueryDeadlineScope {
+ public:
+  QueryDeadlineScope(int64_t timeout_ms, std::string what);
+  ~QueryDeadlineScope();
+  QueryDeadlineScope(const QueryDeadlineScope&) = delete;
+  QueryDeadlineScope& operator=(const QueryDeadlineScope&) = delete;
+
+ private:
+  int64_t previous_deadline_ms_;
+  int64_t previous_timeout_ms_;
+  std::string previous_what_;
+};
+
 struct QueryOptions {
   int64_t max_rows = 0;        // 0 = unlimited; else rows beyond are cut and flagged
   int64_t timeout_ms = 0;      // 0 = none; else the statement is interrupted

@@ -60,8 +60,8 @@ A="$WORK/a.db"
 TRACE=$!; PIDS="$PIDS $TRACE"
 sleep 3
 stop_ch
-down_rows=$(q "$A" "SELECT COALESCE(SUM(rows),0) FROM outbox")
 sleep 3
+down_rows=$(q "$A" "SELECT COALESCE(SUM(rows),0) FROM outbox")
 start_ch
 wait "$TRACE"; rc=$?
 cat "$WORK/a.out"
