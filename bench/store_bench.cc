@@ -2,7 +2,8 @@
 // disk for a realistic op mix, against a plain batched SQLite insert of a 7-column integer row
 // (with and without a timestamp index) measured in the same run.
 //
-// Usage: gw_store_bench [--events N] [--rounds R] [--dir DIR]
+// Usage: gw_store_bench [--events N] [--rounds R] [--dir DIR] [--prune]
+//   --prune: instead, the writer under a 32 MiB cap with secure_delete on vs fast.
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -51,9 +52,10 @@ struct Result {
   double cpu_ns_per_row;  // CPU of the thread that runs SQLite: the writer thread, or main
 };
 
-Result RunWriter(const std::string& path, const std::vector<Event>& events) {
+Result RunWriter(const std::string& path, const std::vector<Event>& events,
+                 WriterOptions options = {}) {
   unlink(path.c_str());
-  auto writer = StoreWriter::Create(path, {});
+  auto writer = StoreWriter::Create(path, options);
   if (!writer.ok()) {
     std::fprintf(stderr, "%s\n", writer.status().message().c_str());
     std::exit(1);
@@ -149,7 +151,32 @@ int Main(int argc, char** argv) {
     else if (a == "--rounds") rounds = std::atoi(argv[i + 1]);
     else if (a == "--dir") dir = argv[i + 1];
   }
+  bool prune = false;
+  for (int i = 1; i < argc; ++i) prune = prune || std::string(argv[i]) == "--prune";
   std::vector<Event> events = MakeMix(n, 1);
+  if (prune) {
+    // Pruning under a cap, secure_delete as Debian builds SQLite (on) vs gpuwhy's (fast):
+    // the writer's CPU per row while it keeps the file under 32 MiB the whole run.
+    std::vector<Series> ps = {{"capped 32 MiB, secure_delete=on  ", {}},
+                              {"capped 32 MiB, secure_delete=fast", {}}};
+    for (int r = 0; r < rounds; ++r) {
+      for (int k = 0; k < 2; ++k) {
+        WriterOptions o;
+        o.max_db_bytes = 32 << 20;
+        o.secure_delete = k == 0 ? "on" : "fast";
+        ps[k].runs.push_back(RunWriter(dir + "/gw_bench_prune.db", events, o));
+      }
+    }
+    std::printf("events=%lld rounds=%d; medians (range)\n", static_cast<long long>(n), rounds);
+    for (const Series& x : ps) {
+      std::printf("%s: %9.0f rows/s (%s)  %5.0f CPU ns/row (%s)\n", x.name,
+                  MedianOf(x.runs, &Result::rows_per_s), Range(x.runs, &Result::rows_per_s).c_str(),
+                  MedianOf(x.runs, &Result::cpu_ns_per_row),
+                  Range(x.runs, &Result::cpu_ns_per_row).c_str());
+    }
+    unlink((dir + "/gw_bench_prune.db").c_str());
+    return 0;
+  }
   // The order a tracer hands events over: when each one ends (a sync row is emitted when the
   // sync returns), so a batch is not in timestamp order and the writer has to sort it.
   std::vector<Event> by_end = events;

@@ -100,6 +100,11 @@ StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& pa
   RETURN_IF_ERROR(Exec(db.get(), "PRAGMA synchronous=NORMAL; PRAGMA journal_size_limit=67108864;"
                                  "PRAGMA cache_size=-8192")
                       .WithContext(path));
+  if (options.secure_delete != "fast" && options.secure_delete != "on" &&
+      options.secure_delete != "off") {
+    return InvalidArgument("secure_delete must be fast, on or off");
+  }
+  RETURN_IF_ERROR(Exec(db.get(), "PRAGMA secure_delete=" + options.secure_delete).WithContext(path));
   if (options.max_db_bytes > 0) {
     // The WAL counts against --max-db (PruneIfNeeded): checkpoint it at an eighth of the cap
     // (SQLite's default, 1000 pages = 16 MiB here, alone outgrows a small cap) and keep the

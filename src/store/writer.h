@@ -35,6 +35,11 @@ struct WriterOptions {
   int64_t commit_interval_ms = 200; // commit at least this often while events arrive
   // Spool every committed row in the outbox too (store/outbox.h), for a remote sink; at most
   // this many bytes of it wait (the oldest unsent entries beyond are dropped and counted).
+  // SQLite's secure_delete for this connection: "fast" (the default here: deleted content is
+  // zeroed only in pages a delete writes anyway) or "on" (Debian's build default: every page a
+  // delete frees is overwritten too, which doubles what pruning writes; bench/store_bench.cc
+  // --prune measures it).
+  std::string secure_delete = "fast";
   bool outbox = false;
   int64_t outbox_max_bytes = int64_t{512} << 20;
 };
