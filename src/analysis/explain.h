@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -240,6 +241,8 @@ std::string GpuLine(const GpuSummary& g);
 const GpuSummary* JobGpu(const std::vector<GpuSummary>& gpus);
 // "CPU scheduling contention → CUDA throughput drop".
 std::string FindingTitle(const Finding& f);
+// What `explain --json` prints, as a value (the MCP explain tool returns it) and as text.
+nlohmann::ordered_json ReportJson(const Report& report);
 std::string ReportToJson(const Report& report);
 
 // ---- diff: before/after between two sessions (same or different files) ----
@@ -274,6 +277,7 @@ struct DiffReport {
 // so runs of different lengths compare.
 StatusOr<DiffReport> Diff(StoreReader& a, int64_t session_a, StoreReader& b, int64_t session_b);
 std::string DiffToText(const DiffReport& diff);
+nlohmann::ordered_json DiffJson(const DiffReport& diff);
 std::string DiffToJson(const DiffReport& diff);
 
 }  // namespace gw
