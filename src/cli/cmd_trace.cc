@@ -15,8 +15,8 @@
 
 #include "base/table.h"
 #include "base/text.h"
+#include "capture/child_process.h"
 #include "capture/tracer.h"
-#include "cli/child_process.h"
 #include "cli/commands.h"
 #include "discover/cuda_libs.h"
 #include "sources/system/host_info.h"
