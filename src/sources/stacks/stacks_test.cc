@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "elf/elf_file.h"
 #include "sources/stacks/stack_registry.h"
 #include "sources/stacks/stacks_test_util.h"
-#include "symbolize/elf_file.h"
 
 namespace gw {
 namespace {
