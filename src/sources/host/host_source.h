@@ -19,11 +19,11 @@
 #include "base/scoped.h"
 #include "base/status.h"
 #include "capture/source.h"
+#include "sources/host/host_decode.h"
 
 struct host_bpf;
 struct ring_buffer;
 struct bpf_link;
-struct gw_host_record;
 
 namespace gw {
 
@@ -45,7 +45,7 @@ struct HostOptions {
 // cmdline.
 std::string ProcessDisplayName(const std::string& comm, const std::vector<std::string>& argv);
 
-class HostSource : public Source {
+class HostSource : public Source, private HostRecordContext {
  public:
   static StatusOr<std::unique_ptr<HostSource>> Create(HostOptions options = {});
   ~HostSource() override;
@@ -78,13 +78,19 @@ class HostSource : public Source {
   explicit HostSource(HostOptions options);
   static int OnRecord(void* ctx, void* data, size_t size);
   void Decode(const gw_host_record& r);
+  // HostRecordContext: what the decoder (host_decode.h) asks of the source.
+  int64_t FilePathId(int32_t pid, uint64_t addr, uint64_t inode) override;
+  int64_t DeviceNameId(uint64_t dev) override;
+  void SawProcess(int32_t pid, const std::string& comm, bool tracked, int32_t ppid) override;
+  void ProcessExec(int32_t pid, const std::string& comm) override;
+  void ProcessFork(int32_t parent, int32_t child, const std::string& comm, int64_t ts_ns) override;
+  void ProcessExit(int32_t pid, const std::string& comm, bool tracked, int32_t ppid, int64_t ts_ns,
+                   int64_t status) override;
   // Makes sure the sink has a ProcessInfo for `pid` (read from /proc at first sight).
   void NameProcess(int32_t pid, const std::string& fallback_comm, bool tracked, int32_t ppid);
   void RefreshNames();
   void DrainFaultCounts(bool final_drain);
   void SeedFromProc();
-  int64_t FilePathId(int32_t pid, uint64_t addr, uint64_t inode);
-  int64_t DeviceNameId(uint64_t dev);
   std::map<int32_t, int32_t> ParentMap() const;
   uint64_t SumPerCpu(int map_fd, uint32_t slot) const;
 
