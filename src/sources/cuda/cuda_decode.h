@@ -10,8 +10,8 @@
 #include <optional>
 #include <utility>
 
-#include "capture/source.h"
 #include "sources/cuda/cuda_abi.h"
+#include "sources/source.h"
 #include "store/event.h"
 
 namespace gw {

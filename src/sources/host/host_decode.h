@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "capture/source.h"
 #include "sources/host/host_abi.h"
+#include "sources/source.h"
 #include "store/event.h"
 
 namespace gw {

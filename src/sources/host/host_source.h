@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -18,8 +19,8 @@
 
 #include "base/scoped.h"
 #include "base/status.h"
-#include "capture/source.h"
 #include "sources/host/host_decode.h"
+#include "sources/source.h"
 
 struct host_bpf;
 struct ring_buffer;
@@ -62,10 +63,11 @@ class HostSource : public Source, private HostRecordContext {
 
   // The tracked-set map (valid after Start); see host_abi.h for its layout.
   int tracked_map_fd() const;
+  int TrackedSetFd() const override { return tracked_map_fd(); }
   // Adds a process and its existing descendants to the tracked set (flags GW_TRACKED_*).
   Status Track(int32_t pid, uint32_t flags);
   bool IsTracked(int32_t pid) const;
-  std::vector<int32_t> TrackedPids() const;
+  std::vector<int32_t> TrackedPids() const override;
   // Competitors currently in the LRU map.
   std::vector<int32_t> CompetitorPids() const;
 
@@ -73,6 +75,9 @@ class HostSource : public Source, private HostRecordContext {
   // Stop() and a final Poll() they are equal when nothing was lost.
   int64_t RecordsEmitted() const;
   int64_t RecordsConsumed() const { return consumed_; }
+  std::optional<RecordBalance> Records() const override {
+    return RecordBalance{RecordsEmitted(), RecordsConsumed()};
+  }
 
  private:
   explicit HostSource(HostOptions options);

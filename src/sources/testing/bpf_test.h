@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "capture/source.h"
+#include "sources/source.h"
 #include "store/event.h"
 
 namespace gw::testing {
