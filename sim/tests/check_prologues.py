@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks that every exported CUDA entry point of the sim libraries starts with
-`55 48 89 e5` (push %rbp; mov %rsp,%rbp), like the real libcudart/libcuda (FACTS.md), so that
+`55 48 89 e5` (push %rbp; mov %rsp,%rbp), like the real libcudart/libcuda (docs/facts.md), so that
 uprobes on them take the same single-trap path and cost the same.
 
 Usage: check_prologues.py LIB...   (exit 0 when every exported function matches)

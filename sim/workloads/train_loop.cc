@@ -891,7 +891,7 @@ bool RunSteps(Trainer& t, std::vector<Worker>& workers, long* steps_done, double
 // ----------------------------------------------------------------------------- pytorch shape
 //
 // --shape pytorch lays the job out in threads and processes the way a PyTorch DataLoader job
-// is (FACTS.md), so a tracer sees the same structure and the same wake-ups:
+// is (docs/facts.md), so a tracer sees the same structure and the same wake-ups:
 //
 //   worker process (forked, --worker-comm; 1 computing thread + 2 idle pool threads)
 //     --pipe write--> pt_pin_memory thread: copies the batch into a pinned block

@@ -2,7 +2,7 @@
 // with hand-built windows.
 #pragma once
 
-#include "analysis/explain.h"
+#include "analysis/report.h"
 #include "analysis/window_data.h"
 
 namespace gw {

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "analysis/explain.h"
 #include "analysis/facts.h"
+#include "analysis/report.h"
 
 namespace gw {
 

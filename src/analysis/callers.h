@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/explain.h"
+#include "analysis/report.h"
 #include "analysis/window_data.h"
 
 namespace gw {

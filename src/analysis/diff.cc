@@ -215,31 +215,28 @@ std::string DiffToText(const DiffReport& d) {
   return TerminalSafe(out, /*keep_line_breaks=*/true);  // names from traced processes
 }
 
-std::string DiffToJson(const DiffReport& d) {
+nlohmann::ordered_json DiffJson(const DiffReport& d) {
   using nlohmann::ordered_json;
-  try {
-    ordered_json j;
-    j["before"] = {
-        {"label", d.label_a}, {"seconds", R(d.duration_a_s)}, {"findings", d.findings_a}};
-    j["after"] = {{"label", d.label_b}, {"seconds", R(d.duration_b_s)}, {"findings", d.findings_b}};
-    ordered_json rows = ordered_json::array();
-    for (const DiffRow& r : d.rows) {
-      rows.push_back({{"key", r.key},
-                      {"metric", r.metric},
-                      {"unit", r.unit},
-                      {"before", R(r.before)},
-                      {"after", R(r.after)},
-                      {"change_pct", R(r.change_pct)},
-                      {"ratio", R(r.ratio)},
-                      {"lower_is_better", r.lower_is_better},
-                      {"verdict", VerdictName(r.verdict)}});
-    }
-    j["rows"] = rows;
-    j["notes"] = d.notes;
-    return EscapeC1InJson(j.dump(2, ' ', false, ordered_json::error_handler_t::replace)) + "\n";
-  } catch (const std::exception& e) {
-    return std::string("{\"error\": \"") + JsonEscape(e.what()) + "\"}\n";
+  ordered_json j;
+  j["before"] = {{"label", d.label_a}, {"seconds", R(d.duration_a_s)}, {"findings", d.findings_a}};
+  j["after"] = {{"label", d.label_b}, {"seconds", R(d.duration_b_s)}, {"findings", d.findings_b}};
+  ordered_json rows = ordered_json::array();
+  for (const DiffRow& r : d.rows) {
+    rows.push_back({{"key", r.key},
+                    {"metric", r.metric},
+                    {"unit", r.unit},
+                    {"before", R(r.before)},
+                    {"after", R(r.after)},
+                    {"change_pct", R(r.change_pct)},
+                    {"ratio", R(r.ratio)},
+                    {"lower_is_better", r.lower_is_better},
+                    {"verdict", VerdictName(r.verdict)}});
   }
+  j["rows"] = rows;
+  j["notes"] = d.notes;
+  return j;
 }
+
+std::string DiffToJson(const DiffReport& d) { return JsonText(DiffJson(d)); }
 
 }  // namespace gw

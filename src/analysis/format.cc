@@ -3,8 +3,10 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "base/table.h"
+#include "base/text.h"
 
 namespace gw {
 
@@ -15,6 +17,16 @@ std::string Fmt(const char* format, ...) {
   std::vsnprintf(buf, sizeof(buf), format, args);
   va_end(args);
   return buf;
+}
+
+std::string JsonText(const nlohmann::ordered_json& json) {
+  try {
+    return EscapeC1InJson(
+               json.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace)) +
+           "\n";
+  } catch (const std::exception& e) {
+    return std::string("{\"error\": \"") + JsonEscape(e.what()) + "\"}\n";
+  }
 }
 
 std::string FormatNs(int64_t ns) {

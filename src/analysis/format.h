@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 namespace gw {
@@ -17,6 +18,9 @@ std::string FormatFactor(double x);         // "1,028x", "3.4x"
 // A demangled kernel name for a table: no return type, no parameter list, at most `max`
 // characters ("…" marks a cut). "void at::native::k<4, F>(int, F)" → "at::native::k<4, F>".
 std::string ShortKernelName(const std::string& name, size_t max = 72);
+// A report's JSON as `--json` prints it: indented, invalid UTF-8 replaced, C1 controls escaped,
+// one trailing newline; {"error": …} if it cannot be written.
+std::string JsonText(const nlohmann::ordered_json& json);
 std::string Fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 }  // namespace gw

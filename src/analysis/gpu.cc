@@ -4,6 +4,7 @@
 #include <map>
 
 #include "analysis/blame.h"
+#include "analysis/explain.h"
 #include "analysis/format.h"
 #include "analysis/thresholds.h"
 

@@ -3,8 +3,8 @@
 // quietest samples, and the "GPU is the bottleneck" verdict.
 #pragma once
 
-#include "analysis/explain.h"
 #include "analysis/facts.h"
+#include "analysis/report.h"
 #include "analysis/window_data.h"
 
 namespace gw {

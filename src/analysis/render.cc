@@ -222,138 +222,136 @@ std::string ReportToText(const Report& r) {
   return TerminalSafe(out, /*keep_line_breaks=*/true);
 }
 
-std::string ReportToJson(const Report& r) {
+nlohmann::ordered_json ReportJson(const Report& r) {
   using nlohmann::ordered_json;
-  try {
-    ordered_json j;
-    j["window"] = {{"session", r.window.session},
-                   {"from_ns", r.window.from_ns},
-                   {"to_ns", r.window.to_ns},
-                   {"seconds", R(static_cast<double>(r.window.to_ns - r.window.from_ns) / 1e9)},
-                   {"label", r.window.label}};
-    if (r.system.present) {
-      j["system"] = {{"cpu_pct", R(r.system.cpu_pct)},
-                     {"mem_pct", R(r.system.mem_pct)},
-                     {"load1", R(r.system.load1)},
-                     {"cores", r.system.cores},
-                     {"swap_mb", R(r.system.swap_mb)},
-                     {"iowait_pct", R(r.system.iowait_pct)},
-                     {"major_faults_per_s", r.system.major_faults_per_s}};
-    } else {
-      j["system"] = {{"cores", r.system.cores}};
-    }
-    if (!r.gpus.empty()) {
-      ordered_json gpus = ordered_json::array();
-      for (const GpuSummary& g : r.gpus) {
-        gpus.push_back({{"gpu", g.gpu},
-                        {"name", g.name},
-                        {"gpm", g.gpm},
-                        {"samples", g.samples},
-                        {"util_pct", Pct(g.util_pct)},
-                        {"mem_util_pct", Pct(g.mem_util_pct)},
-                        {"sm_active_pct", Pct(g.sm_active_pct)},
-                        {"sm_occupancy_pct", Pct(g.sm_occupancy_pct)},
-                        {"tensor_active_pct", Pct(g.tensor_active_pct)},
-                        {"dram_bw_pct", Pct(g.dram_bw_pct)},
-                        {"sm_clock_mhz", Pct(g.sm_clock_mhz)},
-                        {"power_w", Pct(g.power_w)},
-                        {"mem_used_gb", Pct(g.mem_used_gb)}});
-      }
-      j["gpus"] = gpus;
-      if (!r.gpu_verdict.empty()) j["gpu_verdict"] = r.gpu_verdict;
-    }
-    ordered_json findings = ordered_json::array();
-    for (const Finding& f : r.findings) {
-      ordered_json jf;
-      jf["rule"] = f.rule;
-      jf["severity"] = SeverityName(f.severity);
-      jf["title"] = Title(f);
-      jf["cause"] = f.cause;
-      jf["effect"] = f.effect;
-      jf["root"] = f.root;
-      jf["effects"] = f.effects;
-      jf["contributing"] = f.contributing;
-      jf["fix"] = f.fix;
-      jf["lost_s"] = R(f.lost_s);
-      ordered_json spans = ordered_json::array();
-      for (const TimeInterval& t : f.intervals) {
-        spans.push_back({{"from_s", R(static_cast<double>(t.begin_ns) / 1e9)},
-                         {"to_s", R(static_cast<double>(t.end_ns) / 1e9)}});
-      }
-      jf["intervals"] = spans;
-      if (f.gpu.present) {
-        jf["gpu_effect"] = {{"gpu", f.gpu.gpu},
-                            {"metric", f.gpu.metric},
-                            {"blamed_pct", R(f.gpu.blamed_pct)},
-                            {"quiet_pct", Pct(f.gpu.quiet_pct)},
-                            {"blamed_samples", f.gpu.blamed_samples},
-                            {"quiet_samples", f.gpu.quiet_samples},
-                            {"blamed_s", R(f.gpu.blamed_s)},
-                            {"gpu_idle_s", Pct(f.gpu.gpu_idle_s)  /* null: no baseline */}};
-      }
-      ordered_json metrics = ordered_json::array();
-      for (const Metric& m : f.metrics) {
-        metrics.push_back({{"name", m.name}, {"value", R(m.value)}, {"unit", m.unit}});
-      }
-      jf["metrics"] = metrics;
-      ordered_json ev = ordered_json::array();
-      for (const EvidenceQuery& q : f.evidence) ev.push_back({{"what", q.what}, {"sql", q.sql}});
-      jf["evidence"] = ev;
-      findings.push_back(jf);
-    }
-    j["findings"] = findings;
-    ordered_json feed = ordered_json::array();
-    for (const FeedTimeGroup& g : r.feed_time) {
-      ordered_json rows = ordered_json::array();
-      for (const FeedTimeRow& row : g.rows) {
-        rows.push_back({{"cause", FeedCauseName(row.cause)},
-                        {"label", FeedCauseLabel(row.cause)},
-                        {"seconds", R(row.seconds)},
-                        {"pct", R(row.pct)}});
-      }
-      feed.push_back({{"group", g.name},
-                      {"threads", g.threads},
-                      {"thread_seconds", R(g.thread_seconds)},
-                      {"causes", rows}});
-    }
-    j["feed_time"] = feed;
-    ordered_json procs = ordered_json::array();
-    for (const ProcessStat& p : r.top_processes) {
-      procs.push_back({{"pid", p.pid},
-                       {"name", p.name},
-                       {"role", p.role},
-                       {"tracked", p.tracked},
-                       {"context_switches", p.context_switches},
-                       {"off_cpu_s", R(p.off_cpu_s)},
-                       {"runq_s", R(p.runq_s)},
-                       {"worst_stall_ms", R(p.worst_stall_ms)},
-                       {"took_cpu_from_feeders_s", R(p.cpu_taken_from_feeders_s)},
-                       {"cuda_calls", p.cuda_calls}});
-    }
-    j["top_processes"] = procs;
-    ordered_json callers = ordered_json::array();
-    for (const CallerSection& c : r.callers) callers.push_back(SectionJson(c));
-    j["callers"] = callers;
-    ordered_json kernels = ordered_json::array();
-    for (const KernelStat& s : r.kernels.top) {
-      kernels.push_back({{"name", s.name},
-                         {"pid", s.pid},
-                         {"launches", s.launches},
-                         {"per_s", R(s.per_s)},
-                         {"share_pct", R(s.share_pct)}});
-    }
-    j["kernels"] = {{"launches", r.kernels.launches},
-                    {"kernels", r.kernels.kernels},
-                    {"unnamed_launches", r.kernels.unnamed},
-                    {"top", kernels}};
-    j["sched_victims"] =
-        r.sched_victims.sites.empty() ? ordered_json(nullptr) : SectionJson(r.sched_victims);
-    j["events"] = r.events;
-    j["notes"] = r.notes;
-    return EscapeC1InJson(j.dump(2, ' ', false, ordered_json::error_handler_t::replace)) + "\n";
-  } catch (const std::exception& e) {
-    return std::string("{\"error\": \"") + JsonEscape(e.what()) + "\"}\n";
+  ordered_json j;
+  j["window"] = {{"session", r.window.session},
+                 {"from_ns", r.window.from_ns},
+                 {"to_ns", r.window.to_ns},
+                 {"seconds", R(static_cast<double>(r.window.to_ns - r.window.from_ns) / 1e9)},
+                 {"label", r.window.label}};
+  if (r.system.present) {
+    j["system"] = {{"cpu_pct", R(r.system.cpu_pct)},
+                   {"mem_pct", R(r.system.mem_pct)},
+                   {"load1", R(r.system.load1)},
+                   {"cores", r.system.cores},
+                   {"swap_mb", R(r.system.swap_mb)},
+                   {"iowait_pct", R(r.system.iowait_pct)},
+                   {"major_faults_per_s", r.system.major_faults_per_s}};
+  } else {
+    j["system"] = {{"cores", r.system.cores}};
   }
+  if (!r.gpus.empty()) {
+    ordered_json gpus = ordered_json::array();
+    for (const GpuSummary& g : r.gpus) {
+      gpus.push_back({{"gpu", g.gpu},
+                      {"name", g.name},
+                      {"gpm", g.gpm},
+                      {"samples", g.samples},
+                      {"util_pct", Pct(g.util_pct)},
+                      {"mem_util_pct", Pct(g.mem_util_pct)},
+                      {"sm_active_pct", Pct(g.sm_active_pct)},
+                      {"sm_occupancy_pct", Pct(g.sm_occupancy_pct)},
+                      {"tensor_active_pct", Pct(g.tensor_active_pct)},
+                      {"dram_bw_pct", Pct(g.dram_bw_pct)},
+                      {"sm_clock_mhz", Pct(g.sm_clock_mhz)},
+                      {"power_w", Pct(g.power_w)},
+                      {"mem_used_gb", Pct(g.mem_used_gb)}});
+    }
+    j["gpus"] = gpus;
+    if (!r.gpu_verdict.empty()) j["gpu_verdict"] = r.gpu_verdict;
+  }
+  ordered_json findings = ordered_json::array();
+  for (const Finding& f : r.findings) {
+    ordered_json jf;
+    jf["rule"] = f.rule;
+    jf["severity"] = SeverityName(f.severity);
+    jf["title"] = Title(f);
+    jf["cause"] = f.cause;
+    jf["effect"] = f.effect;
+    jf["root"] = f.root;
+    jf["effects"] = f.effects;
+    jf["contributing"] = f.contributing;
+    jf["fix"] = f.fix;
+    jf["lost_s"] = R(f.lost_s);
+    ordered_json spans = ordered_json::array();
+    for (const TimeInterval& t : f.intervals) {
+      spans.push_back({{"from_s", R(static_cast<double>(t.begin_ns) / 1e9)},
+                       {"to_s", R(static_cast<double>(t.end_ns) / 1e9)}});
+    }
+    jf["intervals"] = spans;
+    if (f.gpu.present) {
+      jf["gpu_effect"] = {{"gpu", f.gpu.gpu},
+                          {"metric", f.gpu.metric},
+                          {"blamed_pct", R(f.gpu.blamed_pct)},
+                          {"quiet_pct", Pct(f.gpu.quiet_pct)},
+                          {"blamed_samples", f.gpu.blamed_samples},
+                          {"quiet_samples", f.gpu.quiet_samples},
+                          {"blamed_s", R(f.gpu.blamed_s)},
+                          {"gpu_idle_s", Pct(f.gpu.gpu_idle_s) /* null: no baseline */}};
+    }
+    ordered_json metrics = ordered_json::array();
+    for (const Metric& m : f.metrics) {
+      metrics.push_back({{"name", m.name}, {"value", R(m.value)}, {"unit", m.unit}});
+    }
+    jf["metrics"] = metrics;
+    ordered_json ev = ordered_json::array();
+    for (const EvidenceQuery& q : f.evidence) ev.push_back({{"what", q.what}, {"sql", q.sql}});
+    jf["evidence"] = ev;
+    findings.push_back(jf);
+  }
+  j["findings"] = findings;
+  ordered_json feed = ordered_json::array();
+  for (const FeedTimeGroup& g : r.feed_time) {
+    ordered_json rows = ordered_json::array();
+    for (const FeedTimeRow& row : g.rows) {
+      rows.push_back({{"cause", FeedCauseName(row.cause)},
+                      {"label", FeedCauseLabel(row.cause)},
+                      {"seconds", R(row.seconds)},
+                      {"pct", R(row.pct)}});
+    }
+    feed.push_back({{"group", g.name},
+                    {"threads", g.threads},
+                    {"thread_seconds", R(g.thread_seconds)},
+                    {"causes", rows}});
+  }
+  j["feed_time"] = feed;
+  ordered_json procs = ordered_json::array();
+  for (const ProcessStat& p : r.top_processes) {
+    procs.push_back({{"pid", p.pid},
+                     {"name", p.name},
+                     {"role", p.role},
+                     {"tracked", p.tracked},
+                     {"context_switches", p.context_switches},
+                     {"off_cpu_s", R(p.off_cpu_s)},
+                     {"runq_s", R(p.runq_s)},
+                     {"worst_stall_ms", R(p.worst_stall_ms)},
+                     {"took_cpu_from_feeders_s", R(p.cpu_taken_from_feeders_s)},
+                     {"cuda_calls", p.cuda_calls}});
+  }
+  j["top_processes"] = procs;
+  ordered_json callers = ordered_json::array();
+  for (const CallerSection& c : r.callers) callers.push_back(SectionJson(c));
+  j["callers"] = callers;
+  ordered_json kernels = ordered_json::array();
+  for (const KernelStat& s : r.kernels.top) {
+    kernels.push_back({{"name", s.name},
+                       {"pid", s.pid},
+                       {"launches", s.launches},
+                       {"per_s", R(s.per_s)},
+                       {"share_pct", R(s.share_pct)}});
+  }
+  j["kernels"] = {{"launches", r.kernels.launches},
+                  {"kernels", r.kernels.kernels},
+                  {"unnamed_launches", r.kernels.unnamed},
+                  {"top", kernels}};
+  j["sched_victims"] =
+      r.sched_victims.sites.empty() ? ordered_json(nullptr) : SectionJson(r.sched_victims);
+  j["events"] = r.events;
+  j["notes"] = r.notes;
+  return j;
 }
+
+std::string ReportToJson(const Report& r) { return JsonText(ReportJson(r)); }
 
 }  // namespace gw

@@ -9,7 +9,7 @@
 #include <map>
 #include <vector>
 
-#include "analysis/explain.h"
+#include "analysis/report.h"
 #include "analysis/window_data.h"
 
 namespace gw {

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "capture/source.h"
+#include "sources/source.h"
 #include "store/event.h"
 
 namespace gw {

@@ -8,11 +8,8 @@
 #include <cstdio>
 
 #include "base/table.h"
+#include "sources/registry.h"
 #include "sources/system/host_info.h"
-
-#ifdef GW_HAVE_CUDA_SOURCE
-#include "sources/cuda/cuda_source.h"
-#endif
 
 namespace gw {
 
@@ -43,19 +40,6 @@ SessionClock NewSessionClock() {
   return best;
 }
 
-#ifdef GW_HAVE_CUDA_SOURCE
-StatusOr<std::unique_ptr<Source>> MakeCudaSource(const TracerOptions& options) {
-  CudaSourceOptions cuda;
-  cuda.libraries = options.cuda_libs;
-  ASSIGN_OR_RETURN(std::unique_ptr<CudaSource> source, CudaSource::Create(cuda));
-  return std::unique_ptr<Source>(std::move(source));
-}
-#else
-StatusOr<std::unique_ptr<Source>> MakeCudaSource(const TracerOptions&) {
-  return std::unique_ptr<Source>();  // not built into this binary
-}
-#endif
-
 }  // namespace
 
 Tracer::Tracer(TracerOptions options) : options_(std::move(options)) {}
@@ -73,11 +57,11 @@ int64_t Tracer::ElapsedNs() const { return ClockNs(CLOCK_MONOTONIC) - clock_.mon
 
 Status Tracer::Start() {
   if (started_) return FailedPrecondition("tracer started twice");
-  ASSIGN_OR_RETURN(std::unique_ptr<HostSource> host, HostSource::Create(options_.host));
-  std::unique_ptr<Source> cuda;
-  if (options_.cuda) {
-    ASSIGN_OR_RETURN(cuda, MakeCudaSource(options_));
-  }
+  SourceSetOptions set;
+  set.host = options_.host;
+  set.cuda = options_.cuda;
+  set.cuda_libs = options_.cuda_libs;
+  ASSIGN_OR_RETURN(std::vector<RegisteredSource> sources, CreateSources(set));
 
   // Before the session row exists: a failure here leaves nothing behind in the database.
   if (options_.stacks) {
@@ -118,25 +102,19 @@ Status Tracer::Start() {
   context.pids = options_.pids;
   context.comms = options_.comms;
   context.cuda_libs = options_.cuda_libs;
-  host_ = host.get();
-  RETURN_IF_ERROR(host->Start(context));
-  sources_.push_back(std::move(host));
-  context.tracked_map_fd = host_->tracked_map_fd();
-  if (stacks_) {
-    for (int32_t pid : host_->TrackedPids()) WatchStacksOf(pid);
-  }
-  if (cuda) {
-    Status st = cuda->Start(context);
-    if (!st.ok()) {
-      // The host side still explains a lot; say loudly what is missing.
+  // In the registry's order: a source that owns the tracked set shares it with the ones after.
+  for (RegisteredSource& r : sources) {
+    if (Status st = r.source->Start(context); !st.ok()) {
+      if (r.required) return st;
       std::lock_guard<std::mutex> lock(notes_mu_);
-      notes_.push_back("CUDA probes not attached: " + st.message());
-    } else {
-      sources_.push_back(std::move(cuda));
+      notes_.push_back(r.unavailable + ": " + st.message());
+      continue;
     }
-  } else if (options_.cuda) {
-    std::lock_guard<std::mutex> lock(notes_mu_);
-    notes_.push_back("this build has no CUDA source: host events only");
+    if (int fd = r.source->TrackedSetFd(); fd >= 0) context.tracked_map_fd = fd;
+    if (stacks_) {
+      for (int32_t pid : r.source->TrackedPids()) WatchStacksOf(pid);
+    }
+    sources_.push_back(std::move(r.source));
   }
 
   sampler_ = std::make_unique<SystemSampler>(
@@ -327,9 +305,13 @@ StatusOr<TraceSummary> Tracer::Stop() {
   for (const auto& [k, v] : summary.drops_detail) summary.drops += v;
   live_.SetDrops(summary.drops);  // the final frame shows them too
   summary.events = events_.load();
-  summary.host_records_emitted = host_ ? host_->RecordsEmitted() : 0;
-  summary.host_records_consumed = host_ ? host_->RecordsConsumed() : 0;
-  for (const auto& s : sources_) summary.sources.push_back(s->name());
+  for (const auto& s : sources_) {
+    summary.sources.push_back(s->name());
+    if (std::optional<Source::RecordBalance> records = s->Records()) {
+      summary.host_records_emitted += records->emitted;
+      summary.host_records_consumed += records->consumed;
+    }
+  }
   summary.notes = TakeNotes();
   Status result = Status::Ok();
   if (writer_) {
@@ -351,7 +333,6 @@ StatusOr<TraceSummary> Tracer::Stop() {
     else if (flushed.ok() && !closed.ok()) result = closed;
   }
   sources_.clear();
-  host_ = nullptr;
   if (!result.ok()) {
     if (!summary.store_error.ok()) {
       return Status(summary.store_error.code(), summary.store_error.message() +

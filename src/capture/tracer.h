@@ -1,8 +1,9 @@
 // Tracer: the capture loop behind `gpuwhy trace`.
 //
 // Start():  session clock (CLOCK_MONOTONIC + CLOCK_REALTIME at one instant), StoreWriter and
-//           session row (unless record=false), HostSource (owner of the tracked set), then
-//           CudaSource (sharing the tracked-set fd), the 1 Hz SystemSampler, the NVML
+//           session row (unless record=false), the sources src/sources/registry.h lists, in
+//           its order (the host source owns the tracked set, the CUDA source shares its fd;
+//           the tracer knows neither by name), the 1 Hz SystemSampler, the NVML
 //           GpuSampler (10 Hz by default; a note when there is no NVML), the drain thread.
 //           With `stacks` (trace --stack) first a StackRegistry whose maps every source shares.
 // Stacks:   a second thread watches newly tracked processes (maps snapshot, CPython offsets)
@@ -28,9 +29,9 @@
 
 #include "base/status.h"
 #include "capture/live_stats.h"
-#include "capture/source.h"
-#include "sources/host/host_source.h"
 #include "sources/nvml/gpu_sampler.h"
+#include "sources/registry.h"
+#include "sources/source.h"
 #include "sources/stacks/stack_registry.h"
 #include "sources/system/sampler.h"
 #include "store/writer.h"
@@ -48,7 +49,7 @@ struct TracerOptions {
   bool record = true;          // false: no database, live view / JSON only
   int64_t max_db_bytes = 0;
   std::vector<std::string> cuda_libs;
-  bool cuda = true;            // start the CUDA source (when built in)
+  bool cuda = true;            // start the CUDA source
   bool json = false;           // stream every event as a JSON line on `json_out`
   bool stacks = false;         // trace --stack: caller stacks on CUDA calls and off-CPU switches
   // How often the drain thread empties the ring buffers. Each poll costs a few syscalls per
@@ -78,8 +79,10 @@ struct TraceSummary {
   int64_t events_written = 0;   // rows the writer committed
   int64_t drops = 0;
   DropCounts drops_detail;
-  int64_t host_records_emitted = 0;   // BPF side
-  int64_t host_records_consumed = 0;  // decoded
+  // Records submitted by the BPF side and decoded, summed over the sources that count both
+  // (Source::Records: the host source).
+  int64_t host_records_emitted = 0;
+  int64_t host_records_consumed = 0;
   int64_t stacks = 0;                 // distinct stacks stored (trace --stack)
   std::vector<std::string> notes;
   std::string db_path;
@@ -107,7 +110,6 @@ class Tracer : public EventSink {
   LiveSnapshot Live() const;
   // Notes from sources (libraries attached, skipped tracepoints), taken once.
   std::vector<std::string> TakeNotes();
-  HostSource* host() const { return host_; }
   int64_t ElapsedNs() const;
 
   // EventSink (called from the drain thread).
@@ -133,8 +135,7 @@ class Tracer : public EventSink {
   TracerOptions options_;
   SessionClock clock_;
   std::unique_ptr<StoreWriter> writer_;
-  std::vector<std::unique_ptr<Source>> sources_;
-  HostSource* host_ = nullptr;
+  std::vector<std::unique_ptr<Source>> sources_;  // started, in start order
   std::unique_ptr<SystemSampler> sampler_;
   std::unique_ptr<GpuSampler> gpu_sampler_;  // null without NVML or with --gpu-interval 0
   LiveStats live_;

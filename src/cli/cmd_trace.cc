@@ -15,10 +15,10 @@
 
 #include "base/table.h"
 #include "base/text.h"
+#include "capture/child_process.h"
 #include "capture/tracer.h"
 #include "clickhouse/schema.h"
 #include "clickhouse/sink.h"
-#include "cli/child_process.h"
 #include "cli/commands.h"
 #include "discover/cuda_libs.h"
 #include "sources/system/host_info.h"

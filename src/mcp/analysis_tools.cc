@@ -31,16 +31,6 @@ Json SideSchema(const char* which) {
 
 #if GW_HAVE_ANALYSIS
 
-StatusOr<Json> ParseReportJson(const std::string& text, const char* what) {
-  Json j = Json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    return Internal(std::string(what) +
-                    ": the analysis produced output that is not a JSON "
-                    "object");
-  }
-  return j;
-}
-
 StatusOr<ToolOutput> RunExplain(ReaderSource& source, const Json& json_args) {
   std::vector<std::string> known = WindowArgNames();
   known.push_back("pid");
@@ -55,7 +45,7 @@ StatusOr<ToolOutput> RunExplain(ReaderSource& source, const Json& json_args) {
   options.evidence = true;
   ASSIGN_OR_RETURN(Report report, Explain(*reader, options));
   ToolOutput out;
-  ASSIGN_OR_RETURN(out.structured, ParseReportJson(ReportToJson(report), "explain"));
+  out.structured = Json(ReportJson(report));
   out.summary = std::to_string(report.findings.size()) + " finding" +
                 (report.findings.size() == 1 ? "" : "s") + " for " + report.window.label +
                 " of session " + std::to_string(report.window.session) +
@@ -143,7 +133,7 @@ StatusOr<ToolOutput> RunDiff(ReaderSource& source, const Json& json_args) {
   ASSIGN_OR_RETURN(int64_t sb, ResolveSession(*b, session_b.value_or(0)));
   ASSIGN_OR_RETURN(DiffReport diff, Diff(*a, sa, *b, sb));
   ToolOutput out;
-  ASSIGN_OR_RETURN(out.structured, ParseReportJson(DiffToJson(diff), "diff"));
+  out.structured = Json(DiffJson(diff));
   out.summary = "Before: " + diff.label_a + "; after: " + diff.label_b + "; " +
                 std::to_string(diff.rows.size()) + " metrics compared.";
   return out;

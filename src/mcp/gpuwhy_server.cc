@@ -39,18 +39,13 @@ StatusOr<ToolOutput> RunCheckTool(const CheckRunner& run_checks, const Json& jso
         "check is not available in this build of the server — hint: "
         "run `gpuwhy check` in a shell");
   }
-  ASSIGN_OR_RETURN(std::string text, run_checks());
-  Json parsed = Json::parse(text, nullptr, false);
-  if (parsed.is_discarded() || !parsed.is_object()) {
-    return Internal("check: `gpuwhy check --json` printed something that is not a JSON object");
-  }
+  ASSIGN_OR_RETURN(CheckReport report, run_checks());
   ToolOutput out;
-  out.structured = std::move(parsed);
-  bool can_trace = out.structured.value("can_trace", false);
-  out.summary = can_trace ? "gpuwhy trace can run on this machine."
-                          : "gpuwhy trace cannot run here yet: see the checks with state "
-                            "\"fail\" and their hints. Reading existing recordings works "
-                            "regardless.";
+  out.structured = Json(CheckReportToJson(report));
+  out.summary = report.CanTrace() ? "gpuwhy trace can run on this machine."
+                                  : "gpuwhy trace cannot run here yet: see the checks with state "
+                                    "\"fail\" and their hints. Reading existing recordings works "
+                                    "regardless.";
   out.structured["note"] =
       "the same checks as `gpuwhy check --json`, run as the user the MCP server runs as "
       "(privileges of that user, not root)";

@@ -7,14 +7,15 @@
 #include <string>
 
 #include "base/status.h"
+#include "check/check_report.h"
 #include "mcp/server.h"
 #include "mcp/store_tools.h"
 
 namespace gw::mcp {
 
-// Runs the machine checks of `gpuwhy check --json` and returns that JSON text. Supplied by the
-// CLI, which owns the check code; absent in tests.
-using CheckRunner = std::function<StatusOr<std::string>()>;
+// Runs the machine checks of `gpuwhy check` (src/check). Supplied by the CLI, which links the
+// sources the checks probe; absent in tests.
+using CheckRunner = std::function<StatusOr<CheckReport>()>;
 
 struct GpuwhyServerOptions {
   std::string db_path;

@@ -1,7 +1,7 @@
 // Unit tests for the symbolizer's building blocks: maps parsing, CPython line tables (against
 // fixtures recorded from the real interpreters' co_lines()), and splicing.
-#include <gtest/gtest.h>
 #include <elf.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "symbolize/elf_file.h"
+#include "elf/elf_file.h"
 #include "symbolize/process_maps.h"
 #include "symbolize/python_code.h"
 #include "symbolize/symbolizer.h"

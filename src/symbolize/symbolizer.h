@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "symbolize/elf_file.h"
+#include "elf/elf_file.h"
 #include "symbolize/process_maps.h"
 #include "symbolize/python_code.h"
 

@@ -1,7 +1,7 @@
-// libFuzzer target: the ELF readers, on files anyone may have put on the library path or into a
-// traced process's mappings: ElfFile (symbolization: PT_LOAD mapping, .symtab/.dynsym functions,
-// data reads, DWARF lines through libdw) and ElfSymbolTable (uprobe placement: versioned
-// .dynsym/.symtab, endbr64 detection). The input is written to a memfd and opened through
+// libFuzzer target: the ELF reader, on files anyone may have put on the library path or into a
+// traced process's mappings: ElfFile (PT_LOAD mapping, .symtab/.dynsym functions and versions,
+// data reads, DWARF lines through libdw) and ElfSymbolTable, the uprobe-placement index built on
+// it (versioned names, endbr64 detection). The input is written to a memfd and opened through
 // /proc/self/fd as a path, as the tools open files. Invariants: no crash or UB; offsets and
 // addresses the readers return map back to each other.
 #include <sys/mman.h>
@@ -12,7 +12,7 @@
 #include <string>
 
 #include "discover/elf_symbols.h"
-#include "symbolize/elf_file.h"
+#include "elf/elf_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static int fd = memfd_create("fuzz_elf", 0);

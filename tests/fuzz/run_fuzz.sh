@@ -64,11 +64,11 @@ cc -g "${ELF_FLAGS[@]}" -o "$WORK/seeds_elf/tiny_dwarf.so" "$WORK/seed.c" &&
 
 FUZZ_SECONDS=20 SEEDS="$WORK/seeds_stacks" LIBS="-ldw -lelf" build_and_run fuzz_stacks \
   "$SRC/tests/fuzz/fuzz_stacks.cc" "$SRC/src/symbolize/python_code.cc" \
-  "$SRC/src/symbolize/symbolizer.cc" "$SRC/src/symbolize/elf_file.cc" \
+  "$SRC/src/symbolize/symbolizer.cc" "$SRC/src/elf/elf_file.cc" \
   "$SRC/src/symbolize/process_maps.cc" "$SRC/src/sources/stacks/python_offsets.cc" \
   "$SRC/src/base/status.cc"
 FUZZ_SECONDS=20 SEEDS="$WORK/seeds_elf" MAX_LEN=16384 LIBS="-ldw -lelf" build_and_run fuzz_elf \
-  "$SRC/tests/fuzz/fuzz_elf.cc" "$SRC/src/symbolize/elf_file.cc" \
+  "$SRC/tests/fuzz/fuzz_elf.cc" "$SRC/src/elf/elf_file.cc" \
   "$SRC/src/discover/elf_symbols.cc" "$SRC/src/base/status.cc"
 echo "fuzz: $failures failure(s)"
 [ "$failures" -eq 0 ]

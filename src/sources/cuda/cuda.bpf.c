@@ -128,7 +128,7 @@ struct task_state {
   __u64 rt_launch_ts;  // 0 = none pending
 };
 
-// Task storage rather than a hash keyed by tid: ~0.2 µs cheaper per pair (FACTS.md), and it
+// Task storage rather than a hash keyed by tid: ~0.2 µs cheaper per pair (docs/facts.md), and it
 // disappears with the thread.
 struct {
   __uint(type, BPF_MAP_TYPE_TASK_STORAGE);

@@ -21,6 +21,8 @@
 #include "cuda.skel.h"
 #include "discover/elf_symbols.h"
 #include "sources/cuda/cuda_abi.h"
+#include "sources/cuda/cuda_decode.h"
+#include "sources/cuda/cuda_probes.h"
 #include "sources/stacks/stack_registry.h"
 #include "symbolize/process_maps.h"
 #include "symbolize/symbolizer.h"
@@ -39,6 +41,11 @@ void FreeRing(ring_buffer* ring) { ring_buffer__free(ring); }
 }  // namespace cuda_internal
 
 namespace {
+
+using cuda_internal::ProbeClass;
+using cuda_internal::Probes;
+using cuda_internal::ProbeSpec;
+using cuda_internal::SpecOf;
 
 void DestroyLink(bpf_link* link) { bpf_link__destroy(link); }
 using ScopedLink = ScopedResource<bpf_link*, DestroyLink, nullptr>;
@@ -85,97 +92,6 @@ int CreateUprobeMultiLink(int prog_fd, const std::string& path,
   return fd < 0 ? -errno : static_cast<int>(fd);
 }
 
-// How a function is probed.
-enum class ProbeClass {
-  kCall,        // uprobe + uretprobe: full row with duration
-  kLaunch,      // entry-only: counted in the kernel, sampled rows
-  kRegister,    // uprobe + uretprobe: __cudaRegisterFunction name record, no row
-  kNameLookup,  // uprobe + uretprobe: row + handle → name record
-};
-
-struct ProbeSpec {
-  gw_cuda_fn fn;
-  const char* symbol;
-  CudaLibKind library;
-  ProbeClass probe;
-  std::optional<Op> op;  // the row's op; none for probes that only feed the decoder
-};
-
-constexpr CudaLibKind kRt = CudaLibKind::kRuntime;
-constexpr CudaLibKind kDrv = CudaLibKind::kDriver;
-
-const ProbeSpec kProbes[] = {
-    {GW_FN_CUDA_LAUNCH_KERNEL, "cudaLaunchKernel", kRt, ProbeClass::kLaunch, Op::kCudaLaunchKernel},
-    {GW_FN_CUDA_LAUNCH_KERNEL_PTSZ, "cudaLaunchKernel_ptsz", kRt, ProbeClass::kLaunch,
-     Op::kCudaLaunchKernel},
-    {GW_FN_CUDA_LAUNCH_KERNEL_EXC, "cudaLaunchKernelExC", kRt, ProbeClass::kLaunch,
-     Op::kCudaLaunchKernelExC},
-    {GW_FN_CUDA_LAUNCH_KERNEL_EXC_PTSZ, "cudaLaunchKernelExC_ptsz", kRt, ProbeClass::kLaunch,
-     Op::kCudaLaunchKernelExC},
-    {GW_FN_CUDA_MALLOC, "cudaMalloc", kRt, ProbeClass::kCall, Op::kCudaMalloc},
-    {GW_FN_CUDA_MALLOC_ASYNC, "cudaMallocAsync", kRt, ProbeClass::kCall, Op::kCudaMallocAsync},
-    {GW_FN_CUDA_MALLOC_MANAGED, "cudaMallocManaged", kRt, ProbeClass::kCall,
-     Op::kCudaMallocManaged},
-    {GW_FN_CUDA_MALLOC_HOST, "cudaMallocHost", kRt, ProbeClass::kCall, Op::kCudaMallocHost},
-    {GW_FN_CUDA_HOST_ALLOC, "cudaHostAlloc", kRt, ProbeClass::kCall, Op::kCudaHostAlloc},
-    {GW_FN_CUDA_FREE, "cudaFree", kRt, ProbeClass::kCall, Op::kCudaFree},
-    {GW_FN_CUDA_FREE_ASYNC, "cudaFreeAsync", kRt, ProbeClass::kCall, Op::kCudaFreeAsync},
-    {GW_FN_CUDA_FREE_HOST, "cudaFreeHost", kRt, ProbeClass::kCall, std::nullopt},
-    {GW_FN_CUDA_HOST_REGISTER, "cudaHostRegister", kRt, ProbeClass::kCall, std::nullopt},
-    {GW_FN_CUDA_HOST_UNREGISTER, "cudaHostUnregister", kRt, ProbeClass::kCall, std::nullopt},
-    {GW_FN_CUDA_MEMCPY, "cudaMemcpy", kRt, ProbeClass::kCall, Op::kCudaMemcpy},
-    {GW_FN_CUDA_MEMCPY_ASYNC, "cudaMemcpyAsync", kRt, ProbeClass::kCall, Op::kCudaMemcpyAsync},
-    {GW_FN_CUDA_MEMCPY_2D, "cudaMemcpy2D", kRt, ProbeClass::kCall, Op::kCudaMemcpy2D},
-    {GW_FN_CUDA_MEMCPY_2D_ASYNC, "cudaMemcpy2DAsync", kRt, ProbeClass::kCall,
-     Op::kCudaMemcpy2DAsync},
-    {GW_FN_CUDA_MEMCPY_PEER, "cudaMemcpyPeer", kRt, ProbeClass::kCall, Op::kCudaMemcpyPeer},
-    {GW_FN_CUDA_MEMCPY_PEER_ASYNC, "cudaMemcpyPeerAsync", kRt, ProbeClass::kCall,
-     Op::kCudaMemcpyPeerAsync},
-    {GW_FN_CUDA_MEMSET, "cudaMemset", kRt, ProbeClass::kCall, Op::kCudaMemset},
-    {GW_FN_CUDA_MEMSET_ASYNC, "cudaMemsetAsync", kRt, ProbeClass::kCall, Op::kCudaMemsetAsync},
-    {GW_FN_CUDA_STREAM_SYNC, "cudaStreamSynchronize", kRt, ProbeClass::kCall,
-     Op::kCudaStreamSync},
-    {GW_FN_CUDA_DEVICE_SYNC, "cudaDeviceSynchronize", kRt, ProbeClass::kCall,
-     Op::kCudaDeviceSync},
-    {GW_FN_CUDA_EVENT_SYNC, "cudaEventSynchronize", kRt, ProbeClass::kCall, Op::kCudaEventSync},
-    {GW_FN_CUDA_STREAM_WAIT_EVENT, "cudaStreamWaitEvent", kRt, ProbeClass::kCall,
-     Op::kCudaStreamWaitEvent},
-    {GW_FN_CUDA_GRAPH_INSTANTIATE, "cudaGraphInstantiate", kRt, ProbeClass::kCall,
-     Op::kCudaGraphInstantiate},
-    {GW_FN_CUDA_GRAPH_INSTANTIATE_WITH_FLAGS, "cudaGraphInstantiateWithFlags", kRt,
-     ProbeClass::kCall, Op::kCudaGraphInstantiate},
-    {GW_FN_CUDA_GRAPH_LAUNCH, "cudaGraphLaunch", kRt, ProbeClass::kCall, Op::kCudaGraphLaunch},
-    {GW_FN_CUDA_REGISTER_FUNCTION, "__cudaRegisterFunction", kRt, ProbeClass::kRegister,
-     std::nullopt},
-    {GW_FN_CU_LAUNCH_KERNEL, "cuLaunchKernel", kDrv, ProbeClass::kLaunch, Op::kCuLaunchKernel},
-    {GW_FN_CU_LAUNCH_KERNEL_PTSZ, "cuLaunchKernel_ptsz", kDrv, ProbeClass::kLaunch,
-     Op::kCuLaunchKernel},
-    {GW_FN_CU_LAUNCH_KERNEL_EX, "cuLaunchKernelEx", kDrv, ProbeClass::kLaunch,
-     Op::kCuLaunchKernelEx},
-    {GW_FN_CU_LAUNCH_KERNEL_EX_PTSZ, "cuLaunchKernelEx_ptsz", kDrv, ProbeClass::kLaunch,
-     Op::kCuLaunchKernelEx},
-    {GW_FN_CU_MEM_ALLOC, "cuMemAlloc_v2", kDrv, ProbeClass::kCall, Op::kCuMemAlloc},
-    {GW_FN_CU_MEM_FREE, "cuMemFree_v2", kDrv, ProbeClass::kCall, Op::kCuMemFree},
-    {GW_FN_CU_MEMCPY, "cuMemcpy", kDrv, ProbeClass::kCall, Op::kCuMemcpy},
-    {GW_FN_CU_MEMCPY_ASYNC, "cuMemcpyAsync", kDrv, ProbeClass::kCall, Op::kCuMemcpyAsync},
-    {GW_FN_CU_MEMCPY_HTOD, "cuMemcpyHtoD_v2", kDrv, ProbeClass::kCall, Op::kCuMemcpyHtoD},
-    {GW_FN_CU_MEMCPY_DTOH, "cuMemcpyDtoH_v2", kDrv, ProbeClass::kCall, Op::kCuMemcpyDtoH},
-    {GW_FN_CU_MEMCPY_DTOD, "cuMemcpyDtoD_v2", kDrv, ProbeClass::kCall, Op::kCuMemcpyDtoD},
-    {GW_FN_CU_MEMCPY_HTOD_ASYNC, "cuMemcpyHtoDAsync_v2", kDrv, ProbeClass::kCall,
-     Op::kCuMemcpyHtoDAsync},
-    {GW_FN_CU_MEMCPY_DTOH_ASYNC, "cuMemcpyDtoHAsync_v2", kDrv, ProbeClass::kCall,
-     Op::kCuMemcpyDtoHAsync},
-    {GW_FN_CU_MEMCPY_DTOD_ASYNC, "cuMemcpyDtoDAsync_v2", kDrv, ProbeClass::kCall,
-     Op::kCuMemcpyDtoDAsync},
-    {GW_FN_CU_STREAM_SYNC, "cuStreamSynchronize", kDrv, ProbeClass::kCall, Op::kCuStreamSync},
-    {GW_FN_CU_CTX_SYNC, "cuCtxSynchronize", kDrv, ProbeClass::kCall, Op::kCuCtxSync},
-    {GW_FN_CU_EVENT_SYNC, "cuEventSynchronize", kDrv, ProbeClass::kCall, Op::kCuEventSync},
-    {GW_FN_CU_MODULE_GET_FUNCTION, "cuModuleGetFunction", kDrv, ProbeClass::kNameLookup,
-     Op::kCuModuleGetFunction},
-    {GW_FN_CU_LIBRARY_GET_KERNEL, "cuLibraryGetKernel", kDrv, ProbeClass::kNameLookup,
-     Op::kCuLibraryGetKernel},
-};
-
 constexpr UnseenLaunchPath kUnseenDriverLaunches[] = {
     {"cuGraphLaunch", "CUDA graphs launched through the driver"},
     {"cuGraphLaunch_ptsz", "CUDA graphs launched through the driver"},
@@ -191,15 +107,6 @@ std::vector<UnseenLaunchPath> UnseenIn(const ElfSymbolTable& symbols, CudaLibKin
     if (symbols.Find(p.symbol) != nullptr) out.push_back(p);
   }
   return out;
-}
-
-const ProbeSpec* SpecOf(uint32_t fn) {
-  static const auto* table = [] {
-    auto* t = new std::vector<const ProbeSpec*>(GW_FN_MAX, nullptr);
-    for (const ProbeSpec& spec : kProbes) (*t)[spec.fn] = &spec;
-    return t;
-  }();
-  return fn < table->size() ? (*table)[fn] : nullptr;
 }
 
 std::string PrivilegeHint(int err) {
@@ -227,14 +134,6 @@ int64_t MonotonicNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-// Whether [addr, addr+1) lies in one of the [start, start+size) ranges.
-bool InRanges(const std::map<uint64_t, uint64_t>& ranges, uint64_t addr) {
-  auto it = ranges.upper_bound(addr);
-  if (it == ranges.begin()) return false;
-  --it;
-  return addr < it->first + it->second;
-}
-
 }  // namespace
 
 struct CudaSource::AttachedLibrary {
@@ -250,16 +149,13 @@ struct CudaSource::AttachedLibrary {
 };
 
 struct CudaSource::ProcessState {
-  std::map<uint64_t, uint64_t> runtime_allocs;  // device pointer → size (cudaMalloc*)
-  std::map<uint64_t, uint64_t> driver_allocs;   // device pointer → size (cuMemAlloc)
-  std::map<uint64_t, uint64_t> pinned;          // host pointer → size (cudaMallocHost/HostAlloc)
+  CudaProcessMemory memory;  // allocations and pinned ranges the decoder keeps
   std::unordered_map<uint64_t, std::string> names;     // kernel handle → name
   std::unordered_map<uint64_t, uint64_t> aliases;      // host stub → CUfunction it reached
   std::unordered_map<uint64_t, int64_t> name_ids;      // kernel handle → interned name id
   std::unordered_set<uint64_t> unnamed;                // no symbol / no readable driver name
   std::optional<ProcessMaps> maps;                     // for host stubs: read once, re-read
                                                        // when a stub lies outside it
-  std::pair<uint64_t, uint64_t> last_free{0, 0};       // pointer, size of the last free
 };
 
 std::vector<UnseenLaunchPath> UnseenLaunchPaths(const std::string& path, CudaLibKind kind) {
@@ -270,7 +166,7 @@ std::vector<UnseenLaunchPath> UnseenLaunchPaths(const std::string& path, CudaLib
 
 std::vector<std::string> ProbedLaunchSymbols(CudaLibKind kind) {
   std::vector<std::string> out;
-  for (const ProbeSpec& spec : kProbes) {
+  for (const ProbeSpec& spec : Probes()) {
     if (spec.library == kind && spec.probe == ProbeClass::kLaunch) out.push_back(spec.symbol);
   }
   return out;
@@ -406,7 +302,7 @@ Status CudaSource::AttachLibrary(const CudaLibrary& library) {
     groups[group].cookies.push_back(spec.fn);
     groups[group].symbols.push_back(spec.symbol);
   };
-  for (const ProbeSpec& spec : kProbes) {
+  for (const ProbeSpec& spec : Probes()) {
     if (spec.library != library.kind) continue;
     const ElfSymbol* symbol = symbols.Find(spec.symbol);
     if (symbol == nullptr) {
@@ -760,184 +656,12 @@ int64_t CudaSource::KernelNameId(uint32_t tgid, uint64_t handle, bool host_stub)
 }
 
 void CudaSource::HandleCall(const gw_cuda_call_record& r) {
-  const ProbeSpec* spec = SpecOf(r.fn);
-  if (spec == nullptr) return;
-  ProcessState& process = Process(r.tgid);
-  bool ok = r.ret == 0;
-  // Pinned host ranges (pin_memory=True page-locks with cudaHostAlloc or cudaHostRegister).
-  if (r.fn == GW_FN_CUDA_FREE_HOST || r.fn == GW_FN_CUDA_HOST_UNREGISTER) {
-    if (ok) process.pinned.erase(r.dst);
-    return;
-  }
-  if (r.fn == GW_FN_CUDA_HOST_REGISTER) {
-    if (ok) process.pinned[r.dst] = r.bytes;
-    return;
-  }
-  if (!spec->op.has_value()) return;
-  Event e;
-  e.ts_ns = context_.clock.ToSession(r.ts_ns);
-  e.pid = static_cast<int32_t>(r.tgid);
-  e.tid = static_cast<int32_t>(r.tid);
-  e.op = *spec->op;
-  e.duration_ns = static_cast<int64_t>(r.duration_ns);
-  if ((r.flags & GW_CUDA_FLAG_SAMPLED_LAUNCH) == 0) e.ret = r.ret;
-  if (r.stack_id != 0) e.stack_id = static_cast<int64_t>(r.stack_id);
-  auto u64 = [](uint64_t v) { return static_cast<int64_t>(v); };
-
-  switch (static_cast<gw_cuda_fn>(r.fn)) {
-    case GW_FN_CUDA_LAUNCH_KERNEL:
-    case GW_FN_CUDA_LAUNCH_KERNEL_PTSZ:
-    case GW_FN_CUDA_LAUNCH_KERNEL_EXC:
-    case GW_FN_CUDA_LAUNCH_KERNEL_EXC_PTSZ:
-    case GW_FN_CU_LAUNCH_KERNEL:
-    case GW_FN_CU_LAUNCH_KERNEL_PTSZ:
-    case GW_FN_CU_LAUNCH_KERNEL_EX:
-    case GW_FN_CU_LAUNCH_KERNEL_EX_PTSZ:
-      e.addr = u64(r.stream);
-      e.name_id = KernelNameId(r.tgid, r.dst, r.fn < GW_CUDA_DRIVER_BASE);
-      break;
-    case GW_FN_CUDA_MALLOC:
-    case GW_FN_CUDA_MALLOC_ASYNC:
-    case GW_FN_CUDA_MALLOC_MANAGED:
-    case GW_FN_CU_MEM_ALLOC:
-      e.bytes = u64(r.bytes);
-      if (ok) {
-        e.addr = u64(r.dst);
-        auto& allocs =
-            r.fn == GW_FN_CU_MEM_ALLOC ? process.driver_allocs : process.runtime_allocs;
-        allocs[r.dst] = r.bytes;
-      }
-      break;
-    case GW_FN_CUDA_MALLOC_HOST:
-    case GW_FN_CUDA_HOST_ALLOC:
-      e.bytes = u64(r.bytes);
-      if (ok) {
-        e.addr = u64(r.dst);
-        process.pinned[r.dst] = r.bytes;
-      }
-      break;
-    case GW_FN_CUDA_FREE:
-    case GW_FN_CUDA_FREE_ASYNC:
-    case GW_FN_CU_MEM_FREE: {
-      e.addr = u64(r.dst);
-      auto& allocs = r.fn == GW_FN_CU_MEM_FREE ? process.driver_allocs : process.runtime_allocs;
-      if (auto it = allocs.find(r.dst); it != allocs.end()) {
-        e.bytes = u64(it->second);
-        if (ok) {
-          process.last_free = {r.dst, it->second};
-          allocs.erase(it);
-        }
-      } else if (process.last_free.first == r.dst && r.dst != 0) {
-        // An outer free whose nested free (same pointer) was decoded first.
-        e.bytes = u64(process.last_free.second);
-      }
-      break;
-    }
-    case GW_FN_CUDA_MEMCPY:
-    case GW_FN_CUDA_MEMCPY_ASYNC:
-    case GW_FN_CUDA_MEMCPY_2D:
-    case GW_FN_CUDA_MEMCPY_2D_ASYNC:
-    case GW_FN_CUDA_MEMCPY_PEER:
-    case GW_FN_CUDA_MEMCPY_PEER_ASYNC:
-    case GW_FN_CU_MEMCPY:
-    case GW_FN_CU_MEMCPY_ASYNC:
-    case GW_FN_CU_MEMCPY_HTOD:
-    case GW_FN_CU_MEMCPY_DTOH:
-    case GW_FN_CU_MEMCPY_DTOD:
-    case GW_FN_CU_MEMCPY_HTOD_ASYNC:
-    case GW_FN_CU_MEMCPY_DTOH_ASYNC:
-    case GW_FN_CU_MEMCPY_DTOD_ASYNC: {
-      int64_t kind = static_cast<int64_t>(CopyKind::kDefault);
-      switch (r.fn) {
-        case GW_FN_CUDA_MEMCPY:
-        case GW_FN_CUDA_MEMCPY_ASYNC:
-        case GW_FN_CUDA_MEMCPY_2D:
-        case GW_FN_CUDA_MEMCPY_2D_ASYNC:
-          kind = (r.kind >= 0 && r.kind <= 4) ? r.kind : static_cast<int64_t>(CopyKind::kDefault);
-          break;
-        case GW_FN_CUDA_MEMCPY_PEER:
-        case GW_FN_CUDA_MEMCPY_PEER_ASYNC:
-        case GW_FN_CU_MEMCPY_DTOD:
-        case GW_FN_CU_MEMCPY_DTOD_ASYNC:
-          kind = static_cast<int64_t>(CopyKind::kDeviceToDevice);
-          break;
-        case GW_FN_CU_MEMCPY_HTOD:
-        case GW_FN_CU_MEMCPY_HTOD_ASYNC:
-          kind = static_cast<int64_t>(CopyKind::kHostToDevice);
-          break;
-        case GW_FN_CU_MEMCPY_DTOH:
-        case GW_FN_CU_MEMCPY_DTOH_ASYNC:
-          kind = static_cast<int64_t>(CopyKind::kDeviceToHost);
-          break;
-        default: break;
-      }
-      if (kind == static_cast<int64_t>(CopyKind::kDefault)) {
-        // Unified addressing: infer the direction from the allocations seen.
-        auto on_device = [&](uint64_t p) {
-          return InRanges(process.runtime_allocs, p) || InRanges(process.driver_allocs, p);
-        };
-        bool dst_dev = on_device(r.dst);
-        bool src_dev = on_device(r.src);
-        if (dst_dev || src_dev) {
-          kind = static_cast<int64_t>(dst_dev && src_dev ? CopyKind::kDeviceToDevice
-                                      : dst_dev          ? CopyKind::kHostToDevice
-                                                         : CopyKind::kDeviceToHost);
-        }
-      }
-      uint64_t device_side = r.dst;
-      bool pinned = false;
-      switch (static_cast<CopyKind>(kind)) {
-        case CopyKind::kHostToDevice: pinned = InRanges(process.pinned, r.src); break;
-        case CopyKind::kDeviceToHost:
-          pinned = InRanges(process.pinned, r.dst);
-          device_side = r.src;
-          break;
-        case CopyKind::kHostToHost:
-        case CopyKind::kDefault:
-          pinned = InRanges(process.pinned, r.src) || InRanges(process.pinned, r.dst);
-          break;
-        case CopyKind::kDeviceToDevice: break;
-      }
-      e.bytes = u64(r.bytes);
-      e.kind = kind | (pinned ? kCopyPinnedHost : 0);
-      e.addr = u64(device_side);
-      break;
-    }
-    case GW_FN_CUDA_MEMSET:
-    case GW_FN_CUDA_MEMSET_ASYNC:
-      e.addr = u64(r.dst);
-      e.bytes = u64(r.bytes);
-      break;
-    case GW_FN_CUDA_STREAM_SYNC:
-    case GW_FN_CUDA_EVENT_SYNC:
-    case GW_FN_CUDA_STREAM_WAIT_EVENT:
-    case GW_FN_CU_STREAM_SYNC:
-    case GW_FN_CU_EVENT_SYNC:
-    case GW_FN_CUDA_GRAPH_LAUNCH:
-      e.addr = u64(r.stream);
-      break;
-    case GW_FN_CUDA_GRAPH_INSTANTIATE:
-    case GW_FN_CUDA_GRAPH_INSTANTIATE_WITH_FLAGS:
-      if (ok) e.addr = u64(r.dst);
-      break;
-    case GW_FN_CU_MODULE_GET_FUNCTION:
-    case GW_FN_CU_LIBRARY_GET_KERNEL:
-      // The name record follows this one in the ring; it is resolved when the handle is
-      // launched. Here the row carries the handle.
-      if (ok) e.addr = u64(r.dst);
-      break;
-    case GW_FN_CUDA_DEVICE_SYNC:
-    case GW_FN_CU_CTX_SYNC:
-    case GW_FN_CUDA_FREE_HOST:
-    case GW_FN_CUDA_HOST_REGISTER:
-    case GW_FN_CUDA_HOST_UNREGISTER:
-    case GW_FN_CUDA_REGISTER_FUNCTION:
-    case GW_FN_CU_KERNEL_GET_FUNCTION:  // not probed
-    case GW_FN_NONE:
-    case GW_FN_MAX:
-      break;
-  }
-  batch_.push_back(e);
+  std::optional<Event> e = DecodeCudaCall(r, context_.clock, Process(r.tgid).memory,
+                                          [this](uint32_t tgid, uint64_t handle, bool host_stub) {
+                                            return KernelNameId(tgid, handle, host_stub);
+                                          });
+  if (!e) return;
+  batch_.push_back(*e);
   if (batch_.size() >= 4096) FlushEvents();
 }
 

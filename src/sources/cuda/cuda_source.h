@@ -19,9 +19,9 @@
 
 #include "base/scoped.h"
 #include "base/status.h"
-#include "capture/source.h"
 #include "discover/cuda_libs.h"
 #include "sources/cuda/driver_names.h"
+#include "sources/source.h"
 #include "store/event.h"
 
 struct bpf_link;

@@ -25,6 +25,7 @@
 
 #include "base/scoped.h"
 #include "sources/cuda/testdata/fake_cuda.h"
+#include "sources/testing/bpf_test.h"
 
 namespace gw {
 namespace {
@@ -32,69 +33,26 @@ namespace {
 // Kernel launches (cudaGraphLaunch is a full call row, not a counted launch).
 bool IsKernelLaunch(Op op) { return IsLaunch(op) && op != Op::kCudaGraphLaunch; }
 
-class TestSink : public EventSink {
- public:
-  void OnEvents(const Event* events, size_t count) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    events_.insert(events_.end(), events, events + count);
-  }
-  void OnProcess(const ProcessInfo&) override {}
-  void OnOpCounts(const std::vector<OpCount>& counts) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    counts_.insert(counts_.end(), counts.begin(), counts.end());
-  }
-  int64_t InternString(std::string_view text) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto [it, inserted] = ids_.try_emplace(std::string(text), static_cast<int64_t>(ids_.size()) + 1);
-    if (inserted) strings_[it->second] = it->first;
-    return it->second;
-  }
-  std::vector<Event> EventsOf(int32_t pid, Op op) {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::vector<Event> out;
-    for (const Event& e : events_) {
-      if (e.pid == pid && e.op == op) out.push_back(e);
-    }
-    return out;
-  }
-  // Launches of `pid` per (op, kernel name): sampled rows plus counted ones.
-  std::map<std::pair<Op, std::string>, int64_t> Launches(int32_t pid) {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::map<std::pair<Op, std::string>, int64_t> out;
-    for (const Event& e : events_) {
-      if (e.pid == pid && IsKernelLaunch(e.op)) out[{e.op, strings_[e.name_id]}] += 1;
-    }
-    for (const OpCount& c : counts_) {
-      if (c.pid == pid) out[{c.op, strings_[c.name_id]}] += c.count;
-    }
-    return out;
-  }
-  size_t SampledRows(int32_t pid) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return std::count_if(events_.begin(), events_.end(),
-                         [&](const Event& e) { return e.pid == pid && IsKernelLaunch(e.op); });
-  }
+using ::gw::testing::CollectingSink;
+using ::gw::testing::DrainUntilExit;
+using ::gw::testing::TestContext;
 
- private:
-  std::mutex mu_;
-  std::vector<Event> events_;
-  std::vector<OpCount> counts_;
-  std::map<std::string, int64_t> ids_;
-  std::map<int64_t, std::string> strings_;
-};
-
-int64_t MonotonicNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+// Launches of `pid` per (op, kernel name): sampled rows plus counted ones.
+std::map<std::pair<Op, std::string>, int64_t> Launches(CollectingSink& sink, int32_t pid) {
+  std::map<std::pair<Op, std::string>, int64_t> out;
+  for (const Event& e : sink.Events()) {
+    if (e.pid == pid && IsKernelLaunch(e.op)) out[{e.op, sink.String(e.name_id)}] += 1;
+  }
+  for (const OpCount& c : sink.Counts()) {
+    if (c.pid == pid) out[{c.op, sink.String(c.name_id)}] += c.count;
+  }
+  return out;
 }
 
-SourceContext MakeContext(EventSink* sink, int tracked_fd) {
-  SourceContext context;
-  context.clock.mono_start_ns = MonotonicNs();
-  context.sink = sink;
-  context.tracked_map_fd = tracked_fd;
-  return context;
+size_t SampledRows(CollectingSink& sink, int32_t pid) {
+  std::vector<Event> events = sink.Events();
+  return std::count_if(events.begin(), events.end(),
+                       [&](const Event& e) { return e.pid == pid && IsKernelLaunch(e.op); });
 }
 
 const std::string kFakeDir = GW_FAKE_CUDA_DIR;
@@ -116,12 +74,7 @@ pid_t RunWorkload(const std::vector<std::string>& args) {
   return pid;
 }
 
-class CudaSourceTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "BPF tests need root (they run as root in CI)";
-  }
-};
+using CudaSourceTest = ::gw::testing::BpfTest;
 
 const Event* Find(const std::vector<Event>& events, int64_t bytes) {
   for (const Event& e : events) {
@@ -154,8 +107,8 @@ TEST_P(CudaSourceAttachTest, EveryProbedApiYieldsItsRow) {
   options.multi_uprobe = GetParam();
   auto source = CudaSource::Create(options);
   ASSERT_TRUE(source.ok()) << source.status().message();
-  TestSink sink;
-  Status started = (*source)->Start(MakeContext(&sink, tracked.get()));
+  CollectingSink sink;
+  Status started = (*source)->Start(TestContext(&sink, tracked.get()));
   ASSERT_TRUE(started.ok()) << started.message();
   EXPECT_EQ((*source)->UsesMultiUprobeLinks(), GetParam());  // kernel 6.18 has them
   // 22 runtime functions timed (×2), 4 launches, 1 registration (×2); 16 driver calls timed
@@ -180,7 +133,7 @@ TEST_P(CudaSourceAttachTest, EveryProbedApiYieldsItsRow) {
   const int64_t driver_min = kFakeDriverUs * kUs;
 
   // Memcpy: bytes, direction, pinned bit, and the nested driver row inside the runtime row.
-  auto memcpys = sink.EventsOf(pid, Op::kCudaMemcpy);
+  auto memcpys = sink.EventsOf(Op::kCudaMemcpy, pid);
   ASSERT_EQ(memcpys.size(), 6u);
   const Event* registered = Find(memcpys, 4097);
   ASSERT_NE(registered, nullptr);
@@ -205,7 +158,7 @@ TEST_P(CudaSourceAttachTest, EveryProbedApiYieldsItsRow) {
   ASSERT_NE(inferred, nullptr);
   EXPECT_EQ(inferred->kind, static_cast<int64_t>(CopyKind::kHostToDevice));
 
-  auto htod = sink.EventsOf(pid, Op::kCuMemcpyHtoD);
+  auto htod = sink.EventsOf(Op::kCuMemcpyHtoD, pid);
   const Event* inner = Find(htod, 4096);
   ASSERT_NE(inner, nullptr);
   EXPECT_EQ(inner->kind, static_cast<int64_t>(CopyKind::kHostToDevice));
@@ -215,23 +168,23 @@ TEST_P(CudaSourceAttachTest, EveryProbedApiYieldsItsRow) {
   EXPECT_GE(inner->ts_ns, pageable->ts_ns);
   EXPECT_LE(inner->ts_ns + inner->duration_ns, pageable->ts_ns + pageable->duration_ns);
 
-  auto async = sink.EventsOf(pid, Op::kCudaMemcpyAsync);
+  auto async = sink.EventsOf(Op::kCudaMemcpyAsync, pid);
   ASSERT_EQ(async.size(), 1u);
   EXPECT_EQ(async[0].bytes, 12288);
   EXPECT_EQ(async[0].kind, 1 | kCopyPinnedHost);
-  auto m2d = sink.EventsOf(pid, Op::kCudaMemcpy2D);
+  auto m2d = sink.EventsOf(Op::kCudaMemcpy2D, pid);
   ASSERT_EQ(m2d.size(), 1u);
   EXPECT_EQ(m2d[0].bytes, 64 * 32);
   EXPECT_EQ(m2d[0].kind, 1);
-  auto m2da = sink.EventsOf(pid, Op::kCudaMemcpy2DAsync);
+  auto m2da = sink.EventsOf(Op::kCudaMemcpy2DAsync, pid);
   ASSERT_EQ(m2da.size(), 1u);
   EXPECT_EQ(m2da[0].bytes, 64 * 16);
   EXPECT_EQ(m2da[0].kind, 1 | kCopyPinnedHost);
-  auto peer = sink.EventsOf(pid, Op::kCudaMemcpyPeer);
+  auto peer = sink.EventsOf(Op::kCudaMemcpyPeer, pid);
   ASSERT_EQ(peer.size(), 1u);
   EXPECT_EQ(peer[0].bytes, 512);
   EXPECT_EQ(peer[0].kind, 3);
-  auto peer_async = sink.EventsOf(pid, Op::kCudaMemcpyPeerAsync);
+  auto peer_async = sink.EventsOf(Op::kCudaMemcpyPeerAsync, pid);
   ASSERT_EQ(peer_async.size(), 1u);
   EXPECT_EQ(peer_async[0].bytes, 256);
 
@@ -246,7 +199,7 @@ TEST_P(CudaSourceAttachTest, EveryProbedApiYieldsItsRow) {
                               {Op::kCuMemcpyDtoHAsync, 305, 2 | 16},
                               {Op::kCuMemcpyDtoDAsync, 306, 3}, {Op::kCuMemcpy, 307, 1},
                               {Op::kCuMemcpyAsync, 308, 1}}) {
-    std::vector<Event> rows = sink.EventsOf(pid, c.op);
+    std::vector<Event> rows = sink.EventsOf(c.op, pid);
     const Event* e = Find(rows, c.bytes);
     ASSERT_NE(e, nullptr) << OpName(c.op);
     EXPECT_EQ(e->kind, c.kind) << OpName(c.op);
@@ -254,13 +207,13 @@ TEST_P(CudaSourceAttachTest, EveryProbedApiYieldsItsRow) {
   }
 
   // Allocation: size and pointer; free: the size from our own tracking.
-  auto mallocs = sink.EventsOf(pid, Op::kCudaMalloc);
+  auto mallocs = sink.EventsOf(Op::kCudaMalloc, pid);
   ASSERT_EQ(mallocs.size(), 1u);
   EXPECT_EQ(mallocs[0].bytes, 1 << 20);
   EXPECT_NE(mallocs[0].addr, 0);
   EXPECT_NE(mallocs[0].addr, kNull);
   EXPECT_GE(mallocs[0].duration_ns, runtime_min);
-  auto frees = sink.EventsOf(pid, Op::kCudaFree);
+  auto frees = sink.EventsOf(Op::kCudaFree, pid);
   // cudaFree(d3), cudaFree(d) and the cudaFree the fake cudaFreeAsync calls (same-layer
   // nesting through the PLT).
   ASSERT_EQ(frees.size(), 3u);
@@ -269,49 +222,49 @@ TEST_P(CudaSourceAttachTest, EveryProbedApiYieldsItsRow) {
   const Event* big_free = Find(frees, 1 << 20);
   ASSERT_NE(big_free, nullptr);
   EXPECT_EQ(big_free->addr, mallocs[0].addr);
-  auto cu_allocs = sink.EventsOf(pid, Op::kCuMemAlloc);
+  auto cu_allocs = sink.EventsOf(Op::kCuMemAlloc, pid);
   EXPECT_NE(Find(cu_allocs, 9000), nullptr);
   EXPECT_NE(Find(cu_allocs, 1 << 20), nullptr);  // nested in cudaMalloc
-  EXPECT_NE(Find(sink.EventsOf(pid, Op::kCuMemFree), 9000), nullptr);
-  ASSERT_EQ(sink.EventsOf(pid, Op::kCudaMallocAsync).size(), 1u);
-  EXPECT_EQ(sink.EventsOf(pid, Op::kCudaMallocAsync)[0].bytes, 3000);
-  ASSERT_EQ(sink.EventsOf(pid, Op::kCudaFreeAsync).size(), 1u);
-  EXPECT_EQ(sink.EventsOf(pid, Op::kCudaFreeAsync)[0].bytes, 3000);
-  EXPECT_EQ(sink.EventsOf(pid, Op::kCudaMallocManaged).size(), 1u);
-  ASSERT_EQ(sink.EventsOf(pid, Op::kCudaMallocHost).size(), 1u);
-  EXPECT_EQ(sink.EventsOf(pid, Op::kCudaMallocHost)[0].bytes, 1 << 16);
-  ASSERT_EQ(sink.EventsOf(pid, Op::kCudaHostAlloc).size(), 1u);
-  EXPECT_EQ(sink.EventsOf(pid, Op::kCudaHostAlloc)[0].bytes, 6000);
+  EXPECT_NE(Find(sink.EventsOf(Op::kCuMemFree, pid), 9000), nullptr);
+  ASSERT_EQ(sink.EventsOf(Op::kCudaMallocAsync, pid).size(), 1u);
+  EXPECT_EQ(sink.EventsOf(Op::kCudaMallocAsync, pid)[0].bytes, 3000);
+  ASSERT_EQ(sink.EventsOf(Op::kCudaFreeAsync, pid).size(), 1u);
+  EXPECT_EQ(sink.EventsOf(Op::kCudaFreeAsync, pid)[0].bytes, 3000);
+  EXPECT_EQ(sink.EventsOf(Op::kCudaMallocManaged, pid).size(), 1u);
+  ASSERT_EQ(sink.EventsOf(Op::kCudaMallocHost, pid).size(), 1u);
+  EXPECT_EQ(sink.EventsOf(Op::kCudaMallocHost, pid)[0].bytes, 1 << 16);
+  ASSERT_EQ(sink.EventsOf(Op::kCudaHostAlloc, pid).size(), 1u);
+  EXPECT_EQ(sink.EventsOf(Op::kCudaHostAlloc, pid)[0].bytes, 6000);
 
   // Memset, syncs, graphs.
-  EXPECT_NE(Find(sink.EventsOf(pid, Op::kCudaMemset), 777), nullptr);
-  EXPECT_NE(Find(sink.EventsOf(pid, Op::kCudaMemsetAsync), 778), nullptr);
+  EXPECT_NE(Find(sink.EventsOf(Op::kCudaMemset, pid), 777), nullptr);
+  EXPECT_NE(Find(sink.EventsOf(Op::kCudaMemsetAsync, pid), 778), nullptr);
   for (Op op : {Op::kCudaStreamSync, Op::kCudaEventSync, Op::kCudaDeviceSync}) {
-    auto rows = sink.EventsOf(pid, op);
+    auto rows = sink.EventsOf(op, pid);
     ASSERT_EQ(rows.size(), 1u) << OpName(op);
     EXPECT_GE(rows[0].duration_ns, runtime_min) << OpName(op);
     EXPECT_LT(rows[0].duration_ns, runtime_min + kSlack) << OpName(op);
   }
-  EXPECT_EQ(sink.EventsOf(pid, Op::kCudaStreamSync)[0].addr, 0x1234);
-  EXPECT_EQ(sink.EventsOf(pid, Op::kCudaEventSync)[0].addr, 0x5678);
+  EXPECT_EQ(sink.EventsOf(Op::kCudaStreamSync, pid)[0].addr, 0x1234);
+  EXPECT_EQ(sink.EventsOf(Op::kCudaEventSync, pid)[0].addr, 0x5678);
   for (Op op : {Op::kCuStreamSync, Op::kCuCtxSync, Op::kCuEventSync}) {
-    auto rows = sink.EventsOf(pid, op);
+    auto rows = sink.EventsOf(op, pid);
     ASSERT_EQ(rows.size(), 2u) << OpName(op);  // nested + direct
     for (const Event& e : rows) EXPECT_GE(e.duration_ns, driver_min) << OpName(op);
   }
-  ASSERT_EQ(sink.EventsOf(pid, Op::kCudaStreamWaitEvent).size(), 1u);
-  EXPECT_EQ(sink.EventsOf(pid, Op::kCudaStreamWaitEvent)[0].addr, 0x1234);
-  EXPECT_EQ(sink.EventsOf(pid, Op::kCudaGraphInstantiate).size(), 2u);
-  ASSERT_EQ(sink.EventsOf(pid, Op::kCudaGraphLaunch).size(), 1u);
-  EXPECT_EQ(sink.EventsOf(pid, Op::kCudaGraphLaunch)[0].addr, 0x1234);
-  EXPECT_EQ(sink.EventsOf(pid, Op::kCuModuleGetFunction).size(), 1u);
-  EXPECT_EQ(sink.EventsOf(pid, Op::kCuLibraryGetKernel).size(), 2u);
+  ASSERT_EQ(sink.EventsOf(Op::kCudaStreamWaitEvent, pid).size(), 1u);
+  EXPECT_EQ(sink.EventsOf(Op::kCudaStreamWaitEvent, pid)[0].addr, 0x1234);
+  EXPECT_EQ(sink.EventsOf(Op::kCudaGraphInstantiate, pid).size(), 2u);
+  ASSERT_EQ(sink.EventsOf(Op::kCudaGraphLaunch, pid).size(), 1u);
+  EXPECT_EQ(sink.EventsOf(Op::kCudaGraphLaunch, pid)[0].addr, 0x1234);
+  EXPECT_EQ(sink.EventsOf(Op::kCuModuleGetFunction, pid).size(), 1u);
+  EXPECT_EQ(sink.EventsOf(Op::kCuLibraryGetKernel, pid).size(), 2u);
   // Not probed: the CUfunction's driver object names it (driver_names.h).
-  EXPECT_TRUE(sink.EventsOf(pid, Op::kCuKernelGetFunction).empty());
+  EXPECT_TRUE(sink.EventsOf(Op::kCuKernelGetFunction, pid).empty());
 
   // Every launch counted once, with its kernel name: the driver launches nested in the
   // runtime launches only pair the two and are not counted again.
-  auto launches = sink.Launches(pid);
+  auto launches = Launches(sink, pid);
   std::map<std::pair<Op, std::string>, int64_t> expected{
       {{Op::kCudaLaunchKernel, "kernel_a(float*)"}, 13},
       {{Op::kCudaLaunchKernelExC, "kernel_b(int)"}, 5},
@@ -320,9 +273,9 @@ TEST_P(CudaSourceAttachTest, EveryProbedApiYieldsItsRow) {
   };
   EXPECT_EQ(launches, expected);
   // Every 4th counted launch of a thread, per layer, is a row: 18 runtime → 4, 11 driver → 2.
-  EXPECT_EQ(sink.SampledRows(pid), 18u / 4 + 11u / 4);
-  for (const Event& e : sink.EventsOf(pid, Op::kCudaLaunchKernel)) EXPECT_EQ(e.addr, 0x1234);
-  for (const Event& e : sink.EventsOf(pid, Op::kCuLaunchKernel)) EXPECT_EQ(e.addr, 0x1234);
+  EXPECT_EQ(SampledRows(sink, pid), 18u / 4 + 11u / 4);
+  for (const Event& e : sink.EventsOf(Op::kCudaLaunchKernel, pid)) EXPECT_EQ(e.addr, 0x1234);
+  for (const Event& e : sink.EventsOf(Op::kCuLaunchKernel, pid)) EXPECT_EQ(e.addr, 0x1234);
 
   DropCounts drops = (*source)->Drops();
   EXPECT_EQ(drops["cuda_bpf_reserve"], 0);
@@ -341,8 +294,8 @@ TEST_F(CudaSourceTest, LibraryLoadedAfterStartIsAttachedByRediscover) {
   options.ring_bytes = 1 << 20;
   auto source = CudaSource::Create(options);
   ASSERT_TRUE(source.ok()) << source.status().message();
-  TestSink sink;
-  ASSERT_TRUE((*source)->Start(MakeContext(&sink, -1)).ok());
+  CollectingSink sink;
+  ASSERT_TRUE((*source)->Start(TestContext(&sink, -1)).ok());
   auto attached = (*source)->AttachedLibraries();
   EXPECT_EQ(std::count(attached.begin(), attached.end(), copy.string()), 0);
 
@@ -373,10 +326,10 @@ TEST_F(CudaSourceTest, LibraryLoadedAfterStartIsAttachedByRediscover) {
   (*source)->Stop();
   (*source)->Poll();
 
-  auto mallocs = sink.EventsOf(pid, Op::kCudaMalloc);
+  auto mallocs = sink.EventsOf(Op::kCudaMalloc, pid);
   ASSERT_EQ(mallocs.size(), 1u);
   EXPECT_EQ(mallocs[0].bytes, 4242);
-  EXPECT_EQ(sink.EventsOf(pid, Op::kCudaDeviceSync).size(), 1u);
+  EXPECT_EQ(sink.EventsOf(Op::kCudaDeviceSync, pid).size(), 1u);
   std::filesystem::remove_all(dir);
 }
 
@@ -389,16 +342,16 @@ TEST_F(CudaSourceTest, FiltersRecordOnlyTrackedProcesses) {
   options.ring_bytes = 1 << 20;
   auto source = CudaSource::Create(options);
   ASSERT_TRUE(source.ok());
-  TestSink sink;
-  SourceContext context = MakeContext(&sink, tracked.get());
+  CollectingSink sink;
+  SourceContext context = TestContext(&sink, tracked.get());
   context.pids = {1};  // any filter: the tracked map decides
   ASSERT_TRUE((*source)->Start(context).ok());
   pid_t untracked = RunWorkload({"all"});
   (*source)->Poll();
   (*source)->Stop();
   (*source)->Poll();
-  EXPECT_TRUE(sink.EventsOf(untracked, Op::kCudaMemcpy).empty());
-  EXPECT_TRUE(sink.Launches(untracked).empty());
+  EXPECT_TRUE(sink.EventsOf(Op::kCudaMemcpy, untracked).empty());
+  EXPECT_TRUE(Launches(sink, untracked).empty());
   uint32_t key = static_cast<uint32_t>(untracked), value = 0;
   EXPECT_NE(bpf_map_lookup_elem(tracked.get(), &key, &value), 0);  // not added either
 }
@@ -412,8 +365,8 @@ TEST_F(CudaSourceTest, FiltersRecordProcessesTheHostSourceTracks) {
   options.ring_bytes = 1 << 20;
   auto source = CudaSource::Create(options);
   ASSERT_TRUE(source.ok());
-  TestSink sink;
-  SourceContext context = MakeContext(&sink, tracked.get());
+  CollectingSink sink;
+  SourceContext context = TestContext(&sink, tracked.get());
   context.comms = {"anything"};
   ASSERT_TRUE((*source)->Start(context).ok());
 
@@ -444,8 +397,8 @@ TEST_F(CudaSourceTest, FiltersRecordProcessesTheHostSourceTracks) {
   (*source)->Poll();
   (*source)->Stop();
   (*source)->Poll();
-  ASSERT_EQ(sink.EventsOf(pid, Op::kCudaMalloc).size(), 1u);
-  EXPECT_EQ(sink.EventsOf(pid, Op::kCuMemAlloc).size(), 1u);
+  ASSERT_EQ(sink.EventsOf(Op::kCudaMalloc, pid).size(), 1u);
+  EXPECT_EQ(sink.EventsOf(Op::kCuMemAlloc, pid).size(), 1u);
   ASSERT_EQ(bpf_map_lookup_elem(tracked.get(), &key, &value), 0);
   EXPECT_EQ(value, 0x2u | 0x8u);  // the CUDA-caller bit joined the host source's flag
 }
@@ -467,20 +420,6 @@ CudaSourceOptions SimOptions() {
   return options;
 }
 
-// Polls like the tracer's drain thread (every poll_ms) until `pid` exits, then stops the source
-// and drains what is left. Returns the wait status.
-int DrainUntilExit(CudaSource& source, pid_t pid, int poll_ms) {
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    source.Poll();
-    std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
-  }
-  source.Poll();
-  source.Stop();
-  source.Poll();
-  return status;
-}
-
 // The simulated CUDA runtime (sim/): a training loop whose runtime calls nest into the sim
 // driver through the PLT, kernels registered through __cudaRegisterFunction and resolved with
 // cuLibraryGetKernel + cuKernelGetFunction, batches pinned with cudaHostRegister.
@@ -490,8 +429,8 @@ TEST_F(CudaSourceTest, SimulatedTrainingLoop) {
   options.launch_sample_every = 8;
   auto source = CudaSource::Create(options);
   ASSERT_TRUE(source.ok()) << source.status().message();
-  TestSink sink;
-  ASSERT_TRUE((*source)->Start(MakeContext(&sink, -1)).ok());
+  CollectingSink sink;
+  ASSERT_TRUE((*source)->Start(TestContext(&sink, -1)).ok());
   for (const std::string& note : (*source)->TakeNotes()) std::fprintf(stderr, "%s\n", note.c_str());
 
   const int steps = 20, kernels = 4;
@@ -508,7 +447,7 @@ TEST_F(CudaSourceTest, SimulatedTrainingLoop) {
 
   // Launches: every one counted with a kernel name; the runtime's nest into the driver's.
   int64_t runtime_launches = 0, driver_launches = 0;
-  for (const auto& [key, n] : sink.Launches(pid)) {
+  for (const auto& [key, n] : Launches(sink, pid)) {
     EXPECT_EQ(key.second.rfind("fn@", 0), std::string::npos)
         << "unnamed kernel " << key.second << " launched by " << OpName(key.first) << " ×" << n;
     (OpLayer(key.first) == Layer::kCudaRuntime ? runtime_launches : driver_launches) += n;
@@ -517,22 +456,22 @@ TEST_F(CudaSourceTest, SimulatedTrainingLoop) {
   // Each runtime launch nests a driver launch, which is not counted again.
   EXPECT_EQ(driver_launches, 0);
   // Sampled rows (1 in 8 per thread) are runtime launches, with names.
-  EXPECT_GE(sink.EventsOf(pid, Op::kCudaLaunchKernel).size(), 80u / 8);
-  EXPECT_TRUE(sink.EventsOf(pid, Op::kCuLaunchKernel).empty());
+  EXPECT_GE(sink.EventsOf(Op::kCudaLaunchKernel, pid).size(), 80u / 8);
+  EXPECT_TRUE(sink.EventsOf(Op::kCuLaunchKernel, pid).empty());
 
   // H2D copies of pinned (cudaHostRegister'ed) batches, with their nested driver copies.
-  auto copies = sink.EventsOf(pid, Op::kCudaMemcpyAsync);
+  auto copies = sink.EventsOf(Op::kCudaMemcpyAsync, pid);
   ASSERT_GE(copies.size(), static_cast<size_t>(steps));
   int pinned_h2d = 0;
   for (const Event& e : copies) {
     if (e.kind == (static_cast<int64_t>(CopyKind::kHostToDevice) | kCopyPinnedHost)) ++pinned_h2d;
   }
   EXPECT_GE(pinned_h2d, steps);
-  EXPECT_GE(sink.EventsOf(pid, Op::kCuMemcpyHtoDAsync).size(), static_cast<size_t>(steps));
+  EXPECT_GE(sink.EventsOf(Op::kCuMemcpyHtoDAsync, pid).size(), static_cast<size_t>(steps));
 
   // Syncs pair with their nested driver syncs: outer ⊇ inner on the same thread.
-  auto syncs = sink.EventsOf(pid, Op::kCudaStreamSync);
-  auto inner = sink.EventsOf(pid, Op::kCuStreamSync);
+  auto syncs = sink.EventsOf(Op::kCudaStreamSync, pid);
+  auto inner = sink.EventsOf(Op::kCuStreamSync, pid);
   ASSERT_GE(syncs.size(), static_cast<size_t>(steps));
   ASSERT_EQ(inner.size(), syncs.size());
   for (size_t i = 0; i < syncs.size(); ++i) {
@@ -543,8 +482,8 @@ TEST_F(CudaSourceTest, SimulatedTrainingLoop) {
   }
 
   // cudaMalloc/cudaFree every step: sizes and pointers match.
-  auto mallocs = sink.EventsOf(pid, Op::kCudaMalloc);
-  auto frees = sink.EventsOf(pid, Op::kCudaFree);
+  auto mallocs = sink.EventsOf(Op::kCudaMalloc, pid);
+  auto frees = sink.EventsOf(Op::kCudaFree, pid);
   ASSERT_GE(mallocs.size(), static_cast<size_t>(steps));
   int matched = 0;
   for (const Event& f : frees) {
@@ -588,8 +527,8 @@ TEST_F(CudaSourceTest, LateAttachNamesEveryLaunchOfAStrippedJob) {
   CudaSourceOptions options = SimOptions();
   auto source = CudaSource::Create(options);
   ASSERT_TRUE(source.ok()) << source.status().message();
-  TestSink sink;
-  ASSERT_TRUE((*source)->Start(MakeContext(&sink, -1)).ok());
+  CollectingSink sink;
+  ASSERT_TRUE((*source)->Start(TestContext(&sink, -1)).ok());
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
   while (std::chrono::steady_clock::now() < until) {
     (*source)->Poll();
@@ -601,10 +540,10 @@ TEST_F(CudaSourceTest, LateAttachNamesEveryLaunchOfAStrippedJob) {
   waitpid(pid, nullptr, 0);
   std::filesystem::remove_all(dir);
 
-  EXPECT_TRUE(sink.EventsOf(pid, Op::kCuLibraryGetKernel).empty()) << "attached too early";
+  EXPECT_TRUE(sink.EventsOf(Op::kCuLibraryGetKernel, pid).empty()) << "attached too early";
   int64_t launches = 0;
   std::set<std::string> names;
-  for (const auto& [key, n] : sink.Launches(pid)) {
+  for (const auto& [key, n] : Launches(sink, pid)) {
     EXPECT_EQ(key.second.rfind("fn@", 0), std::string::npos)
         << "unnamed kernel " << key.second << " launched by " << OpName(key.first) << " ×" << n;
     launches += n;
@@ -639,8 +578,8 @@ TEST_F(CudaSourceTest, LaunchesStayExactWhenRuntimeLaunchProbesAreDetached) {
   CudaSourceOptions options = SimOptions();
   auto source = CudaSource::Create(options);
   ASSERT_TRUE(source.ok()) << source.status().message();
-  TestSink sink;
-  ASSERT_TRUE((*source)->Start(MakeContext(&sink, -1)).ok());
+  CollectingSink sink;
+  ASSERT_TRUE((*source)->Start(TestContext(&sink, -1)).ok());
   size_t links_before = (*source)->LinkCount();
 
   pid_t pid = fork();
@@ -669,7 +608,7 @@ TEST_F(CudaSourceTest, LaunchesStayExactWhenRuntimeLaunchProbesAreDetached) {
   int64_t made = driver["cuLaunchKernel"] + driver["cuLaunchKernelEx"];
   ASSERT_GT(runtime["cudaLaunchKernel"], 2000) << "not launch-heavy enough to switch";
   int64_t counted = 0, runtime_counted = 0, driver_counted = 0;
-  for (const auto& [key, n] : sink.Launches(pid)) {
+  for (const auto& [key, n] : Launches(sink, pid)) {
     EXPECT_EQ(key.second.rfind("fn@", 0), std::string::npos) << "unnamed " << key.second;
     counted += n;
     (OpLayer(key.first) == Layer::kCudaRuntime ? runtime_counted : driver_counted) += n;

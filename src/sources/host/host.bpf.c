@@ -49,7 +49,7 @@ struct {
 } competitors SEC(".maps");
 
 // Per-task bookkeeping. Task storage instead of a hash keyed by tid: cheaper on the hot
-// sched_switch path (FACTS.md: +291 ns vs +675 ns per switch) and freed with the task.
+// sched_switch path (docs/facts.md: +291 ns vs +675 ns per switch) and freed with the task.
 struct task_state {
   __u64 off_ts;      // when the task left the CPU; 0 = not being timed
   __u64 wake_ts;     // when a blocked task became runnable again; 0 = not yet

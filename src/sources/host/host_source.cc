@@ -509,131 +509,53 @@ int64_t HostSource::DeviceNameId(uint64_t dev) {
 
 void HostSource::Decode(const gw_host_record& r) {
   ++consumed_;
-  const SessionClock& clock = context_.clock;
-  int32_t pid = static_cast<int32_t>(r.tgid);
-  int32_t tid = static_cast<int32_t>(r.tid);
-  std::string comm(r.comm, strnlen(r.comm, sizeof r.comm));
-  Event e;
-  e.ts_ns = clock.ToSession(r.ts_ns);
-  e.pid = pid;
-  e.tid = tid;
-  e.cpu = r.cpu;
-  switch (static_cast<gw_host_record_type>(r.type)) {
-    case GW_HOST_OFF_CPU: {
-      e.op = Op::kSchedSwitch;
-      e.duration_ns = static_cast<int64_t>(r.duration_ns);
-      e.runq_ns = static_cast<int64_t>(r.aux0);
-      e.kind = r.kind;
-      e.other_pid = r.other_tgid;
-      if (r.stack_id != 0) e.stack_id = static_cast<int64_t>(r.stack_id);
-      if ((r.flags & GW_OFF_CPU_WOKEN) != 0) {
-        e.waker_pid = r.waker_tgid;
-        e.waker_tid = r.waker_tid;
-      }
-      NameProcess(pid, "", (r.flags & GW_OFF_CPU_COMPETITOR) == 0, 0);
-      NameProcess(static_cast<int32_t>(r.other_tgid), "", false, 0);
-      batch_.push_back(e);
-      if (r.kind == GW_SWITCH_BLOCKED_FAULT && r.value > 0) {
-        Event f;
-        f.op = Op::kMajorFault;
-        f.pid = pid;
-        f.tid = tid;
-        f.cpu = r.cpu;
-        f.ts_ns = clock.ToSession(static_cast<uint64_t>(r.value));
-        f.duration_ns =
-            static_cast<int64_t>(r.ts_ns + r.duration_ns) - static_cast<int64_t>(r.value);
-        f.addr = static_cast<int64_t>(r.aux1);
-        f.name_id = FilePathId(pid, r.aux1, 0);
-        batch_.push_back(f);
-      }
-      return;
-    }
-    case GW_HOST_FILE_FAULT:
-      e.op = Op::kFileFault;
-      e.addr = static_cast<int64_t>(r.aux0);
-      e.name_id = FilePathId(pid, r.aux0, static_cast<uint64_t>(r.value));
-      break;
-    case GW_HOST_RECLAIM:
-      e.op = Op::kDirectReclaim;
-      e.duration_ns = static_cast<int64_t>(r.duration_ns);
-      e.bytes = static_cast<int64_t>(r.aux0) * sysconf(_SC_PAGESIZE);
-      NameProcess(pid, "", false, 0);
-      break;
-    case GW_HOST_BLOCK_IO:
-      e.op = Op::kBlockIo;
-      e.duration_ns = static_cast<int64_t>(r.duration_ns);
-      e.addr = static_cast<int64_t>(r.aux0);
-      e.bytes = r.value;
-      e.kind = r.kind;
-      e.ret = r.error;
-      e.name_id = DeviceNameId(r.aux1);
-      break;
-    case GW_HOST_EXEC: {
-      e.op = Op::kProcExec;
-      known_.erase(pid);  // new program: new name and cmdline
-      maps_cache_.erase(pid);
-      NameProcess(pid, comm, true, 0);
-      break;
-    }
-    case GW_HOST_FORK: {
-      e.op = Op::kProcFork;
-      e.other_pid = r.other_tgid;
-      int32_t child = static_cast<int32_t>(r.other_tgid);
-      known_.erase(child);
-      NameProcess(child, comm, true, pid);
-      if (context_.sink) {
-        ProcessInfo first;
-        first.pid = child;
-        first.first_ts_ns = e.ts_ns;
-        first.tracked = true;
-        context_.sink->OnProcess(first);
-      }
-      break;
-    }
-    case GW_HOST_EXIT: {
-      e.op = Op::kProcExit;
-      // Shell convention: exit status, or 128 + signal for a killed process.
-      int64_t code = r.value;
-      int64_t status = (code & 0x7f) != 0 ? 128 + (code & 0x7f) : (code >> 8) & 0xff;
-      e.ret = status;
-      e.other_pid = r.other_tgid;
-      NameProcess(pid, comm, r.flags == 0, static_cast<int32_t>(r.other_tgid));
-      if (context_.sink) {
-        ProcessInfo info;
-        info.pid = pid;
-        info.comm = comm;
-        info.exit_ts_ns = e.ts_ns;
-        info.exit_code = status;
-        info.tracked = r.flags == 0;
-        // The store writes comm as the name when none is given: always send the display
-        // name, from the comm at exit (it may have renamed itself since first sight).
-        auto it = known_.find(pid);
-        info.name = ProcessDisplayName(
-            comm, it != known_.end() ? it->second.argv : std::vector<std::string>{});
-        context_.sink->OnProcess(info);
-      }
-      if (auto it = known_.find(pid); it != known_.end()) it->second.exited = true;
-      exited_fault_pids_.insert(pid);
-      maps_cache_.erase(pid);
-      maps_read_ns_.erase(pid);
-      break;
-    }
-    case GW_HOST_OOM:
-      e.op = Op::kOomKill;
-      NameProcess(pid, comm, false, 0);
-      break;
-    case GW_HOST_READ:
-      e.op = Op::kRead;
-      e.duration_ns = static_cast<int64_t>(r.duration_ns);
-      e.ret = r.value;
-      e.bytes = r.value >= 0 ? r.value : kNull;
-      e.addr = static_cast<int64_t>(r.aux0);  // file descriptor
-      break;
-    case GW_HOST_NAME:
-      NameProcess(pid, comm, false, 0);
-      return;  // no row: only names the competitor
+  DecodeHostRecord(r, context_.clock, *this, &batch_);
+}
+
+void HostSource::SawProcess(int32_t pid, const std::string& comm, bool tracked, int32_t ppid) {
+  NameProcess(pid, comm, tracked, ppid);
+}
+
+void HostSource::ProcessExec(int32_t pid, const std::string& comm) {
+  known_.erase(pid);  // new program: new name and cmdline
+  maps_cache_.erase(pid);
+  NameProcess(pid, comm, true, 0);
+}
+
+void HostSource::ProcessFork(int32_t parent, int32_t child, const std::string& comm,
+                             int64_t ts_ns) {
+  known_.erase(child);
+  NameProcess(child, comm, true, parent);
+  if (context_.sink) {
+    ProcessInfo first;
+    first.pid = child;
+    first.first_ts_ns = ts_ns;
+    first.tracked = true;
+    context_.sink->OnProcess(first);
   }
-  batch_.push_back(e);
+}
+
+void HostSource::ProcessExit(int32_t pid, const std::string& comm, bool tracked, int32_t ppid,
+                             int64_t ts_ns, int64_t status) {
+  NameProcess(pid, comm, tracked, ppid);
+  if (context_.sink) {
+    ProcessInfo info;
+    info.pid = pid;
+    info.comm = comm;
+    info.exit_ts_ns = ts_ns;
+    info.exit_code = status;
+    info.tracked = tracked;
+    // The store writes comm as the name when none is given: always send the display
+    // name, from the comm at exit (it may have renamed itself since first sight).
+    auto it = known_.find(pid);
+    info.name =
+        ProcessDisplayName(comm, it != known_.end() ? it->second.argv : std::vector<std::string>{});
+    context_.sink->OnProcess(info);
+  }
+  if (auto it = known_.find(pid); it != known_.end()) it->second.exited = true;
+  exited_fault_pids_.insert(pid);
+  maps_cache_.erase(pid);
+  maps_read_ns_.erase(pid);
 }
 
 int64_t HostSource::Poll() {

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -18,12 +19,12 @@
 
 #include "base/scoped.h"
 #include "base/status.h"
-#include "capture/source.h"
+#include "sources/host/host_decode.h"
+#include "sources/source.h"
 
 struct host_bpf;
 struct ring_buffer;
 struct bpf_link;
-struct gw_host_record;
 
 namespace gw {
 
@@ -45,7 +46,7 @@ struct HostOptions {
 // cmdline.
 std::string ProcessDisplayName(const std::string& comm, const std::vector<std::string>& argv);
 
-class HostSource : public Source {
+class HostSource : public Source, private HostRecordContext {
  public:
   static StatusOr<std::unique_ptr<HostSource>> Create(HostOptions options = {});
   ~HostSource() override;
@@ -62,10 +63,11 @@ class HostSource : public Source {
 
   // The tracked-set map (valid after Start); see host_abi.h for its layout.
   int tracked_map_fd() const;
+  int TrackedSetFd() const override { return tracked_map_fd(); }
   // Adds a process and its existing descendants to the tracked set (flags GW_TRACKED_*).
   Status Track(int32_t pid, uint32_t flags);
   bool IsTracked(int32_t pid) const;
-  std::vector<int32_t> TrackedPids() const;
+  std::vector<int32_t> TrackedPids() const override;
   // Competitors currently in the LRU map.
   std::vector<int32_t> CompetitorPids() const;
 
@@ -73,18 +75,27 @@ class HostSource : public Source {
   // Stop() and a final Poll() they are equal when nothing was lost.
   int64_t RecordsEmitted() const;
   int64_t RecordsConsumed() const { return consumed_; }
+  std::optional<RecordBalance> Records() const override {
+    return RecordBalance{RecordsEmitted(), RecordsConsumed()};
+  }
 
  private:
   explicit HostSource(HostOptions options);
   static int OnRecord(void* ctx, void* data, size_t size);
   void Decode(const gw_host_record& r);
+  // HostRecordContext: what the decoder (host_decode.h) asks of the source.
+  int64_t FilePathId(int32_t pid, uint64_t addr, uint64_t inode) override;
+  int64_t DeviceNameId(uint64_t dev) override;
+  void SawProcess(int32_t pid, const std::string& comm, bool tracked, int32_t ppid) override;
+  void ProcessExec(int32_t pid, const std::string& comm) override;
+  void ProcessFork(int32_t parent, int32_t child, const std::string& comm, int64_t ts_ns) override;
+  void ProcessExit(int32_t pid, const std::string& comm, bool tracked, int32_t ppid, int64_t ts_ns,
+                   int64_t status) override;
   // Makes sure the sink has a ProcessInfo for `pid` (read from /proc at first sight).
   void NameProcess(int32_t pid, const std::string& fallback_comm, bool tracked, int32_t ppid);
   void RefreshNames();
   void DrainFaultCounts(bool final_drain);
   void SeedFromProc();
-  int64_t FilePathId(int32_t pid, uint64_t addr, uint64_t inode);
-  int64_t DeviceNameId(uint64_t dev);
   std::map<int32_t, int32_t> ParentMap() const;
   uint64_t SumPerCpu(int map_fd, uint32_t slot) const;
 

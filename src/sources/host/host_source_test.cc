@@ -1,5 +1,6 @@
 // BPF tests for the host source: load the real programs, trigger with small child processes,
-// capture, assert. They need root; without it they skip loudly (CI runs them as root).
+// capture, assert (harness: src/sources/testing). They need root; without it they skip loudly
+// (CI runs them as root).
 #include "sources/host/host_source.h"
 
 #include <fcntl.h>
@@ -8,9 +9,9 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -24,75 +25,13 @@
 #include <vector>
 
 #include "sources/host/host_abi.h"
+#include "sources/testing/bpf_test.h"
 
 namespace gw {
 namespace {
 
-class TestSink : public EventSink {
- public:
-  void OnEvents(const Event* events, size_t count) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    events_.insert(events_.end(), events, events + count);
-  }
-  void OnProcess(const ProcessInfo& p) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    ProcessInfo& known = processes_[p.pid];
-    known.pid = p.pid;
-    if (!p.name.empty()) known.name = p.name;
-    if (!p.comm.empty()) known.comm = p.comm;
-    if (p.exit_code != kNull) known.exit_code = p.exit_code;
-    known.tracked = known.tracked || p.tracked;
-  }
-  void OnOpCounts(const std::vector<OpCount>& counts) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    counts_.insert(counts_.end(), counts.begin(), counts.end());
-  }
-  int64_t InternString(std::string_view text) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (size_t i = 0; i < strings_.size(); ++i) {
-      if (strings_[i] == text) return static_cast<int64_t>(i) + 1;
-    }
-    strings_.emplace_back(text);
-    return static_cast<int64_t>(strings_.size());
-  }
-  std::vector<Event> Events() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return events_;
-  }
-  std::vector<Event> EventsOf(Op op, int32_t pid) {
-    std::vector<Event> out;
-    for (const Event& e : Events()) {
-      if (e.op == op && e.pid == pid) out.push_back(e);
-    }
-    return out;
-  }
-  std::vector<OpCount> Counts() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return counts_;
-  }
-  ProcessInfo Process(int32_t pid) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return processes_[pid];
-  }
-  std::string String(int64_t id) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (id <= 0 || id > static_cast<int64_t>(strings_.size())) return "";
-    return strings_[static_cast<size_t>(id - 1)];
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<Event> events_;
-  std::map<int32_t, ProcessInfo> processes_;
-  std::vector<OpCount> counts_;
-  std::vector<std::string> strings_;
-};
-
-int64_t MonoNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+using ::gw::testing::CollectingSink;
+using ::gw::testing::MonotonicNs;
 
 // A started host source with a drain thread, like the tracer's.
 class Capture {
@@ -101,44 +40,20 @@ class Capture {
     HostOptions options;
     options.seed_from_proc = false;
     ASSIGN_OR_RETURN(source_, HostSource::Create(options));
-    SourceContext context;
-    context.clock.mono_start_ns = MonoNs();
-    context.sink = &sink_;
-    RETURN_IF_ERROR(source_->Start(context));
-    thread_ = std::thread([this] {
-      while (!stop_) {
-        source_->Poll();
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    });
+    RETURN_IF_ERROR(source_->Start(::gw::testing::TestContext(&sink_)));
+    drain_ = std::make_unique<::gw::testing::DrainThread>(*source_);
     return Status::Ok();
   }
-  void Stop() {
-    if (!thread_.joinable()) return;
-    stop_ = true;
-    thread_.join();
-    source_->Stop();
-    while (source_->Poll() > 0) {
-    }
-  }
-  ~Capture() { Stop(); }
+  // Stops the source and drains what is left.
+  void Stop() { drain_.reset(); }
   HostSource& source() { return *source_; }
-  TestSink& sink() { return sink_; }
+  CollectingSink& sink() { return sink_; }
 
  private:
-  TestSink sink_;
+  CollectingSink sink_;
   std::unique_ptr<HostSource> source_;
-  std::thread thread_;
-  std::atomic<bool> stop_{false};
+  std::unique_ptr<::gw::testing::DrainThread> drain_;  // declared last: stops first
 };
-
-#define REQUIRE_ROOT()                                                                    \
-  do {                                                                                    \
-    if (geteuid() != 0) {                                                                 \
-      std::fprintf(stderr, "*** SKIPPED: BPF test needs root; CI must run it as root ***\n"); \
-      GTEST_SKIP() << "needs root";                                                       \
-    }                                                                                     \
-  } while (0)
 
 // A child that waits for one byte on `go` before running `body`, then exits with its result.
 template <typename Body>
@@ -160,8 +75,8 @@ void PinToCpu(int cpu) {
 }
 
 void BusyFor(int64_t ns) {
-  int64_t end = MonoNs() + ns;
-  while (MonoNs() < end) {
+  int64_t end = MonotonicNs() + ns;
+  while (MonotonicNs() < end) {
   }
 }
 
@@ -183,7 +98,7 @@ TEST(HostSourceTest, ProcessDisplayNameAddsScriptForInterpreters) {
 }
 
 TEST(HostSourceTest, ForkedChildrenJoinTrackedSetAndLifecycleRowsAppear) {
-  REQUIRE_ROOT();
+  GW_REQUIRE_ROOT();
   Capture cap;
   {
     Status started = cap.Start();
@@ -236,7 +151,7 @@ TEST(HostSourceTest, ForkedChildrenJoinTrackedSetAndLifecycleRowsAppear) {
 }
 
 TEST(HostSourceTest, PinnedCompetitorShowsAsPreemptorWithRunQueueWait) {
-  REQUIRE_ROOT();
+  GW_REQUIRE_ROOT();
   Capture cap;
   {
     Status started = cap.Start();
@@ -248,8 +163,8 @@ TEST(HostSourceTest, PinnedCompetitorShowsAsPreemptorWithRunQueueWait) {
   // on CPU 0.
   pid_t tracked = ForkWaiting(go[0], [] {
     PinToCpu(0);
-    int64_t end = MonoNs() + 2'000'000'000;
-    while (MonoNs() < end) {
+    int64_t end = MonotonicNs() + 2'000'000'000;
+    while (MonotonicNs() < end) {
       BusyFor(5'000'000);
       usleep(1000);
     }
@@ -301,7 +216,7 @@ TEST(HostSourceTest, PinnedCompetitorShowsAsPreemptorWithRunQueueWait) {
 // sleeps in usleep, which a timer interrupt ends. (Separate single-threaded processes: a child
 // forked from this multi-threaded test may not allocate, so it starts no threads.)
 TEST(HostSourceTest, BlockedRowsNameTheirWaker) {
-  REQUIRE_ROOT();
+  GW_REQUIRE_ROOT();
   Capture cap;
   {
     Status started = cap.Start();
@@ -364,7 +279,7 @@ std::string MakeColdFile(size_t bytes) {
 }
 
 TEST(HostSourceTest, DirectReadShowsBlockIoAndFileMappingShowsFaults) {
-  REQUIRE_ROOT();
+  GW_REQUIRE_ROOT();
   const size_t kBytes = 8 << 20;
   std::string path = MakeColdFile(kBytes);
   ASSERT_FALSE(path.empty());
@@ -428,13 +343,13 @@ TEST(HostSourceTest, DirectReadShowsBlockIoAndFileMappingShowsFaults) {
 }
 
 TEST(HostSourceTest, UnprivilegedStartFailsWithHint) {
-  REQUIRE_ROOT();
+  GW_REQUIRE_ROOT();
   pid_t child = fork();
   if (child == 0) {
     if (setgid(65534) != 0 || setuid(65534) != 0) _exit(10);
     auto source = HostSource::Create({});
     if (!source.ok()) _exit(11);
-    TestSink sink;
+    CollectingSink sink;
     SourceContext context;
     context.sink = &sink;
     Status st = (*source)->Start(context);

@@ -11,7 +11,7 @@
 #include <regex>
 #include <set>
 
-#include "symbolize/elf_file.h"
+#include "elf/elf_file.h"
 #include "symbolize/process_maps.h"
 
 namespace gw {

@@ -10,9 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "elf/elf_file.h"
 #include "sources/stacks/stack_registry.h"
 #include "sources/stacks/stacks_test_util.h"
-#include "symbolize/elf_file.h"
+#include "sources/testing/bpf_test.h"
 
 namespace gw {
 namespace {
@@ -91,15 +92,7 @@ Captured RunAndCapture(const std::vector<std::string>& argv, bool drain_after_ex
   return out;
 }
 
-class StacksTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (geteuid() != 0) {
-      GTEST_SKIP() << "*** SKIPPED: stack BPF tests need root (CAP_BPF, CAP_PERFMON, "
-                      "CAP_SYS_PTRACE); run them as root in CI ***";
-    }
-  }
-};
+using StacksTest = ::gw::testing::BpfTest;
 
 TEST_F(StacksTest, NativeStackHasFunctionsAndLines) {
   Captured c = RunAndCapture({kNativeTarget, "1"}, /*drain_after_exit=*/true);

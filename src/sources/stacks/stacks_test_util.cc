@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "elf/elf_file.h"
 #include "stacks_test.skel.h"
-#include "symbolize/elf_file.h"
 
 namespace gw {
 

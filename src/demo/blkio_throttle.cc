@@ -1,4 +1,4 @@
-#include "cli/blkio_throttle.h"
+#include "demo/blkio_throttle.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -69,8 +69,8 @@ StatusOr<BlkioThrottle> BlkioThrottle::Create(const std::string& file, int64_t r
   std::string dir = std::string(kBlkioRoot) + "/gpuwhy-demo-" + std::to_string(getpid());
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoStatus("mkdir " + dir, errno);
   BlkioThrottle t(dir, *disk);  // removes the group if the limit cannot be set
-  RETURN_IF_ERROR(WriteText(dir + "/blkio.throttle.read_bps_device",
-                            *disk + " " + std::to_string(read_bps)));
+  RETURN_IF_ERROR(
+      WriteText(dir + "/blkio.throttle.read_bps_device", *disk + " " + std::to_string(read_bps)));
   return t;
 }
 

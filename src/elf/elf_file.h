@@ -1,6 +1,8 @@
-// One ELF file opened for symbolization: function symbols by address (.symtab and .dynsym),
-// data symbols by name (e.g. _PyRuntime), PT_LOAD mapping between file offsets and virtual
-// addresses, and DWARF line info (elfutils libdw) when the file carries .debug_line.
+// The one ELF reader: a file opened once (libelf), its PT_LOAD segments, every defined symbol of
+// .dynsym and .symtab with its GNU version, function symbols by address, any symbol by name
+// (e.g. _PyRuntime), PT_LOAD mapping between file offsets and virtual addresses, initialized
+// data, and DWARF line info (elfutils libdw) when the file carries .debug_line. Symbolization
+// (src/symbolize) and uprobe placement (discover/elf_symbols.h) both read ELF files through it.
 //
 // Not thread-safe: libdw handles are used from one thread (the symbolizer's).
 #pragma once
@@ -8,6 +10,7 @@
 #include <elfutils/libdw.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +26,27 @@ struct ElfFunction {
   std::string name;
   uint64_t address = 0;  // ELF virtual address (st_value)
   uint64_t size = 0;
+};
+
+// A defined symbol as its table holds it (st_shndx != SHN_UNDEF, st_value != 0, a name).
+struct ElfSymbolEntry {
+  std::string_view name;  // as stored: .symtab may spell a version into it ("f@@V", "f@V")
+  uint64_t address = 0;   // st_value
+  uint64_t size = 0;      // st_size
+  int type = 0;           // GELF_ST_TYPE: STT_FUNC, STT_OBJECT, STT_GNU_IFUNC, …
+  bool from_dynsym = false;
+  // .dynsym with .gnu.version: the version index (hidden bit cleared), -1 without one.
+  int version_index = -1;
+  bool version_hidden = false;  // `name@version` rather than the default `name@@version`
+  std::string_view version;     // the name .gnu.version_d gives index > 1; "" otherwise
+};
+
+struct ElfSegment {
+  uint64_t vaddr = 0;
+  uint64_t memsz = 0;
+  uint64_t offset = 0;
+  uint64_t filesz = 0;
+  bool executable = false;  // PF_X
 };
 
 struct SourceLine {
@@ -51,13 +75,16 @@ class ElfFile {
   std::optional<SourceLine> FindLine(uint64_t address);
   // Reads `size` bytes of initialized data at ELF virtual address `address`.
   std::optional<std::string> ReadAddress(uint64_t address, size_t size) const;
+  // Visits every defined symbol, .dynsym first, then .symtab, in table order. False when the
+  // file has neither table.
+  bool ForEachSymbol(const std::function<void(const ElfSymbolEntry&)>& visit) const;
+  const std::vector<ElfSegment>& segments() const { return segments_; }
+  // `size` raw bytes of the file at `offset`; nullopt when they are not all in the file.
+  std::optional<std::string_view> FileBytes(uint64_t offset, size_t size) const;
   bool has_dwarf() const { return static_cast<bool>(dwarf_); }
   const std::string& path() const { return path_; }
 
  private:
-  struct Segment {
-    uint64_t vaddr, memsz, offset, filesz;
-  };
   static void EndElf(Elf* elf) { elf_end(elf); }
   static void EndDwarf(Dwarf* dwarf) { dwarf_end(dwarf); }
   ElfFile() = default;
@@ -67,7 +94,7 @@ class ElfFile {
   ScopedFd fd_;
   ScopedResource<Elf*, EndElf, nullptr> elf_;
   ScopedResource<Dwarf*, EndDwarf, nullptr> dwarf_;
-  std::vector<Segment> segments_;
+  std::vector<ElfSegment> segments_;
   std::vector<ElfFunction> functions_;                     // sorted by address
   std::vector<std::pair<std::string, uint64_t>> symbols_;  // sorted by name: every defined symbol
 };

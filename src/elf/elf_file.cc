@@ -1,4 +1,4 @@
-#include "symbolize/elf_file.h"
+#include "elf/elf_file.h"
 
 #include <elfutils/libdw.h>
 #include <fcntl.h>
@@ -8,14 +8,40 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <unordered_map>
 
 #include "base/scoped.h"
 
 namespace gw {
 
 namespace {
+
 void EndElfHandle(Elf* elf) { elf_end(elf); }
 using ScopedElf = ScopedResource<Elf*, EndElfHandle, nullptr>;
+
+// Version index → name, from SHT_GNU_verdef.
+std::unordered_map<uint16_t, std::string> ReadVersionDefinitions(Elf* elf, Elf_Scn* scn,
+                                                                 size_t strtab) {
+  std::unordered_map<uint16_t, std::string> names;
+  Elf_Data* data = elf_getdata(scn, nullptr);
+  if (data == nullptr) return names;
+  size_t offset = 0;
+  // Each verdef is followed (vd_aux bytes later) by its aux entries; the first aux names it.
+  for (int guard = 0; guard < 65536 && offset + sizeof(GElf_Verdef) <= data->d_size; ++guard) {
+    GElf_Verdef def;
+    if (gelf_getverdef(data, static_cast<int>(offset), &def) == nullptr) break;
+    GElf_Verdaux aux;
+    if (def.vd_cnt > 0 &&
+        gelf_getverdaux(data, static_cast<int>(offset + def.vd_aux), &aux) != nullptr) {
+      const char* name = elf_strptr(elf, strtab, aux.vda_name);
+      if (name != nullptr) names[def.vd_ndx] = name;
+    }
+    if (def.vd_next == 0) break;
+    offset += def.vd_next;
+  }
+  return names;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<ElfFile>> ElfFile::Open(const std::string& path) {
@@ -37,32 +63,19 @@ StatusOr<std::unique_ptr<ElfFile>> ElfFile::Open(const std::string& path) {
     GElf_Phdr phdr;
     if (gelf_getphdr(elf.get(), static_cast<int>(i), &phdr) == nullptr) continue;
     if (phdr.p_type != PT_LOAD) continue;
-    file->segments_.push_back({phdr.p_vaddr, phdr.p_memsz, phdr.p_offset, phdr.p_filesz});
+    file->segments_.push_back(
+        {phdr.p_vaddr, phdr.p_memsz, phdr.p_offset, phdr.p_filesz, (phdr.p_flags & PF_X) != 0});
   }
+  file->elf_.Reset(elf.Release());
 
-  Elf_Scn* scn = nullptr;
-  while ((scn = elf_nextscn(elf.get(), scn)) != nullptr) {
-    GElf_Shdr shdr;
-    if (gelf_getshdr(scn, &shdr) == nullptr) continue;
-    if (shdr.sh_type != SHT_SYMTAB && shdr.sh_type != SHT_DYNSYM) continue;
-    Elf_Data* data = elf_getdata(scn, nullptr);
-    if (data == nullptr || shdr.sh_entsize == 0) continue;
-    size_t count = shdr.sh_size / shdr.sh_entsize;
-    for (size_t i = 0; i < count; ++i) {
-      GElf_Sym sym;
-      if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) continue;
-      if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
-      const char* name = elf_strptr(elf.get(), shdr.sh_link, sym.st_name);
-      if (name == nullptr || *name == '\0') continue;
-      int type = GELF_ST_TYPE(sym.st_info);
-      if (type == STT_FUNC || type == STT_GNU_IFUNC) {
-        file->functions_.push_back({name, sym.st_value, sym.st_size});
-      }
-      if (type == STT_FUNC || type == STT_OBJECT || type == STT_GNU_IFUNC) {
-        file->symbols_.emplace_back(name, sym.st_value);
-      }
+  file->ForEachSymbol([&](const ElfSymbolEntry& sym) {
+    if (sym.type == STT_FUNC || sym.type == STT_GNU_IFUNC) {
+      file->functions_.push_back({std::string(sym.name), sym.address, sym.size});
     }
-  }
+    if (sym.type == STT_FUNC || sym.type == STT_OBJECT || sym.type == STT_GNU_IFUNC) {
+      file->symbols_.emplace_back(std::string(sym.name), sym.address);
+    }
+  });
   auto by_address = [](const ElfFunction& a, const ElfFunction& b) {
     if (a.address != b.address) return a.address < b.address;
     if ((a.size == 0) != (b.size == 0)) return a.size != 0;  // sized symbols first
@@ -77,15 +90,92 @@ StatusOr<std::unique_ptr<ElfFile>> ElfFile::Open(const std::string& path) {
                          file->functions_.end());
   std::sort(file->symbols_.begin(), file->symbols_.end());
 
-  Dwarf* dwarf = dwarf_begin_elf(elf.get(), DWARF_C_READ, nullptr);  // nullptr: no DWARF
+  Dwarf* dwarf = dwarf_begin_elf(file->elf_.get(), DWARF_C_READ, nullptr);  // nullptr: no DWARF
   file->fd_ = std::move(fd);
-  file->elf_.Reset(elf.Release());
   file->dwarf_.Reset(dwarf);
   return file;
 }
 
+bool ElfFile::ForEachSymbol(const std::function<void(const ElfSymbolEntry&)>& visit) const {
+  Elf* elf = elf_.get();
+  // The symbol tables and the version sections that go with .dynsym.
+  Elf_Scn* dynsym = nullptr;
+  Elf_Scn* symtab = nullptr;
+  Elf_Scn* versym = nullptr;
+  Elf_Scn* verdef = nullptr;
+  size_t verdef_strtab = 0;
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr) continue;
+    switch (shdr.sh_type) {
+      case SHT_DYNSYM:
+        dynsym = scn;
+        break;
+      case SHT_SYMTAB:
+        symtab = scn;
+        break;
+      case SHT_GNU_versym:
+        versym = scn;
+        break;
+      case SHT_GNU_verdef:
+        verdef = scn;
+        verdef_strtab = shdr.sh_link;
+        break;
+      default:
+        break;
+    }
+  }
+  std::unordered_map<uint16_t, std::string> versions;
+  if (verdef != nullptr) versions = ReadVersionDefinitions(elf, verdef, verdef_strtab);
+  Elf_Data* versym_data = versym != nullptr ? elf_getdata(versym, nullptr) : nullptr;
+
+  auto walk = [&](Elf_Scn* scn, bool is_dynsym) {
+    GElf_Shdr shdr;
+    if (scn == nullptr || gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_entsize == 0) return;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (data == nullptr) return;
+    size_t count = shdr.sh_size / shdr.sh_entsize;
+    for (size_t i = 0; i < count; ++i) {
+      GElf_Sym sym;
+      if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) continue;
+      if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
+      const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
+      if (name == nullptr || *name == '\0') continue;
+      ElfSymbolEntry e;
+      e.name = name;
+      e.address = sym.st_value;
+      e.size = sym.st_size;
+      e.type = GELF_ST_TYPE(sym.st_info);
+      e.from_dynsym = is_dynsym;
+      if (is_dynsym && versym_data != nullptr &&
+          (i + 1) * sizeof(GElf_Versym) <= versym_data->d_size) {
+        GElf_Versym ver;
+        if (gelf_getversym(versym_data, static_cast<int>(i), &ver) != nullptr) {
+          e.version_index = ver & 0x7fff;
+          e.version_hidden = (ver & 0x8000) != 0;
+          if (e.version_index > 1) {
+            auto it = versions.find(static_cast<uint16_t>(e.version_index));
+            if (it != versions.end()) e.version = it->second;
+          }
+        }
+      }
+      visit(e);
+    }
+  };
+  walk(dynsym, true);
+  walk(symtab, false);
+  return dynsym != nullptr || symtab != nullptr;
+}
+
+std::optional<std::string_view> ElfFile::FileBytes(uint64_t offset, size_t size) const {
+  size_t file_size = 0;
+  const char* image = elf_rawfile(elf_.get(), &file_size);
+  if (image == nullptr || offset > file_size || size > file_size - offset) return std::nullopt;
+  return std::string_view(image + offset, size);
+}
+
 std::optional<uint64_t> ElfFile::FileOffsetToAddress(uint64_t file_offset) const {
-  for (const Segment& s : segments_) {
+  for (const ElfSegment& s : segments_) {
     if (file_offset >= s.offset && file_offset < s.offset + s.filesz) {
       return s.vaddr + (file_offset - s.offset);
     }
@@ -94,7 +184,7 @@ std::optional<uint64_t> ElfFile::FileOffsetToAddress(uint64_t file_offset) const
 }
 
 std::optional<uint64_t> ElfFile::AddressToFileOffset(uint64_t address) const {
-  for (const Segment& s : segments_) {
+  for (const ElfSegment& s : segments_) {
     if (address >= s.vaddr && address < s.vaddr + s.memsz) return s.offset + (address - s.vaddr);
   }
   return std::nullopt;
@@ -142,7 +232,7 @@ std::optional<std::string> ElfFile::ReadAddress(uint64_t address, size_t size) c
   if (image == nullptr) return std::nullopt;
   // The headers are the file's word: every sum is checked before it is used (a segment at
   // offset 2^64 - 8 made `offset + size` wrap and the read land outside the mapping).
-  for (const Segment& s : segments_) {
+  for (const ElfSegment& s : segments_) {
     if (address < s.vaddr || address - s.vaddr >= s.filesz) continue;
     uint64_t in_segment = address - s.vaddr;
     if (size > s.filesz - in_segment) return std::nullopt;  // runs past the initialized data

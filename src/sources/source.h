@@ -1,4 +1,6 @@
-// The contract between event sources (src/sources/<family>) and the capture loop.
+// The contract between event sources (src/sources/<family>) and the capture loop. It sits
+// below both: the sources implement it, src/capture runs whatever list of Sources it is given
+// (registry.h builds the list) without knowing any by name.
 //
 // A Source owns its BPF skeleton, links and ring buffer; it decodes raw records into typed
 // Events and hands them to an EventSink. The capture loop (src/capture/tracer.*) starts every
@@ -7,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,6 +79,21 @@ class Source {
   virtual DropCounts Drops() const = 0;
   // Detaches; a final Poll() after Stop() must still return what was captured.
   virtual void Stop() = 0;
+
+  // A source that owns the tracked set (the host source) returns its BPF map after Start;
+  // the sources started after it get it as SourceContext::tracked_map_fd. -1: owns none.
+  virtual int TrackedSetFd() const { return -1; }
+  // The processes in that set now (with --stack the tracer watches their maps).
+  virtual std::vector<int32_t> TrackedPids() const { return {}; }
+
+  // A source that counts records on both sides of its ring (the host source): submitted by
+  // the BPF side and decoded here. After Stop() and a final Poll() they are equal when
+  // nothing was lost.
+  struct RecordBalance {
+    int64_t emitted = 0;
+    int64_t consumed = 0;
+  };
+  virtual std::optional<RecordBalance> Records() const { return std::nullopt; }
 };
 
 }  // namespace gw

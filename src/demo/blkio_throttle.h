@@ -33,7 +33,8 @@ class BlkioThrottle {
   const std::string& device() const { return device_; }
 
  private:
-  BlkioThrottle(std::string dir, std::string device) : dir_(std::move(dir)), device_(std::move(device)) {}
+  BlkioThrottle(std::string dir, std::string device)
+      : dir_(std::move(dir)), device_(std::move(device)) {}
   std::string dir_;     // the cgroup directory; empty once moved from
   std::string device_;  // "MAJ:MIN" of the throttled disk
 };

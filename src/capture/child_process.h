@@ -13,12 +13,12 @@
 namespace gw {
 
 struct ChildOptions {
-  std::vector<std::string> argv;  // argv[0] is looked up in PATH when it has no '/'
-  int cpu = -1;                   // pin to this CPU; -1: not pinned
-  int output_fd = -1;             // stdout and stderr go here; -1: inherited
-  bool stdin_null = false;        // stdin from /dev/null instead of inherited
-  bool own_process_group = false; // setpgid(0, 0): a terminal's Ctrl-C reaches only gpuwhy
-  bool die_with_parent = false;   // PR_SET_PDEATHSIG SIGKILL
+  std::vector<std::string> argv;   // argv[0] is looked up in PATH when it has no '/'
+  int cpu = -1;                    // pin to this CPU; -1: not pinned
+  int output_fd = -1;              // stdout and stderr go here; -1: inherited
+  bool stdin_null = false;         // stdin from /dev/null instead of inherited
+  bool own_process_group = false;  // setpgid(0, 0): a terminal's Ctrl-C reaches only gpuwhy
+  bool die_with_parent = false;    // PR_SET_PDEATHSIG SIGKILL
   // Run as this user instead of root (uid, gid, supplementary groups, HOME/USER/LOGNAME);
   // uid < 0: as the caller.
   int uid = -1;
@@ -56,8 +56,8 @@ class GatedChild {
   GatedChild(pid_t pid, int gate_fd, int error_fd, std::string program)
       : pid_(pid), gate_fd_(gate_fd), error_fd_(error_fd), program_(std::move(program)) {}
   pid_t pid_ = -1;
-  int gate_fd_ = -1;   // write end: one byte releases the child
-  int error_fd_ = -1;  // read end: the child's errno when exec fails, EOF when exec succeeded
+  int gate_fd_ = -1;     // write end: one byte releases the child
+  int error_fd_ = -1;    // read end: the child's errno when exec fails, EOF when exec succeeded
   std::string program_;  // argv[0], for messages
   bool reaped_ = false;
   int exit_code_ = 0;  // once reaped

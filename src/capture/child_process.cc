@@ -1,4 +1,4 @@
-#include "cli/child_process.h"
+#include "capture/child_process.h"
 
 #include <fcntl.h>
 #include <grp.h>

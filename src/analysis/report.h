@@ -1,0 +1,252 @@
+// The values gpuwhy's causal engine produces: a Report (findings, GPU feed-time attribution,
+// top processes, call sites, kernels) and a DiffReport, and the options that choose a window.
+// Front ends render them (explain.h); the analysis's internal headers build them and include
+// only this file.
+//
+// Stable API: other components code against this header. Add fields, never repurpose them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "store/window.h"
+
+namespace gw {
+
+struct ExplainOptions {
+  // Session and time range, resolved by the rule in store/window.h (shared with the MCP tools);
+  // by default the last 2 minutes of the newest session.
+  WindowRequest window = WindowRequestWithDefaultSince(kDefaultSinceNs);
+  int32_t pid = 0;        // 0 = every tracked process; else that process and its tracked children
+  bool evidence = false;  // ReportToText prints each finding's evidence SQL
+};
+
+enum class Severity { kLow = 0, kMedium = 1, kHigh = 2 };
+const char* SeverityName(Severity s);  // "LOW" | "MEDIUM" | "HIGH"
+
+// One number a finding rests on, e.g. {"runq_wait_s", 41.2, "s"}.
+struct Metric {
+  std::string name;
+  double value = 0;
+  std::string unit;  // "s", "ms", "us", "%", "x", "count", "ops/s", "bytes", ""
+};
+
+// SQL a user can paste into `gpuwhy query` to check a finding's numbers (read-only, one
+// statement, absolute session timestamps already substituted).
+struct EvidenceQuery {
+  std::string what;  // what the rows show
+  std::string sql;
+};
+
+// NVML truth during the intervals a host-side finding blames (samples of the job's GPU whose
+// interval the main thread spent mostly in the finding's cause) against the quietest samples
+// (the quarter with the least host waiting). Present only when the window has GPU samples.
+struct GpuEffect {
+  bool present = false;
+  int32_t gpu = 0;
+  std::string metric;     // "SM active" (GPM) or "utilization" (NVML, nvidia-smi's)
+  double blamed_pct = 0;  // mean of `metric` over the blamed samples
+  double quiet_pct = 0;   // mean over the quietest samples
+  int64_t blamed_samples = 0;
+  int64_t quiet_samples = 0;
+  double blamed_s = 0;  // wall seconds the blamed samples cover
+  // GPU-seconds idle the cause explains: blamed_s × (quiet − blamed) / 100, at least 0.
+  double gpu_idle_s = 0;
+};
+
+struct TimeInterval {
+  int64_t begin_ns = 0;  // session ns
+  int64_t end_ns = 0;
+};
+
+struct Finding {
+  std::string rule;  // stable id: "cpu-contention", "dataloader-starvation", ...
+  Severity severity = Severity::kLow;
+  std::string cause;                      // "CPU scheduling contention"
+  std::string effect;                     // "CUDA throughput drop"
+  std::vector<std::string> root;          // "Root:" lines
+  std::vector<std::string> effects;       // "Effect:" lines
+  std::vector<std::string> contributing;  // "Contributing:" lines
+  std::vector<std::string> fix;           // "Fix:" lines (concrete commands)
+  std::vector<EvidenceQuery> evidence;
+  std::vector<Metric> metrics;
+  double lost_s = 0;  // GPU-feed seconds this cause explains (ranking key after severity)
+  GpuEffect gpu;      // with NVML samples: SM activity while this cause held the job
+  // Host-side findings: the stretches (whole seconds, session ns) in which the blamed cause
+  // held the main thread; empty for findings about the whole window.
+  std::vector<TimeInterval> intervals;
+};
+
+// Where the GPU-feeding threads' time went (see docs/detections.md for the precedence).
+enum class FeedCause {
+  kRunning,       // on CPU, not in a CUDA call
+  kRunqWait,      // runnable, waiting for a CPU (contention)
+  kBlockedIo,     // sleeping in I/O wait (block I/O, reads)
+  kPageFault,     // sleeping after a page fault (major faults, reclaim)
+  kBlockedOther,  // sleeping otherwise: waiting for workers, locks, pipes
+  kMemcpy,        // inside a cudaMemcpy* call (and on CPU)
+  kSync,          // inside a CUDA synchronize call (and on CPU or waiting on the GPU)
+  // Critical path only (a waiting thread's time resolved through who woke it):
+  kHelperWork,     // waiting for a CUDA helper thread (autograd) while it ran or launched
+  kWorkerCompute,  // waiting for a batch while the DataLoader worker that delivered it computed
+};
+const char* FeedCauseName(FeedCause c);   // stable key: "running", "runq_wait", ...
+const char* FeedCauseLabel(FeedCause c);  // human label
+
+struct FeedTimeRow {
+  FeedCause cause = FeedCause::kRunning;
+  double seconds = 0;  // summed over threads
+  double pct = 0;      // of the group's thread-seconds (threads x window)
+};
+
+// Attribution for one group of threads: the training process's CUDA-calling threads, its
+// DataLoader workers (one representative thread per worker process: its busiest), or the
+// critical path of the main thread (its waits resolved through the threads that woke it).
+struct FeedTimeGroup {
+  std::string name;               // "training threads (CUDA callers)" / "DataLoader workers"
+  int32_t threads = 0;            // threads observed
+  double thread_seconds = 0;      // sum of each thread's observed lifetime in the window
+  std::vector<FeedTimeRow> rows;  // one per FeedCause, in enum order
+};
+
+struct ProcessStat {
+  int32_t pid = 0;
+  std::string name;
+  std::string role;  // "training", "worker", "competitor", "other"
+  bool tracked = false;
+  int64_t context_switches = 0;
+  double off_cpu_s = 0;
+  double runq_s = 0;
+  double worst_stall_ms = 0;
+  double cpu_taken_from_feeders_s = 0;  // time it ran while a feeding thread waited for a CPU
+  int64_t cuda_calls = 0;
+};
+
+struct SystemContext {
+  bool present = false;  // false when the window has no system_snapshots rows
+  double cpu_pct = 0;
+  double mem_pct = 0;
+  double load1 = 0;
+  int64_t cores = 0;
+  double swap_mb = 0;
+  double iowait_pct = 0;
+  int64_t major_faults_per_s = 0;
+};
+
+// One GPU over the window, from NVML samples (trace --gpu-interval): medians per sample, the
+// way dashboards aggregate. GPM values are < 0 when the device has no GPM.
+struct GpuSummary {
+  int32_t gpu = 0;
+  std::string name;  // "NVIDIA H200"
+  bool gpm = false;
+  int64_t samples = 0;
+  double util_pct = -1;  // NVML utilization: what nvidia-smi shows
+  double mem_util_pct = -1;
+  double sm_active_pct = -1;     // GPM SM_UTIL
+  double sm_occupancy_pct = -1;  // GPM SM_OCCUPANCY
+  double tensor_active_pct = -1;
+  double dram_bw_pct = -1;
+  double sm_clock_mhz = -1;
+  double power_w = -1;
+  double mem_used_gb = -1;
+};
+
+struct ReportWindow {
+  int64_t session = 0;
+  int64_t from_ns = 0;  // session ns
+  int64_t to_ns = 0;
+  std::string label;  // "last 2 min", "12.0s–40.0s"
+};
+
+// trace --stack: one source location and the window's events whose stacks point there.
+struct CallSite {
+  std::string location;  // "train.py:142": the innermost user frame (Python first), short
+  std::string file;      // full path; "" for a native location without line info
+  int64_t line = 0;
+  std::string function;     // function at that location ("" when unknown)
+  std::string via;          // the innermost frame when it is library code, e.g.
+                            // "synchronize (torch/cuda/__init__.py:1162)"; "" when none
+  std::string source_line;  // the line's text, when the file was readable at explain time
+  std::string processes;    // process names, e.g. "pt_data_worker ×4"
+  int64_t count = 0;        // events (sched_switch: sampled switches)
+  double total_ms = 0;
+  double avg_ms = 0;
+  double max_ms = 0;
+  int64_t preempted = 0;  // sched_switch: preempted while runnable
+  int64_t blocked = 0;    // sched_switch: went to sleep
+};
+
+struct CallerSection {
+  std::string op;               // "cudaStreamSync"; "sched_switch" for the victims section
+  int64_t with_stacks = 0;      // rows of `op` in the window that carry a stack
+  std::vector<CallSite> sites;  // at most 5: callers by total time; victims by preemptions,
+                                // then off-CPU time
+};
+
+// One kernel's launches by one process in the window.
+struct KernelStat {
+  std::string name;  // demangled; "fn@0x…" when the tracer could not name it
+  int32_t pid = 0;
+  int64_t launches = 0;
+  double per_s = 0;
+  double share_pct = 0;  // of every launch in the window
+};
+
+struct KernelSummary {
+  int64_t launches = 0;         // every launch in the window, all processes
+  int64_t kernels = 0;          // distinct (process, kernel) pairs
+  int64_t unnamed = 0;          // launches of kernels left as fn@0x…
+  std::vector<KernelStat> top;  // most launched first, at most 20
+};
+
+struct Report {
+  ReportWindow window;
+  SystemContext system;
+  std::vector<GpuSummary> gpus;  // NVML samples in the window, per GPU (empty without them)
+  // Set when the job's GPU was busy and host-side causes explain little of the window:
+  // "the GPU is the bottleneck: …". Empty otherwise.
+  std::string gpu_verdict;
+  std::vector<Finding> findings;  // most severe first, then by lost_s
+  std::vector<FeedTimeGroup> feed_time;
+  std::vector<ProcessStat> top_processes;  // by off-CPU time, training and workers first
+  int64_t events = 0;                      // raw rows in the window (all pids)
+  std::vector<std::string> notes;          // data caveats: drops, missing sources, sampled launches
+  bool evidence = false;                   // copied from options: ReportToText prints evidence SQL
+  std::string db_path;                     // the file explained: evidence commands name it
+  // trace --stack (empty otherwise): top callers of the CUDA ops that took the most time, and
+  // where the feeding processes were when they left the CPU.
+  std::vector<CallerSection> callers;
+  CallerSection sched_victims;
+  KernelSummary kernels;  // launches per kernel (op_seconds; empty without launches)
+};
+
+// ---- diff: before/after between two sessions (same or different files) ----
+
+enum class Verdict { kBetter, kWorse, kSame };
+const char* VerdictName(Verdict v);  // "better" | "worse" | "same"
+
+struct DiffRow {
+  std::string metric;  // "context switches (training process)"
+  std::string key;     // stable: "train_ctx_switches"
+  std::string unit;
+  double before = 0;
+  double after = 0;
+  double change_pct = 0;  // (after - before) / before * 100; 0 when before == 0
+  double ratio = 0;       // after / before (0 when before == 0)
+  bool lower_is_better = true;
+  Verdict verdict = Verdict::kSame;
+};
+
+struct DiffReport {
+  std::string label_a;  // "before.db session 1"
+  std::string label_b;
+  double duration_a_s = 0;
+  double duration_b_s = 0;
+  std::vector<DiffRow> rows;
+  std::vector<std::string> findings_a;  // "[HIGH] cause → effect"
+  std::vector<std::string> findings_b;
+  std::vector<std::string> notes;  // caveats, e.g. GPU samples on one side only
+};
+
+}  // namespace gw

@@ -1,0 +1,70 @@
+// The findings, one function per rule, in families: CPU scheduling and the input pipeline
+// (rules_cpu.cc), storage and memory (rules_memory_io.cc), the CUDA API and the GPU
+// (rules_cuda.cc). Each rule reads Facts (facts.cc) and appends findings with numbers, evidence
+// SQL and concrete fixes; RunRules (facts.h, rules.cc) runs them all. Thresholds live in
+// thresholds.h; docs/detections.md documents both. Internal to src/analysis.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/facts.h"
+#include "analysis/thresholds.h"
+#include "store/ops.h"
+
+namespace gw::rules {
+
+namespace th = ::gw::thresholds;
+
+inline double Sec(double ns) { return ns / 1e9; }
+inline double Sec(int64_t ns) { return static_cast<double>(ns) / 1e9; }
+inline double Share(double part, double whole) { return whole > 0 ? part / whole : 0.0; }
+inline Severity Max(Severity a, Severity b) {
+  return static_cast<int>(a) > static_cast<int>(b) ? a : b;
+}
+
+// The severity a value earns against three rising thresholds; nullopt below the lowest.
+std::optional<Severity> Ladder(double value, double high, double medium, double low);
+// The severity of a share of the window's GPU feed lost (th::k*LostShare).
+std::optional<Severity> Ladder(double lost_share);
+
+// Evidence SQL (rules.cc says what each substitutes and selects).
+std::string OpNames(std::initializer_list<Op> ops);
+std::string OpNamesWhere(bool (*pred)(Op));
+std::string CudaOpCondition(const std::string& column);
+std::string Sql(const Facts& f, const std::string& tmpl);
+std::string CudaCalls(const Facts& f);
+std::string SyncRows(const Facts& f);
+std::string NearestRank(int p);
+EvidenceQuery SyncBuckets(const Facts& f);
+EvidenceQuery Throughput(const Facts& f);
+EvidenceQuery SwitchKinds(const Facts& f);
+
+bool IsFeeder(const Facts& f, int32_t pid);  // the main process or one of its workers
+std::string Plural(int64_t n, const char* one, const char* many);
+
+void SetEvidence(Finding* x, std::vector<EvidenceQuery> base);
+// The sync-latency and throughput effect lines (and their evidence) several findings share.
+void AddSyncEffect(const Facts& f, Finding* out);
+void AddThroughputEffect(const Facts& f, Finding* out);
+
+// rules_cpu.cc
+void CpuContention(const Facts& f, std::vector<Finding>* out);
+void DataLoaderStarvation(const Facts& f, std::vector<Finding>* out);
+// rules_memory_io.cc
+void IoBottleneck(const Facts& f, std::vector<Finding>* out);
+void MemoryPressure(const Facts& f, std::vector<Finding>* out);
+void OomKills(const Facts& f, std::vector<Finding>* out);
+// rules_cuda.cc
+void MemcpyBottleneck(const Facts& f, std::vector<Finding>* out);
+void SyncHeavy(const Facts& f, std::vector<Finding>* out);
+void LaunchBound(const Facts& f, std::vector<Finding>* out);
+void AllocatorSpikes(const Facts& f, std::vector<Finding>* out);
+void ColdStart(const Facts& f, std::vector<Finding>* out);
+void GpuSharing(const Facts& f, std::vector<Finding>* out);
+void AllocFailures(const Facts& f, std::vector<Finding>* out);
+
+}  // namespace gw::rules

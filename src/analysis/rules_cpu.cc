@@ -1,0 +1,298 @@
+// CPU scheduling and the input pipeline: contention for the training process's CPUs, and
+// DataLoader workers that cannot keep up.
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "analysis/format.h"
+#include "analysis/rules.h"
+
+namespace gw::rules {
+
+namespace {
+
+EvidenceQuery SwitchesByProcess(const Facts& f) {
+  return {"context switches, run-queue wait and blocked time per process",
+          Sql(f,
+              "SELECT p.name AS process, e.pid, COUNT(*) AS switches, "
+              "ROUND(SUM(e.duration_ns) / 1e9, 2) AS off_cpu_s, "
+              "ROUND(SUM(COALESCE(e.runq_ns, 0)) / 1e9, 2) AS runq_s, "
+              "ROUND(SUM(e.duration_ns - COALESCE(e.runq_ns, 0)) / 1e9, 2) AS blocked_s, "
+              "ROUND(MAX(e.duration_ns) / 1e6, 1) AS worst_stall_ms FROM {EVENTS} e "
+              "LEFT JOIN processes p ON p.session = e.session AND p.pid = e.pid "
+              "WHERE {e.IN_S}e.op = 'sched_switch' AND e.timestamp >= {F} AND e.timestamp < "
+              "{T} GROUP BY e.pid ORDER BY runq_s DESC LIMIT 15")};
+}
+
+EvidenceQuery RunqHolders(const Facts& f) {
+  return {"who held the CPU while the training process and its workers waited to run",
+          Sql(f,
+              "SELECT COALESCE(p.name, 'pid ' || e.other_pid) AS held_cpu, e.other_pid, "
+              "COUNT(*) AS waits, ROUND(SUM(e.runq_ns) / 1e9, 2) AS runq_s FROM {EVENTS} e "
+              "LEFT JOIN processes p ON p.session = e.session AND p.pid = e.other_pid "
+              "WHERE {e.IN_S}e.op = 'sched_switch' AND e.pid IN ({FEED}) AND e.timestamp >= "
+              "{F} AND e.timestamp < {T} AND e.runq_ns > 0 GROUP BY e.other_pid ORDER BY "
+              "runq_s DESC")};
+}
+
+EvidenceQuery SlowSyncs(const Facts& f) {
+  return {Fmt("slow syncs of the training process: at least %s (%.0fx the baseline p50, at "
+              "least %s)",
+              FormatNs(f.slow.threshold_ns).c_str(), th::kSlowSyncFactor,
+              FormatNs(th::kSlowSyncFloorNs).c_str()),
+          SyncRows(f) +
+              "SELECT COUNT(*) AS slow_syncs, ROUND(SUM(duration_ns) / 1e9, 3) AS "
+              "seconds FROM syncs WHERE duration_ns >= " +
+              std::to_string(f.slow.threshold_ns)};
+}
+
+std::string CoreRange(int64_t first, int64_t last) {
+  if (first >= last) return std::to_string(first);
+  return std::to_string(first) + "-" + std::to_string(last);
+}
+
+// Cores for the training process and its workers: one per feeding process, at most half the
+// machine (at least one), leaving the rest for everything else.
+int64_t TrainingCores(const Facts& f) {
+  int64_t cores = std::max<int64_t>(1, f.cores);
+  int64_t want = 1 + static_cast<int64_t>(f.worker_pids.size());
+  return std::clamp<int64_t>(want, 1, std::max<int64_t>(1, cores / 2));
+}
+
+// The job's processes as a shell word list: pids only, never a traced process's own text
+// (a command line or name is untrusted input and must not be pasted into a command).
+std::string FeederPids(const Facts& f) {
+  std::string s = std::to_string(f.main_pid);
+  for (int32_t pid : f.worker_pids) s += " " + std::to_string(pid);
+  return s;
+}
+
+// Workers that started after the training process had been running a while (not the first
+// spawn), or exited inside the window: DataLoader worker respawns at epoch boundaries.
+int64_t WorkerRespawns(const Facts& f) {
+  int64_t main_start = f.w->session_first_ts;
+  if (auto m = f.w->processes.find(f.main_pid);
+      m != f.w->processes.end() && m->second.first_ts != kNull) {
+    main_start = m->second.first_ts;
+  }
+  int64_t n = 0;
+  for (int32_t pid : f.worker_pids) {
+    auto it = f.w->processes.find(pid);
+    if (it == f.w->processes.end()) continue;
+    const ProcessRecord& p = it->second;
+    bool late_start = p.first_ts != kNull && p.first_ts > f.w->from &&
+                      p.first_ts > main_start + th::kWorkerRespawnAfterNs;
+    bool exited = p.exit_ts != kNull && p.exit_ts >= f.w->from && p.exit_ts < f.w->to;
+    if (late_start || exited) ++n;
+  }
+  return n;
+}
+
+std::string HolderList(const Facts& f, const std::vector<Competitor>& list, size_t max) {
+  std::string s;
+  for (size_t i = 0; i < list.size() && i < max; ++i) {
+    if (!s.empty()) s += ", ";
+    s += ProcessLabel(*f.w, list[i].pid) + " " + FormatSeconds(Sec(list[i].ns)) + " s";
+  }
+  return s;
+}
+
+}  // namespace
+
+void CpuContention(const Facts& f, std::vector<Finding>* out) {
+  double share = Share(f.lost_contention, static_cast<double>(f.window_ns));
+  std::optional<Severity> sev = Ladder(share);
+  if (!sev) return;
+  int64_t feed_ns = f.train_thread_ns + f.worker_thread_ns;
+  double feed_runq = static_cast<double>(At(f.train_totals, FeedCause::kRunqWait) +
+                                         At(f.worker_totals, FeedCause::kRunqWait));
+  if (Share(feed_runq, static_cast<double>(feed_ns)) < th::kContentionRunqShareMin) {
+    sev = Severity::kLow;
+  }
+  Finding x;
+  x.rule = "cpu-contention";
+  x.severity = *sev;
+  x.cause = "CPU scheduling contention";
+  x.effect = "CUDA throughput drop";
+  x.lost_s = Sec(f.lost_contention);
+  auto sw = f.switches.find(f.main_pid);
+  int64_t main_switches = sw == f.switches.end() ? 0 : sw->second.count;
+  int64_t worker_switches = 0;
+  for (int32_t pid : f.worker_pids) {
+    if (auto it = f.switches.find(pid); it != f.switches.end()) worker_switches += it->second.count;
+  }
+  int64_t workers = static_cast<int64_t>(f.worker_pids.size());
+  x.root.push_back(Fmt("%s context switches on training process (PID %d)%s",
+                       FormatCount(main_switches).c_str(), f.main_pid,
+                       workers == 0
+                           ? ""
+                           : Fmt(", %s on its %s", FormatCount(worker_switches).c_str(),
+                                 Plural(workers, "DataLoader worker", "DataLoader workers").c_str())
+                                 .c_str()));
+  const CauseTimes& m = f.main_totals;
+  int64_t runq = At(m, FeedCause::kRunqWait);
+  int64_t off = runq + At(m, FeedCause::kBlockedIo) + At(m, FeedCause::kPageFault) +
+                At(m, FeedCause::kBlockedOther);
+  x.root.push_back(
+      Fmt("Main thread off-CPU %s of %s seconds (%s of wall clock): %s s runnable "
+          "but waiting for a CPU",
+          FormatSeconds(Sec(off)).c_str(), FormatSeconds(f.window_s).c_str(),
+          FormatPct(Share(Sec(off), f.window_s)).c_str(), FormatSeconds(Sec(runq)).c_str()));
+  double through_others = f.lost_contention - static_cast<double>(runq);
+  if (Sec(through_others) >= 0.05) {
+    x.root.push_back(
+        Fmt("Main thread waited %s s more for helper threads and workers that were "
+            "themselves waiting for a CPU",
+            FormatSeconds(Sec(through_others)).c_str()));
+  }
+  int64_t wrunq = At(f.worker_totals, FeedCause::kRunqWait);
+  if (workers > 0) {
+    x.root.push_back(
+        Fmt("DataLoader workers waited %s s for a CPU (%s of their time)",
+            FormatSeconds(Sec(wrunq)).c_str(),
+            FormatPct(Share(static_cast<double>(wrunq), static_cast<double>(f.worker_thread_ns)))
+                .c_str()));
+  }
+  AddSyncEffect(f, &x);
+  AddThroughputEffect(f, &x);
+  if (f.slow.count > 0 && f.slow.total_ns >= 50'000'000) {
+    int64_t sr = At(f.slow.thread, FeedCause::kRunqWait);
+    x.effects.push_back(Fmt(
+        "%s slow syncs (> %s) lasted %s s; the syncing thread waited for a "
+        "CPU %s of that time",
+        FormatCount(f.slow.count).c_str(), FormatNs(f.slow.threshold_ns).c_str(),
+        FormatSeconds(Sec(f.slow.total_ns)).c_str(),
+        FormatPct(Share(static_cast<double>(sr), static_cast<double>(f.slow.total_ns))).c_str()));
+    x.metrics.push_back({"slow_syncs", static_cast<double>(f.slow.count), "count"});
+    x.metrics.push_back({"slow_sync_s", Sec(f.slow.total_ns), "s"});
+    x.evidence.push_back(SlowSyncs(f));
+  }
+  if (f.waits.total_ns >= 50'000'000 && workers > 0) {
+    int64_t wt = 0;
+    for (int64_t v : f.waits.delivered) wt += v;
+    x.effects.push_back(
+        Fmt("Main thread waited %s s for batches; meanwhile the delivering workers were "
+            "runnable-but-waiting %s of the time",
+            FormatSeconds(Sec(f.waits.total_ns)).c_str(),
+            FormatPct(Share(static_cast<double>(At(f.waits.delivered, FeedCause::kRunqWait)),
+                            static_cast<double>(wt)))
+                .c_str()));
+  }
+  const std::vector<Competitor>& competitors = f.competitors;
+  int64_t children = 0;
+  for (const Competitor& c : competitors) children += c.child ? 1 : 0;
+  int64_t background = static_cast<int64_t>(competitors.size()) - children;
+  std::string who = Plural(workers, "DataLoader worker", "DataLoader workers");
+  if (children > 0)
+    who += " + " + Plural(children, "program the job started", "programs the job started");
+  who += " + " + Plural(background, "background process", "background processes");
+  x.contributing.push_back(
+      Fmt("%s competing for %s", who.c_str(), Plural(f.cores, "core", "cores").c_str()));
+  if (!competitors.empty()) {
+    x.contributing.push_back("CPU held while feeders waited: " + HolderList(f, competitors, 4));
+  }
+  int64_t k = TrainingCores(f);
+  x.fix.push_back(Fmt("pin the job to dedicated cores: for p in %s; do taskset -apc %s $p; done",
+                      FeederPids(f).c_str(), CoreRange(0, k - 1).c_str()));
+  if (!competitors.empty()) {
+    std::string pids;
+    for (size_t i = 0; i < competitors.size() && i < 4; ++i) {
+      pids += " " + std::to_string(competitors[i].pid);
+    }
+    x.fix.push_back("lower the competitors' priority: renice -n 19 -p" + pids);
+    if (k < f.cores) {
+      x.fix.push_back(
+          Fmt("or move them off the training cores: for p in%s; do taskset -apc %s "
+              "$p; done (or a cgroup: systemd-run --scope -p CPUWeight=10 ...)",
+              pids.c_str(), CoreRange(k, f.cores - 1).c_str()));
+    }
+    if (children > 0) {
+      x.fix.push_back(
+          "the job's own helper programs compete too: start them with nice -n 19, "
+          "or on cores outside the training set");
+    }
+  }
+  if (std::optional<int64_t> n = RecommendedWorkers(f); n && *n < workers) {
+    x.fix.push_back(Fmt("size the DataLoader to the machine: num_workers=%lld (%s)",
+                        static_cast<long long>(*n), Plural(f.cores, "core", "cores").c_str()));
+  }
+  if (WorkerRespawns(f) > 0) {
+    x.fix.push_back(
+        "set DataLoader persistent_workers=True (workers were respawned in this "
+        "window)");
+  }
+  x.metrics.push_back({"main_context_switches", static_cast<double>(main_switches), "count"});
+  x.metrics.push_back({"main_runq_s", Sec(runq), "s"});
+  x.metrics.push_back({"main_off_cpu_s", Sec(off), "s"});
+  x.metrics.push_back({"workers_runq_s", Sec(wrunq), "s"});
+  x.metrics.push_back({"competitors", static_cast<double>(competitors.size()), "count"});
+  x.metrics.push_back({"lost_s", x.lost_s, "s"});
+  SetEvidence(&x, {SwitchesByProcess(f), RunqHolders(f), SyncBuckets(f), Throughput(f)});
+  out->push_back(std::move(x));
+}
+
+void DataLoaderStarvation(const Facts& f, std::vector<Finding>* out) {
+  if (f.worker_pids.empty() || f.waits.total_ns == 0) return;
+  double share = Share(f.lost_starvation, static_cast<double>(f.window_ns));
+  std::optional<Severity> sev = Ladder(share);
+  if (!sev) return;
+  int64_t wt = 0;
+  for (int64_t v : f.waits.delivered) wt += v;
+  const CauseTimes& d = f.waits.delivered;
+  double busy = Share(static_cast<double>(At(d, FeedCause::kRunning)), static_cast<double>(wt));
+  // Waits the workers spent waiting for a CPU, on I/O or in page faults belong to those
+  // findings; this one is about workers that compute too slowly.
+  if (busy < th::kStarvationWorkerBusyShare) return;
+  int64_t workers = static_cast<int64_t>(f.worker_pids.size());
+  Finding x;
+  x.rule = "dataloader-starvation";
+  x.severity = *sev;
+  x.cause = "DataLoader starvation";
+  x.effect = "GPU idle between steps";
+  x.lost_s = Sec(f.lost_starvation);
+  x.root.push_back(
+      Fmt("Main thread waited for batches %s times, %s s in all (%s of wall clock), "
+          "p99 wait %s",
+          FormatCount(f.waits.count).c_str(), FormatSeconds(Sec(f.waits.total_ns)).c_str(),
+          FormatPct(Share(Sec(f.waits.total_ns), f.window_s)).c_str(),
+          FormatNs(Percentile(f.waits.durations, 99)).c_str()));
+  x.root.push_back(Fmt(
+      "During those waits the worker that delivered the batch was computing %s of the time "
+      "(waiting for a CPU %s, on I/O %s): the workers are too slow%s",
+      FormatPct(busy).c_str(),
+      FormatPct(Share(static_cast<double>(At(d, FeedCause::kRunqWait)), static_cast<double>(wt)))
+          .c_str(),
+      FormatPct(Share(static_cast<double>(At(d, FeedCause::kBlockedIo)), static_cast<double>(wt)))
+          .c_str(),
+      workers < f.cores - 1 ? " or too few" : ""));
+  AddThroughputEffect(f, &x);
+  AddSyncEffect(f, &x);
+  x.contributing.push_back(Fmt("%s on %s",
+                               Plural(workers, "DataLoader worker", "DataLoader workers").c_str(),
+                               Plural(f.cores, "core", "cores").c_str()));
+  if (std::optional<int64_t> n = RecommendedWorkers(f); n && *n > workers) {
+    x.fix.push_back(
+        Fmt("add workers: DataLoader(num_workers=%lld) (%s; keep 2 for the training loop and "
+            "the OS)",
+            static_cast<long long>(*n), Plural(f.cores, "core", "cores").c_str()));
+  }
+  x.fix.push_back(
+      "queue more batches ahead: DataLoader(prefetch_factor=4, persistent_workers=True)");
+  x.fix.push_back(
+      "move heavy augmentation to the GPU (torchvision.transforms.v2 on CUDA tensors, "
+      "DALI) or precompute it offline");
+  x.fix.push_back(
+      "if one worker is slower than the rest, look for uneven samples (sizes, "
+      "decode cost) in the dataset's __getitem__");
+  x.metrics.push_back({"batch_wait_s", Sec(f.waits.total_ns), "s"});
+  x.metrics.push_back({"batch_waits", static_cast<double>(f.waits.count), "count"});
+  x.metrics.push_back({"workers_busy_share", busy * 100, "%"});
+  x.metrics.push_back({"lost_s", x.lost_s, "s"});
+  SetEvidence(&x, {SwitchKinds(f), Throughput(f)});
+  out->push_back(std::move(x));
+}
+
+}  // namespace gw::rules

@@ -1,0 +1,239 @@
+// Storage and memory: reads that keep the feeders waiting on the disk, memory pressure
+// (major faults, reclaim, swap), and processes the OOM killer ended.
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "analysis/format.h"
+#include "analysis/rules.h"
+
+namespace gw::rules {
+
+void IoBottleneck(const Facts& f, std::vector<Finding>* out) {
+  double share = Share(f.lost_io, static_cast<double>(f.window_ns));
+  std::optional<Severity> sev = Ladder(share);
+  if (!sev) return;
+  std::vector<int64_t> lat;
+  std::vector<int64_t> base_lat;
+  double bytes = 0;
+  int64_t reads = 0;
+  std::vector<int64_t> read_ns;
+  int64_t base_end = f.base_bucket >= 0 ? f.buckets[f.base_bucket].end : f.w->from;
+  int64_t base_start = f.base_bucket >= 0 ? f.buckets[f.base_bucket].start : f.w->from;
+  for (const RawEvent& e : f.events) {
+    if (!IsFeeder(f, e.pid)) continue;
+    if (e.op == Op::kBlockIo) {
+      lat.push_back(e.duration);
+      if (e.ts >= base_start && e.ts < base_end) base_lat.push_back(e.duration);
+      if (e.bytes != kNull) bytes += static_cast<double>(e.bytes);
+    } else if (e.op == Op::kRead) {
+      ++reads;
+      read_ns.push_back(e.duration);
+    }
+  }
+  Finding x;
+  x.rule = "io-bottleneck";
+  x.severity = *sev;
+  x.cause = "I/O bottleneck in the data path";
+  x.effect = "GPU starved of batches";
+  x.lost_s = Sec(f.lost_io);
+  int64_t wio = At(f.worker_totals, FeedCause::kBlockedIo);
+  int64_t mio = At(f.main_totals, FeedCause::kBlockedIo);
+  if (!f.worker_pids.empty()) {
+    x.root.push_back(
+        Fmt("DataLoader workers blocked on I/O %s s (%s of their time)",
+            FormatSeconds(Sec(wio)).c_str(),
+            FormatPct(Share(static_cast<double>(wio), static_cast<double>(f.worker_thread_ns)))
+                .c_str()));
+  }
+  if (mio > 0) {
+    x.root.push_back(Fmt("Main thread blocked on I/O %s s", FormatSeconds(Sec(mio)).c_str()));
+  }
+  if (!lat.empty()) {
+    int64_t p99 = Percentile(lat, 99);
+    int64_t base = Percentile(base_lat.empty() ? lat : base_lat, 50);
+    x.root.push_back(Fmt("%s block I/O requests (%s), latency p50 %s, p99 %s (baseline p50 %s)",
+                         FormatCount(static_cast<int64_t>(lat.size())).c_str(),
+                         FormatBytes(bytes).c_str(), FormatNs(Percentile(lat, 50)).c_str(),
+                         FormatNs(p99).c_str(), FormatNs(base).c_str()));
+    x.metrics.push_back({"block_io_p99_ms", static_cast<double>(p99) / 1e6, "ms"});
+    x.metrics.push_back({"block_io_baseline_p50_ms", static_cast<double>(base) / 1e6, "ms"});
+  }
+  if (reads > 0) {
+    x.root.push_back(Fmt("%s read() calls in the feeders, p99 %s", FormatCount(reads).c_str(),
+                         FormatNs(Percentile(read_ns, 99)).c_str()));
+  }
+  if (f.waits.total_ns > 0) {
+    x.effects.push_back(
+        Fmt("Main thread waited %s s for batches; %s s of it is attributed to "
+            "workers blocked on I/O",
+            FormatSeconds(Sec(f.waits.total_ns)).c_str(),
+            FormatSeconds(Sec(f.lost_io - static_cast<double>(mio))).c_str()));
+  }
+  AddThroughputEffect(f, &x);
+  AddSyncEffect(f, &x);
+  x.fix.push_back(
+      "pre-cache the dataset in RAM: copy it to tmpfs (cp -r DATASET /dev/shm/) or "
+      "warm the page cache (vmtouch -t DATASET)");
+  x.fix.push_back(
+      "overlap reads with compute: DataLoader(prefetch_factor=4, "
+      "persistent_workers=True), and more workers only while cores are idle");
+  x.fix.push_back("pack small files into large shards (WebDataset/TFRecord) to read sequentially");
+  x.metrics.push_back({"workers_io_s", Sec(wio), "s"});
+  x.metrics.push_back({"lost_s", x.lost_s, "s"});
+  std::string io = "'" + std::string(OpName(Op::kBlockIo)) + "'";
+  EvidenceQuery feeder_io = {
+      "the feeders' block I/O and slow read() calls: count, bytes, p50/p99 latency (and block "
+      "I/O in the baseline 10 s window)",
+      Sql(f,
+          "WITH io AS (SELECT op, timestamp, duration_ns, bytes FROM {EVENTS} WHERE {IN_S}pid IN "
+          "({FEED}) AND op IN (" +
+              io + ", '" + std::string(OpName(Op::kRead)) +
+              "') AND timestamp >= {F} AND timestamp < {T}), grouped AS (SELECT op AS rows, "
+              "duration_ns, bytes FROM io UNION ALL SELECT '" +
+              std::string(OpName(Op::kBlockIo)) +
+              ", baseline window', duration_ns, bytes FROM io WHERE op = " + io +
+              " AND timestamp >= " + std::to_string(base_start) + " AND timestamp < " +
+              std::to_string(base_end) +
+              ") SELECT rows, COUNT(*) AS requests, SUM(bytes) AS bytes, " + NearestRank(50) +
+              " / 1e6 AS p50_ms, " + NearestRank(99) +
+              " / 1e6 AS p99_ms FROM (SELECT rows, duration_ns, bytes, ROW_NUMBER() OVER "
+              "(PARTITION BY rows ORDER BY duration_ns) AS rank, COUNT(*) OVER (PARTITION BY "
+              "rows) AS n FROM grouped) GROUP BY rows ORDER BY rows")};
+  SetEvidence(
+      &x, {SwitchKinds(f),
+           feeder_io,
+           {"block I/O latency per 10 s window",
+            Sql(f,
+                "SELECT (timestamp / 10000000000) * 10 AS window_sec, COUNT(*) AS requests, "
+                "ROUND(AVG(duration_ns) / 1e6, 2) AS avg_ms, ROUND(MAX(duration_ns) / 1e6, 2) AS "
+                "max_ms, SUM(bytes) / 1000000 AS mb FROM {EVENTS} WHERE {IN_S}op = '" +
+                    std::string(OpName(Op::kBlockIo)) +
+                    "' AND timestamp >= {F} AND timestamp < {T} GROUP BY window_sec ORDER BY "
+                    "window_sec")}});
+  out->push_back(std::move(x));
+}
+
+void MemoryPressure(const Facts& f, std::vector<Finding>* out) {
+  int64_t major = 0, reclaim_n = 0, reclaim_ns = 0;
+  for (const RawEvent& e : f.events) {
+    if (!IsFeeder(f, e.pid)) continue;
+    if (e.op == Op::kMajorFault) ++major;
+    if (e.op == Op::kDirectReclaim) {
+      ++reclaim_n;
+      reclaim_ns += e.duration;
+    }
+  }
+  int64_t swap_max = 0;
+  double mem_max = 0;
+  for (const SystemSnapshot& s : f.w->snapshots) {
+    swap_max = std::max(swap_max, s.swap_used_bytes);
+    mem_max = std::max(mem_max, s.mem_pct);
+  }
+  double share = Share(f.lost_memory, static_cast<double>(f.window_ns));
+  std::optional<Severity> sev = Ladder(share);
+  double faults_per_s = static_cast<double>(major) / std::max(1.0, f.window_s);
+  bool pressure = swap_max >= th::kSwapUsedBytesMin || faults_per_s >= th::kMajorFaultsPerSecMin ||
+                  reclaim_n > 0;
+  if (!sev || !pressure) return;
+  Finding x;
+  x.rule = "memory-pressure";
+  x.severity = *sev;
+  x.cause = "Host memory pressure";
+  x.effect = "feeders stalled in page faults";
+  x.lost_s = Sec(f.lost_memory);
+  int64_t wf = At(f.worker_totals, FeedCause::kPageFault);
+  int64_t mf = At(f.main_totals, FeedCause::kPageFault);
+  x.root.push_back(Fmt("%s major page faults in the training process and workers (%.0f/s)",
+                       FormatCount(major).c_str(), faults_per_s));
+  x.root.push_back(Fmt("Stalled in page faults and reclaim: main thread %s s, workers %s s",
+                       FormatSeconds(Sec(mf)).c_str(), FormatSeconds(Sec(wf)).c_str()));
+  if (reclaim_n > 0) {
+    x.root.push_back(Fmt("%s direct reclaims, %s s", FormatCount(reclaim_n).c_str(),
+                         FormatSeconds(Sec(reclaim_ns)).c_str()));
+  }
+  if (swap_max > 0 || mem_max > 0) {
+    x.root.push_back(Fmt("Memory up to %.1f%% used, swap up to %s", mem_max,
+                         FormatBytes(static_cast<double>(swap_max)).c_str()));
+  }
+  AddThroughputEffect(f, &x);
+  AddSyncEffect(f, &x);
+  // The biggest memory users are not known from events; name untracked CPU holders instead.
+  x.fix.push_back(
+      "free host memory for the job: stop or cap other jobs (systemd-run --scope -p "
+      "MemoryMax=8G CMD), or move them to another machine");
+  x.fix.push_back(
+      "fewer copies of the dataset: a memory-mapped or shared-memory dataset instead of "
+      "per-worker lists (each DataLoader worker holds its own copy of Python objects)");
+  if (swap_max > 0) {
+    x.fix.push_back(
+        "keep the job out of swap: sysctl vm.swappiness=10, or MemorySwapMax=0 on "
+        "its cgroup");
+  }
+  x.metrics.push_back({"major_faults", static_cast<double>(major), "count"});
+  x.metrics.push_back({"swap_max_bytes", static_cast<double>(swap_max), "bytes"});
+  x.metrics.push_back({"lost_s", x.lost_s, "s"});
+  SetEvidence(
+      &x, {{"major page faults and direct reclaim of the training process and its workers",
+            Sql(f, "SELECT COUNT(CASE WHEN op = '" + std::string(OpName(Op::kMajorFault)) +
+                       "' THEN 1 END) AS major_faults, COUNT(CASE WHEN op = '" +
+                       std::string(OpName(Op::kDirectReclaim)) +
+                       "' THEN 1 END) AS direct_reclaims, ROUND(COALESCE(SUM(CASE WHEN op = '" +
+                       std::string(OpName(Op::kDirectReclaim)) +
+                       "' THEN duration_ns END), 0) / 1e9, 3) AS reclaim_s FROM {EVENTS} WHERE "
+                       "{IN_S}pid IN ({FEED}) AND timestamp >= {F} AND timestamp < {T}")},
+           {"page faults and reclaim per process",
+            Sql(f,
+                "SELECT pid, op, COUNT(*) AS events, ROUND(SUM(duration_ns) / 1e9, 3) AS seconds "
+                "FROM {EVENTS} WHERE {IN_S}op IN (" +
+                    OpNames({Op::kPageFault, Op::kMajorFault, Op::kDirectReclaim}) +
+                    ") AND timestamp >= {F} AND timestamp < {T} GROUP BY pid, op ORDER BY seconds "
+                    "DESC")},
+           {"memory, swap and major faults per second (1 Hz snapshots)",
+            Sql(f,
+                "SELECT ts / 1000000000 AS sec, mem_pct, swap_used_bytes / 1048576 AS swap_mb, "
+                "major_faults_per_s FROM system_snapshots WHERE session = {S} AND ts >= {F} AND ts "
+                "< {T} ORDER BY ts")},
+           SwitchKinds(f)});
+  out->push_back(std::move(x));
+}
+
+void OomKills(const Facts& f, std::vector<Finding>* out) {
+  std::vector<const RawEvent*> kills;
+  for (const RawEvent& e : f.events) {
+    if (e.op == Op::kOomKill) kills.push_back(&e);
+  }
+  if (kills.empty()) return;
+  Finding x;
+  x.rule = "oom-kill";
+  x.severity = Severity::kHigh;
+  x.cause = "Out-of-memory kills";
+  x.effect = "processes of the job killed";
+  std::string victims;
+  for (size_t i = 0; i < kills.size() && i < 5; ++i) {
+    victims += (victims.empty() ? "" : ", ") + ProcessLabel(*f.w, kills[i]->pid);
+  }
+  x.root.push_back(Fmt("%s: %s",
+                       Plural(static_cast<int64_t>(kills.size()), "OOM kill", "OOM kills").c_str(),
+                       victims.c_str()));
+  x.fix.push_back(
+      "reduce host memory per DataLoader worker (memory-mapped datasets), or run fewer "
+      "workers");
+  x.fix.push_back(
+      "cap other jobs' memory (systemd-run --scope -p MemoryMax=...) so the kernel "
+      "does not pick the trainer");
+  x.metrics.push_back({"oom_kills", static_cast<double>(kills.size()), "count"});
+  SetEvidence(&x, {{"OOM kills",
+                    Sql(f,
+                        "SELECT e.timestamp, e.pid, p.name FROM {EVENTS} e LEFT JOIN processes "
+                        "p ON p.session = e.session AND p.pid = e.pid WHERE {e.IN_S}e.op = '" +
+                            std::string(OpName(Op::kOomKill)) +
+                            "' AND e.timestamp >= {F} AND e.timestamp < {T} ORDER BY "
+                            "e.timestamp")}});
+  out->push_back(std::move(x));
+}
+
+}  // namespace gw::rules

@@ -1,0 +1,204 @@
+#include "sources/cuda/cuda_decode.h"
+
+#include "sources/cuda/cuda_probes.h"
+
+namespace gw {
+
+namespace {
+
+// Whether [addr, addr+1) lies in one of the [start, start+size) ranges.
+bool InRanges(const std::map<uint64_t, uint64_t>& ranges, uint64_t addr) {
+  auto it = ranges.upper_bound(addr);
+  if (it == ranges.begin()) return false;
+  --it;
+  return addr < it->first + it->second;
+}
+
+}  // namespace
+
+std::optional<Event> DecodeCudaCall(const gw_cuda_call_record& r, const SessionClock& clock,
+                                    CudaProcessMemory& memory,
+                                    const KernelNameIdFn& kernel_name_id) {
+  const cuda_internal::ProbeSpec* spec = cuda_internal::SpecOf(r.fn);
+  if (spec == nullptr) return std::nullopt;
+  bool ok = r.ret == 0;
+  // Pinned host ranges (pin_memory=True page-locks with cudaHostAlloc or cudaHostRegister).
+  if (r.fn == GW_FN_CUDA_FREE_HOST || r.fn == GW_FN_CUDA_HOST_UNREGISTER) {
+    if (ok) memory.pinned.erase(r.dst);
+    return std::nullopt;
+  }
+  if (r.fn == GW_FN_CUDA_HOST_REGISTER) {
+    if (ok) memory.pinned[r.dst] = r.bytes;
+    return std::nullopt;
+  }
+  if (!spec->op.has_value()) return std::nullopt;
+  Event e;
+  e.ts_ns = clock.ToSession(r.ts_ns);
+  e.pid = static_cast<int32_t>(r.tgid);
+  e.tid = static_cast<int32_t>(r.tid);
+  e.op = *spec->op;
+  e.duration_ns = static_cast<int64_t>(r.duration_ns);
+  if ((r.flags & GW_CUDA_FLAG_SAMPLED_LAUNCH) == 0) e.ret = r.ret;
+  if (r.stack_id != 0) e.stack_id = static_cast<int64_t>(r.stack_id);
+  auto u64 = [](uint64_t v) { return static_cast<int64_t>(v); };
+
+  switch (static_cast<gw_cuda_fn>(r.fn)) {
+    case GW_FN_CUDA_LAUNCH_KERNEL:
+    case GW_FN_CUDA_LAUNCH_KERNEL_PTSZ:
+    case GW_FN_CUDA_LAUNCH_KERNEL_EXC:
+    case GW_FN_CUDA_LAUNCH_KERNEL_EXC_PTSZ:
+    case GW_FN_CU_LAUNCH_KERNEL:
+    case GW_FN_CU_LAUNCH_KERNEL_PTSZ:
+    case GW_FN_CU_LAUNCH_KERNEL_EX:
+    case GW_FN_CU_LAUNCH_KERNEL_EX_PTSZ:
+      e.addr = u64(r.stream);
+      e.name_id = kernel_name_id(r.tgid, r.dst, r.fn < GW_CUDA_DRIVER_BASE);
+      break;
+    case GW_FN_CUDA_MALLOC:
+    case GW_FN_CUDA_MALLOC_ASYNC:
+    case GW_FN_CUDA_MALLOC_MANAGED:
+    case GW_FN_CU_MEM_ALLOC:
+      e.bytes = u64(r.bytes);
+      if (ok) {
+        e.addr = u64(r.dst);
+        auto& allocs = r.fn == GW_FN_CU_MEM_ALLOC ? memory.driver_allocs : memory.runtime_allocs;
+        allocs[r.dst] = r.bytes;
+      }
+      break;
+    case GW_FN_CUDA_MALLOC_HOST:
+    case GW_FN_CUDA_HOST_ALLOC:
+      e.bytes = u64(r.bytes);
+      if (ok) {
+        e.addr = u64(r.dst);
+        memory.pinned[r.dst] = r.bytes;
+      }
+      break;
+    case GW_FN_CUDA_FREE:
+    case GW_FN_CUDA_FREE_ASYNC:
+    case GW_FN_CU_MEM_FREE: {
+      e.addr = u64(r.dst);
+      auto& allocs = r.fn == GW_FN_CU_MEM_FREE ? memory.driver_allocs : memory.runtime_allocs;
+      if (auto it = allocs.find(r.dst); it != allocs.end()) {
+        e.bytes = u64(it->second);
+        if (ok) {
+          memory.last_free = {r.dst, it->second};
+          allocs.erase(it);
+        }
+      } else if (memory.last_free.first == r.dst && r.dst != 0) {
+        // An outer free whose nested free (same pointer) was decoded first.
+        e.bytes = u64(memory.last_free.second);
+      }
+      break;
+    }
+    case GW_FN_CUDA_MEMCPY:
+    case GW_FN_CUDA_MEMCPY_ASYNC:
+    case GW_FN_CUDA_MEMCPY_2D:
+    case GW_FN_CUDA_MEMCPY_2D_ASYNC:
+    case GW_FN_CUDA_MEMCPY_PEER:
+    case GW_FN_CUDA_MEMCPY_PEER_ASYNC:
+    case GW_FN_CU_MEMCPY:
+    case GW_FN_CU_MEMCPY_ASYNC:
+    case GW_FN_CU_MEMCPY_HTOD:
+    case GW_FN_CU_MEMCPY_DTOH:
+    case GW_FN_CU_MEMCPY_DTOD:
+    case GW_FN_CU_MEMCPY_HTOD_ASYNC:
+    case GW_FN_CU_MEMCPY_DTOH_ASYNC:
+    case GW_FN_CU_MEMCPY_DTOD_ASYNC: {
+      int64_t kind = static_cast<int64_t>(CopyKind::kDefault);
+      switch (r.fn) {
+        case GW_FN_CUDA_MEMCPY:
+        case GW_FN_CUDA_MEMCPY_ASYNC:
+        case GW_FN_CUDA_MEMCPY_2D:
+        case GW_FN_CUDA_MEMCPY_2D_ASYNC:
+          kind = (r.kind >= 0 && r.kind <= 4) ? r.kind : static_cast<int64_t>(CopyKind::kDefault);
+          break;
+        case GW_FN_CUDA_MEMCPY_PEER:
+        case GW_FN_CUDA_MEMCPY_PEER_ASYNC:
+        case GW_FN_CU_MEMCPY_DTOD:
+        case GW_FN_CU_MEMCPY_DTOD_ASYNC:
+          kind = static_cast<int64_t>(CopyKind::kDeviceToDevice);
+          break;
+        case GW_FN_CU_MEMCPY_HTOD:
+        case GW_FN_CU_MEMCPY_HTOD_ASYNC:
+          kind = static_cast<int64_t>(CopyKind::kHostToDevice);
+          break;
+        case GW_FN_CU_MEMCPY_DTOH:
+        case GW_FN_CU_MEMCPY_DTOH_ASYNC:
+          kind = static_cast<int64_t>(CopyKind::kDeviceToHost);
+          break;
+        default:
+          break;
+      }
+      if (kind == static_cast<int64_t>(CopyKind::kDefault)) {
+        // Unified addressing: infer the direction from the allocations seen.
+        auto on_device = [&](uint64_t p) {
+          return InRanges(memory.runtime_allocs, p) || InRanges(memory.driver_allocs, p);
+        };
+        bool dst_dev = on_device(r.dst);
+        bool src_dev = on_device(r.src);
+        if (dst_dev || src_dev) {
+          kind = static_cast<int64_t>(dst_dev && src_dev ? CopyKind::kDeviceToDevice
+                                      : dst_dev          ? CopyKind::kHostToDevice
+                                                         : CopyKind::kDeviceToHost);
+        }
+      }
+      uint64_t device_side = r.dst;
+      bool pinned = false;
+      switch (static_cast<CopyKind>(kind)) {
+        case CopyKind::kHostToDevice:
+          pinned = InRanges(memory.pinned, r.src);
+          break;
+        case CopyKind::kDeviceToHost:
+          pinned = InRanges(memory.pinned, r.dst);
+          device_side = r.src;
+          break;
+        case CopyKind::kHostToHost:
+        case CopyKind::kDefault:
+          pinned = InRanges(memory.pinned, r.src) || InRanges(memory.pinned, r.dst);
+          break;
+        case CopyKind::kDeviceToDevice:
+          break;
+      }
+      e.bytes = u64(r.bytes);
+      e.kind = kind | (pinned ? kCopyPinnedHost : 0);
+      e.addr = u64(device_side);
+      break;
+    }
+    case GW_FN_CUDA_MEMSET:
+    case GW_FN_CUDA_MEMSET_ASYNC:
+      e.addr = u64(r.dst);
+      e.bytes = u64(r.bytes);
+      break;
+    case GW_FN_CUDA_STREAM_SYNC:
+    case GW_FN_CUDA_EVENT_SYNC:
+    case GW_FN_CUDA_STREAM_WAIT_EVENT:
+    case GW_FN_CU_STREAM_SYNC:
+    case GW_FN_CU_EVENT_SYNC:
+    case GW_FN_CUDA_GRAPH_LAUNCH:
+      e.addr = u64(r.stream);
+      break;
+    case GW_FN_CUDA_GRAPH_INSTANTIATE:
+    case GW_FN_CUDA_GRAPH_INSTANTIATE_WITH_FLAGS:
+      if (ok) e.addr = u64(r.dst);
+      break;
+    case GW_FN_CU_MODULE_GET_FUNCTION:
+    case GW_FN_CU_LIBRARY_GET_KERNEL:
+      // The name record follows this one in the ring; it is resolved when the handle is
+      // launched. Here the row carries the handle.
+      if (ok) e.addr = u64(r.dst);
+      break;
+    case GW_FN_CUDA_DEVICE_SYNC:
+    case GW_FN_CU_CTX_SYNC:
+    case GW_FN_CUDA_FREE_HOST:
+    case GW_FN_CUDA_HOST_REGISTER:
+    case GW_FN_CUDA_HOST_UNREGISTER:
+    case GW_FN_CUDA_REGISTER_FUNCTION:
+    case GW_FN_CU_KERNEL_GET_FUNCTION:  // not probed
+    case GW_FN_NONE:
+    case GW_FN_MAX:
+      break;
+  }
+  return e;
+}
+
+}  // namespace gw

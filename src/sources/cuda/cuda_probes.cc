@@ -1,0 +1,95 @@
+#include "sources/cuda/cuda_probes.h"
+
+#include <vector>
+
+namespace gw::cuda_internal {
+
+namespace {
+
+constexpr CudaLibKind kRt = CudaLibKind::kRuntime;
+constexpr CudaLibKind kDrv = CudaLibKind::kDriver;
+
+const ProbeSpec kProbes[] = {
+    {GW_FN_CUDA_LAUNCH_KERNEL, "cudaLaunchKernel", kRt, ProbeClass::kLaunch, Op::kCudaLaunchKernel},
+    {GW_FN_CUDA_LAUNCH_KERNEL_PTSZ, "cudaLaunchKernel_ptsz", kRt, ProbeClass::kLaunch,
+     Op::kCudaLaunchKernel},
+    {GW_FN_CUDA_LAUNCH_KERNEL_EXC, "cudaLaunchKernelExC", kRt, ProbeClass::kLaunch,
+     Op::kCudaLaunchKernelExC},
+    {GW_FN_CUDA_LAUNCH_KERNEL_EXC_PTSZ, "cudaLaunchKernelExC_ptsz", kRt, ProbeClass::kLaunch,
+     Op::kCudaLaunchKernelExC},
+    {GW_FN_CUDA_MALLOC, "cudaMalloc", kRt, ProbeClass::kCall, Op::kCudaMalloc},
+    {GW_FN_CUDA_MALLOC_ASYNC, "cudaMallocAsync", kRt, ProbeClass::kCall, Op::kCudaMallocAsync},
+    {GW_FN_CUDA_MALLOC_MANAGED, "cudaMallocManaged", kRt, ProbeClass::kCall,
+     Op::kCudaMallocManaged},
+    {GW_FN_CUDA_MALLOC_HOST, "cudaMallocHost", kRt, ProbeClass::kCall, Op::kCudaMallocHost},
+    {GW_FN_CUDA_HOST_ALLOC, "cudaHostAlloc", kRt, ProbeClass::kCall, Op::kCudaHostAlloc},
+    {GW_FN_CUDA_FREE, "cudaFree", kRt, ProbeClass::kCall, Op::kCudaFree},
+    {GW_FN_CUDA_FREE_ASYNC, "cudaFreeAsync", kRt, ProbeClass::kCall, Op::kCudaFreeAsync},
+    {GW_FN_CUDA_FREE_HOST, "cudaFreeHost", kRt, ProbeClass::kCall, std::nullopt},
+    {GW_FN_CUDA_HOST_REGISTER, "cudaHostRegister", kRt, ProbeClass::kCall, std::nullopt},
+    {GW_FN_CUDA_HOST_UNREGISTER, "cudaHostUnregister", kRt, ProbeClass::kCall, std::nullopt},
+    {GW_FN_CUDA_MEMCPY, "cudaMemcpy", kRt, ProbeClass::kCall, Op::kCudaMemcpy},
+    {GW_FN_CUDA_MEMCPY_ASYNC, "cudaMemcpyAsync", kRt, ProbeClass::kCall, Op::kCudaMemcpyAsync},
+    {GW_FN_CUDA_MEMCPY_2D, "cudaMemcpy2D", kRt, ProbeClass::kCall, Op::kCudaMemcpy2D},
+    {GW_FN_CUDA_MEMCPY_2D_ASYNC, "cudaMemcpy2DAsync", kRt, ProbeClass::kCall,
+     Op::kCudaMemcpy2DAsync},
+    {GW_FN_CUDA_MEMCPY_PEER, "cudaMemcpyPeer", kRt, ProbeClass::kCall, Op::kCudaMemcpyPeer},
+    {GW_FN_CUDA_MEMCPY_PEER_ASYNC, "cudaMemcpyPeerAsync", kRt, ProbeClass::kCall,
+     Op::kCudaMemcpyPeerAsync},
+    {GW_FN_CUDA_MEMSET, "cudaMemset", kRt, ProbeClass::kCall, Op::kCudaMemset},
+    {GW_FN_CUDA_MEMSET_ASYNC, "cudaMemsetAsync", kRt, ProbeClass::kCall, Op::kCudaMemsetAsync},
+    {GW_FN_CUDA_STREAM_SYNC, "cudaStreamSynchronize", kRt, ProbeClass::kCall, Op::kCudaStreamSync},
+    {GW_FN_CUDA_DEVICE_SYNC, "cudaDeviceSynchronize", kRt, ProbeClass::kCall, Op::kCudaDeviceSync},
+    {GW_FN_CUDA_EVENT_SYNC, "cudaEventSynchronize", kRt, ProbeClass::kCall, Op::kCudaEventSync},
+    {GW_FN_CUDA_STREAM_WAIT_EVENT, "cudaStreamWaitEvent", kRt, ProbeClass::kCall,
+     Op::kCudaStreamWaitEvent},
+    {GW_FN_CUDA_GRAPH_INSTANTIATE, "cudaGraphInstantiate", kRt, ProbeClass::kCall,
+     Op::kCudaGraphInstantiate},
+    {GW_FN_CUDA_GRAPH_INSTANTIATE_WITH_FLAGS, "cudaGraphInstantiateWithFlags", kRt,
+     ProbeClass::kCall, Op::kCudaGraphInstantiate},
+    {GW_FN_CUDA_GRAPH_LAUNCH, "cudaGraphLaunch", kRt, ProbeClass::kCall, Op::kCudaGraphLaunch},
+    {GW_FN_CUDA_REGISTER_FUNCTION, "__cudaRegisterFunction", kRt, ProbeClass::kRegister,
+     std::nullopt},
+    {GW_FN_CU_LAUNCH_KERNEL, "cuLaunchKernel", kDrv, ProbeClass::kLaunch, Op::kCuLaunchKernel},
+    {GW_FN_CU_LAUNCH_KERNEL_PTSZ, "cuLaunchKernel_ptsz", kDrv, ProbeClass::kLaunch,
+     Op::kCuLaunchKernel},
+    {GW_FN_CU_LAUNCH_KERNEL_EX, "cuLaunchKernelEx", kDrv, ProbeClass::kLaunch,
+     Op::kCuLaunchKernelEx},
+    {GW_FN_CU_LAUNCH_KERNEL_EX_PTSZ, "cuLaunchKernelEx_ptsz", kDrv, ProbeClass::kLaunch,
+     Op::kCuLaunchKernelEx},
+    {GW_FN_CU_MEM_ALLOC, "cuMemAlloc_v2", kDrv, ProbeClass::kCall, Op::kCuMemAlloc},
+    {GW_FN_CU_MEM_FREE, "cuMemFree_v2", kDrv, ProbeClass::kCall, Op::kCuMemFree},
+    {GW_FN_CU_MEMCPY, "cuMemcpy", kDrv, ProbeClass::kCall, Op::kCuMemcpy},
+    {GW_FN_CU_MEMCPY_ASYNC, "cuMemcpyAsync", kDrv, ProbeClass::kCall, Op::kCuMemcpyAsync},
+    {GW_FN_CU_MEMCPY_HTOD, "cuMemcpyHtoD_v2", kDrv, ProbeClass::kCall, Op::kCuMemcpyHtoD},
+    {GW_FN_CU_MEMCPY_DTOH, "cuMemcpyDtoH_v2", kDrv, ProbeClass::kCall, Op::kCuMemcpyDtoH},
+    {GW_FN_CU_MEMCPY_DTOD, "cuMemcpyDtoD_v2", kDrv, ProbeClass::kCall, Op::kCuMemcpyDtoD},
+    {GW_FN_CU_MEMCPY_HTOD_ASYNC, "cuMemcpyHtoDAsync_v2", kDrv, ProbeClass::kCall,
+     Op::kCuMemcpyHtoDAsync},
+    {GW_FN_CU_MEMCPY_DTOH_ASYNC, "cuMemcpyDtoHAsync_v2", kDrv, ProbeClass::kCall,
+     Op::kCuMemcpyDtoHAsync},
+    {GW_FN_CU_MEMCPY_DTOD_ASYNC, "cuMemcpyDtoDAsync_v2", kDrv, ProbeClass::kCall,
+     Op::kCuMemcpyDtoDAsync},
+    {GW_FN_CU_STREAM_SYNC, "cuStreamSynchronize", kDrv, ProbeClass::kCall, Op::kCuStreamSync},
+    {GW_FN_CU_CTX_SYNC, "cuCtxSynchronize", kDrv, ProbeClass::kCall, Op::kCuCtxSync},
+    {GW_FN_CU_EVENT_SYNC, "cuEventSynchronize", kDrv, ProbeClass::kCall, Op::kCuEventSync},
+    {GW_FN_CU_MODULE_GET_FUNCTION, "cuModuleGetFunction", kDrv, ProbeClass::kNameLookup,
+     Op::kCuModuleGetFunction},
+    {GW_FN_CU_LIBRARY_GET_KERNEL, "cuLibraryGetKernel", kDrv, ProbeClass::kNameLookup,
+     Op::kCuLibraryGetKernel},
+};
+
+}  // namespace
+
+std::span<const ProbeSpec> Probes() { return kProbes; }
+
+const ProbeSpec* SpecOf(uint32_t fn) {
+  static const auto* table = [] {
+    auto* t = new std::vector<const ProbeSpec*>(GW_FN_MAX, nullptr);
+    for (const ProbeSpec& spec : kProbes) (*t)[spec.fn] = &spec;
+    return t;
+  }();
+  return fn < table->size() ? (*table)[fn] : nullptr;
+}
+
+}  // namespace gw::cuda_internal
