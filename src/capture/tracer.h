@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "capture/event_observer.h"
 #include "capture/live_stats.h"
 #include "capture/source.h"
 #include "sources/host/host_source.h"
@@ -60,6 +61,9 @@ struct TracerOptions {
   std::string version;
   std::string command_line;
   HostOptions host;
+  // Also sees every decoded event, process, count, GPU round and the drops (trace --prometheus);
+  // not owned, must outlive the tracer's Stop().
+  EventObserver* observer = nullptr;
 };
 
 struct TraceSummary {
@@ -100,6 +104,8 @@ class Tracer : public EventSink {
   std::vector<std::string> TakeNotes();
   HostSource* host() const { return host_; }
   int64_t ElapsedNs() const;
+  // The session being recorded (0 with record=false), valid after Start().
+  int64_t session_id() const;
 
   // EventSink (called from the drain thread).
   void OnEvents(const Event* events, size_t count) override;
