@@ -11,6 +11,7 @@ packages=(
   man-db groff-base  # make deb / packaging_e2e: man -l and groff -ww check the generated pages
   protobuf-compiler  # export_e2e: protoc --decode_raw reads the Perfetto traces back
   chromium  # report_e2e: opens the HTML report headless (DOM, console, screenshot)
+  prometheus  # prometheus_e2e: a real server scrapes trace --prometheus (run by the test)
 )
 # Node.js and npm (for the MCP SDK client test) and python3 may come from the machine image
 # rather than Debian (NodeSource's nodejs bundles npm and conflicts with Debian's npm): only
@@ -38,3 +39,8 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The prometheus package enables its own service; the test runs its own server in the
+# foreground, so the system one stays off.
+if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+  $SUDO systemctl disable --now prometheus || true
+fi
