@@ -36,7 +36,7 @@ class TracePrometheus {
   TraceMetrics metrics_;
   std::unique_ptr<PrometheusExporter> exporter_;
   int64_t linger_ns_ = 0;
-  bool analysis_ = false;
+  int64_t analysis_ns_ = 0;  // 0: no analysis (not recording, or --prometheus-analysis 0)
 };
 
 }  // namespace gw

@@ -215,6 +215,11 @@ void TraceMetrics::OnDrops(const DropCounts& drops) {
   drops_ = drops;
 }
 
+int64_t TraceMetrics::events() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_;
+}
+
 MetricsSnapshot TraceMetrics::Snapshot() const {
   MetricsSnapshot s;
   std::lock_guard<std::mutex> lock(mu_);

@@ -95,6 +95,7 @@ class TraceMetrics : public EventObserver {
   void OnDrops(const DropCounts& drops) override;
 
   MetricsSnapshot Snapshot() const;
+  int64_t events() const;  // events decoded so far (cheap: no copy)
 
  private:
   // Slot codes in pid_slot_ besides slot indexes.

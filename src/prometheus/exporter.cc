@@ -41,7 +41,7 @@ int SeverityValue(Severity s) {
 PrometheusExporter::PrometheusExporter(PrometheusOptions options, const TraceMetrics* metrics,
                                        std::unique_ptr<HttpServer> server)
     : options_(std::move(options)), metrics_(metrics), server_(std::move(server)) {
-  analysis_.enabled = !options_.db_path.empty();
+  analysis_.enabled = !options_.db_path.empty() && options_.analysis_interval_ns > 0;
   trace_.version = options_.version;
 }
 
@@ -69,6 +69,9 @@ void PrometheusExporter::Start(int64_t session, double start_time_s) {
     analysis_.enabled = analysis_.enabled && session > 0;
   }
   server_->Start([this](const HttpRequest& r) { return Handle(r); });
+  last_round_ = std::chrono::steady_clock::now();
+  last_events_ = metrics_->events();
+  last_window_ns_ = options_.analysis_window_ns;
   if (analysis_.enabled) analysis_thread_ = std::thread([this] { AnalysisLoop(); });
 }
 
@@ -113,12 +116,33 @@ void PrometheusExporter::AnalysisLoop() {
                  [this] { return stop_analysis_; });
     if (stop_analysis_) break;
     lock.unlock();
-    Analyze();
+    int64_t window = NextWindowNs();
+    if (window > 0) {
+      Analyze(window);
+    } else {
+      std::lock_guard<std::mutex> g(mu_);
+      ++analysis_.skipped;
+    }
     lock.lock();
   }
 }
 
-void PrometheusExporter::Analyze() {
+int64_t PrometheusExporter::NextWindowNs() {
+  auto now = std::chrono::steady_clock::now();
+  int64_t events = metrics_->events();
+  double seconds = std::chrono::duration<double>(now - last_round_).count();
+  double rate = seconds > 0 ? static_cast<double>(events - last_events_) / seconds : 0;
+  last_round_ = now;
+  last_events_ = events;
+  int64_t window = options_.analysis_window_ns;
+  if (rate * static_cast<double>(window) / 1e9 > static_cast<double>(kAnalysisRowBudget)) {
+    window = static_cast<int64_t>(static_cast<double>(kAnalysisRowBudget) / rate * 1e9);
+  }
+  last_window_ns_ = window;
+  return window >= kMinAnalysisWindowNs ? window : 0;
+}
+
+void PrometheusExporter::Analyze(int64_t window_ns) {
   int64_t session;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -128,7 +152,7 @@ void PrometheusExporter::Analyze() {
   ExplainOptions o;
   o.window = WindowRequest{};
   o.window.session = session;
-  o.window.since_ns = options_.analysis_window_ns;
+  o.window.since_ns = window_ns;
   StatusOr<Report> report = [&]() -> StatusOr<Report> {
     ASSIGN_OR_RETURN(std::unique_ptr<StoreReader> reader, StoreReader::Open(options_.db_path));
     return Explain(*reader, o);
@@ -180,7 +204,12 @@ void PrometheusExporter::Finish() {
     std::lock_guard<std::mutex> lock(mu_);
     analyze = analysis_.enabled;
   }
-  if (analyze) Analyze();
+  // The final window: the interval, bounded by the rate of the last interval.
+  if (analyze) {
+    int64_t window = NextWindowNs();
+    if (window == 0) window = std::max(kMinAnalysisWindowNs, last_window_ns_);
+    Analyze(window);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   trace_.running = false;
 }

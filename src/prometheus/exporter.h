@@ -1,11 +1,16 @@
 // PrometheusExporter: `gpuwhy trace --prometheus ADDR:PORT`. Serves /metrics from its own HTTP
 // thread (http_server.h) — a snapshot of the live counters (TraceMetrics, fed by the capture
 // loop), the newest analysis and the trace's state, rendered per scrape — and runs the analysis
-// (explain) every kAnalysisIntervalNs over the last kAnalysisWindowNs of the live database on a
-// thread of its own at low priority, through the read-only reader: capture never waits for it.
+// (explain) every analysis_interval_ns over the last analysis_window_ns of the live database on
+// a thread of its own at low priority, through the read-only reader: capture never waits for
+// it. Its cost is per row analyzed (it loads the window's rows: ~3.5 µs and ~190 bytes each on
+// the dev VM), so the window equals the interval (every row is analyzed once) and is shortened
+// to hold at most kAnalysisRowBudget events at the rate of the last interval; a round whose
+// window would be shorter than kMinAnalysisWindowNs is skipped (BENCHMARKS.md).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -20,15 +25,16 @@
 
 namespace gw {
 
-inline constexpr int64_t kAnalysisIntervalNs = 15'000'000'000;
-inline constexpr int64_t kAnalysisWindowNs = 60'000'000'000;
+inline constexpr int64_t kAnalysisIntervalNs = 30'000'000'000;
+inline constexpr int64_t kAnalysisRowBudget = 200'000;
+inline constexpr int64_t kMinAnalysisWindowNs = 2'000'000'000;
 
 struct PrometheusOptions {
   ListenAddress address;
   std::string db_path;  // "" = no database: no analysis
   std::string version;
-  int64_t analysis_interval_ns = kAnalysisIntervalNs;
-  int64_t analysis_window_ns = kAnalysisWindowNs;
+  int64_t analysis_interval_ns = kAnalysisIntervalNs;  // 0 = no analysis
+  int64_t analysis_window_ns = kAnalysisIntervalNs;
 };
 
 class PrometheusExporter {
@@ -59,7 +65,9 @@ class PrometheusExporter {
   PrometheusExporter(PrometheusOptions options, const TraceMetrics* metrics,
                      std::unique_ptr<HttpServer> server);
   void AnalysisLoop();
-  void Analyze();
+  // The window for this round from the event rate since the previous one; 0 = skip the round.
+  int64_t NextWindowNs();
+  void Analyze(int64_t window_ns);
   HttpResponse Handle(const HttpRequest& request);
 
   PrometheusOptions options_;
@@ -73,6 +81,10 @@ class PrometheusExporter {
   bool stop_analysis_ = false;
   std::thread analysis_thread_;
   std::atomic<int64_t> final_pages_{0};
+  // Rate bookkeeping (the analysis thread, then Finish after joining it).
+  int64_t last_events_ = 0;
+  std::chrono::steady_clock::time_point last_round_;
+  int64_t last_window_ns_ = 0;
   bool stopped_ = false;
 };
 

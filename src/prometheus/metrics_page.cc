@@ -162,6 +162,10 @@ std::string RenderMetricsPage(const MetricsSnapshot& s, const AnalysisState& a,
   w.Family("gpuwhy_analysis_errors_total", Type::kCounter,
            "Runs of the analysis that failed (no events in the window yet, database busy).");
   w.Sample("gpuwhy_analysis_errors_total", {}, static_cast<double>(a.errors));
+  w.Family(
+      "gpuwhy_analysis_skipped_total", Type::kCounter,
+      "Analysis rounds skipped: at the event rate, the row budget allowed a window under 2 s.");
+  w.Sample("gpuwhy_analysis_skipped_total", {}, static_cast<double>(a.skipped));
   if (a.have_report) {
     w.Family("gpuwhy_analysis_duration_seconds", Type::kGauge,
              "How long the newest analysis run took.");

@@ -29,6 +29,7 @@ struct AnalysisState {
   bool enabled = false;  // false without a database (trace --record=false)
   int64_t runs = 0;      // runs that produced a report
   int64_t errors = 0;    // runs that failed (e.g. no events yet)
+  int64_t skipped = 0;   // rounds skipped: the event rate allowed no useful window
   bool have_report = false;
   double window_from_s = 0;  // the newest report's window, session seconds
   double window_to_s = 0;

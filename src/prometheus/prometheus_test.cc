@@ -351,6 +351,10 @@ TEST_F(HttpServerTest, SilentClientsAreDroppedAndDoNotStarveOthers) {
   b.join();
   EXPECT_EQ(ok.rfind("HTTP/1.1 200 OK", 0), 0u);
   EXPECT_LT(waited, 2.0);
+  // The server closes its side once it reads the client's EOF: a moment after the client.
+  for (int i = 0; i < 100 && server_->open_connections() != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   EXPECT_EQ(server_->open_connections(), 0);
 }
 

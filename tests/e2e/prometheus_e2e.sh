@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # trace --prometheus end to end with a real Prometheus server (Debian's `prometheus`, run in the
 # foreground of this script with its own config and storage, scraping every second):
-#   1. bad --prometheus values are usage errors (exit 2) and a taken port an error (exit 1),
+#   1. bad --prometheus values (and --prometheus-linger/-analysis) are usage errors (exit 2) and
+#      a taken port an error (exit 1),
 #      before anything is traced;
 #   2. a live `gpuwhy trace --prometheus -- gw_train_loop` with one slow DataLoader worker (the
 #      simulated NVML sampled too): the endpoint answers /metrics in the text format, 404
@@ -46,6 +47,9 @@ for bad in localhost:9464 127.0.0.1 127.0.0.1:99999 ::1:9464 ":9464"; do
 done
 out=$("$GPUWHY" trace --duration 1s --db "$WORK/bad.db" --prometheus-linger 5s 2>&1); rc=$?
 [ $rc -eq 2 ] && pass "--prometheus-linger alone refused" || fail "--prometheus-linger alone: rc=$rc $out"
+out=$("$GPUWHY" trace --duration 1s --db "$WORK/bad.db" --prometheus 127.0.0.1:0 --prometheus-analysis 5s 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "between 10s and 10m" && pass "--prometheus-analysis 5s refused" \
+  || fail "--prometheus-analysis 5s: rc=$rc $out"
 TAKEN=$(free_port)
 python3 -c 'import socket, sys, time; s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(30)' "$TAKEN" &
 HOLDER=$!; PIDS="$HOLDER"
