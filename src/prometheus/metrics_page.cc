@@ -67,7 +67,8 @@ std::string RenderMetricsPage(const MetricsSnapshot& s, const AnalysisState& a,
   w.Family("gpuwhy_trace_session", Type::kGauge,
            "The session id being recorded (sessions.id in the database; 0 without recording).");
   w.Sample("gpuwhy_trace_session", {}, static_cast<double>(t.session));
-  w.Family("gpuwhy_trace_start_time_seconds", Type::kGauge, "Unix time the trace session started.");
+  w.Family("gpuwhy_trace_start_time_seconds", Type::kGauge,
+           "Unix time the trace started (its endpoint began serving).");
   w.Sample("gpuwhy_trace_start_time_seconds", {}, t.start_time_s);
   w.Family("gpuwhy_events_total", Type::kCounter,
            "Events decoded from every source, all processes.");
