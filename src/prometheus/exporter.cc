@@ -38,6 +38,14 @@ int SeverityValue(Severity s) {
 
 }  // namespace
 
+int64_t AnalysisWindowNs(int64_t window_ns, double events_per_s) {
+  if (events_per_s * static_cast<double>(window_ns) / 1e9 >
+      static_cast<double>(kAnalysisRowBudget)) {
+    window_ns = static_cast<int64_t>(static_cast<double>(kAnalysisRowBudget) / events_per_s * 1e9);
+  }
+  return window_ns >= kMinAnalysisWindowNs ? window_ns : 0;
+}
+
 PrometheusExporter::PrometheusExporter(PrometheusOptions options, const TraceMetrics* metrics,
                                        std::unique_ptr<HttpServer> server)
     : options_(std::move(options)), metrics_(metrics), server_(std::move(server)) {
@@ -71,7 +79,6 @@ void PrometheusExporter::Start(int64_t session, double start_time_s) {
   server_->Start([this](const HttpRequest& r) { return Handle(r); });
   last_round_ = std::chrono::steady_clock::now();
   last_events_ = metrics_->events();
-  last_window_ns_ = options_.analysis_window_ns;
   if (analysis_.enabled) analysis_thread_ = std::thread([this] { AnalysisLoop(); });
 }
 
@@ -134,12 +141,7 @@ int64_t PrometheusExporter::NextWindowNs() {
   double rate = seconds > 0 ? static_cast<double>(events - last_events_) / seconds : 0;
   last_round_ = now;
   last_events_ = events;
-  int64_t window = options_.analysis_window_ns;
-  if (rate * static_cast<double>(window) / 1e9 > static_cast<double>(kAnalysisRowBudget)) {
-    window = static_cast<int64_t>(static_cast<double>(kAnalysisRowBudget) / rate * 1e9);
-  }
-  last_window_ns_ = window;
-  return window >= kMinAnalysisWindowNs ? window : 0;
+  return AnalysisWindowNs(options_.analysis_window_ns, rate);
 }
 
 void PrometheusExporter::Analyze(int64_t window_ns) {
@@ -204,13 +206,11 @@ void PrometheusExporter::Finish() {
     std::lock_guard<std::mutex> lock(mu_);
     analyze = analysis_.enabled;
   }
-  // The final window: the interval, bounded by the rate of the last interval.
-  if (analyze) {
-    int64_t window = NextWindowNs();
-    if (window == 0) window = std::max(kMinAnalysisWindowNs, last_window_ns_);
-    Analyze(window);
-  }
+  // The final window: the interval, bounded by the rate since the last round, as every round.
+  int64_t window = analyze ? NextWindowNs() : 0;
+  if (window > 0) Analyze(window);
   std::lock_guard<std::mutex> lock(mu_);
+  if (analyze && window == 0) ++analysis_.skipped;
   trace_.running = false;
 }
 

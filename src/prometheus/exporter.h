@@ -29,6 +29,10 @@ inline constexpr int64_t kAnalysisIntervalNs = 30'000'000'000;
 inline constexpr int64_t kAnalysisRowBudget = 200'000;
 inline constexpr int64_t kMinAnalysisWindowNs = 2'000'000'000;
 
+// The analysis window for a round: `window_ns`, shortened to hold kAnalysisRowBudget events at
+// `events_per_s`; 0 (skip the round) when that is under kMinAnalysisWindowNs.
+int64_t AnalysisWindowNs(int64_t window_ns, double events_per_s);
+
 struct PrometheusOptions {
   ListenAddress address;
   std::string db_path;  // "" = no database: no analysis
@@ -84,7 +88,6 @@ class PrometheusExporter {
   // Rate bookkeeping (the analysis thread, then Finish after joining it).
   int64_t last_events_ = 0;
   std::chrono::steady_clock::time_point last_round_;
-  int64_t last_window_ns_ = 0;
   bool stopped_ = false;
 };
 

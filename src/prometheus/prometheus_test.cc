@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "metrics/trace_metrics.h"
+#include "prometheus/exporter.h"
 #include "prometheus/exposition.h"
 #include "prometheus/http_server.h"
 #include "prometheus/metrics_page.h"
@@ -236,6 +237,14 @@ TEST(TraceMetrics, GpuAndDropsAndFindings) {
   EXPECT_TRUE(Contains(page, "gpuwhy_finding_lost_seconds{rule=\"cpu-contention\"} 12.5\n"));
   EXPECT_TRUE(
       Contains(page, "gpuwhy_feed_time_ratio{group=\"training\",cause=\"runq_wait\"} 0.4\n"));
+}
+
+TEST(Analysis, WindowHoldsTheRowBudget) {
+  // Quiet: the whole interval. 50 k events/s: 200,000 events = 4 s. 200 k/s: 1 s, skipped.
+  EXPECT_EQ(AnalysisWindowNs(30'000'000'000, 1'000), 30'000'000'000);
+  EXPECT_EQ(AnalysisWindowNs(30'000'000'000, 50'000), 4'000'000'000);
+  EXPECT_EQ(AnalysisWindowNs(30'000'000'000, 200'000), 0);
+  EXPECT_EQ(AnalysisWindowNs(30'000'000'000, 0), 30'000'000'000);
 }
 
 TEST(ListenAddress, ParsesNumericAddressesOnly) {
