@@ -98,6 +98,13 @@ class TraceRun:
         self.pump = threading.Thread(target=pump, daemon=True)
         self.pump.start()
         if not ready.wait(60) or self.proc.poll() is not None:
+            if self.proc.poll() is None:  # never leave a tracer behind (it holds probes)
+                self.proc.send_signal(signal.SIGINT)
+                try:
+                    self.proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
             raise RuntimeError("gpuwhy trace did not start: " + "".join(self.output))
         time.sleep(0.5)  # the drain thread's first polls
 

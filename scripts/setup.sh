@@ -12,6 +12,7 @@ packages=(
   protobuf-compiler  # export_e2e: protoc --decode_raw reads the Perfetto traces back
   chromium  # report_e2e: opens the HTML report headless (DOM, console, screenshot)
   clickhouse-server  # clickhouse_e2e: a real server for trace --sink, fleet, query/explain --clickhouse
+  prometheus  # prometheus_e2e: a real server scrapes trace --prometheus (run by the test)
 )
 # Node.js and npm (for the MCP SDK client test) and python3 may come from the machine image
 # rather than Debian (NodeSource's nodejs bundles npm and conflicts with Debian's npm): only
@@ -40,6 +41,8 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 # The tests start their own servers on free ports; the packages' own services are not needed.
-for service in clickhouse-server; do
-  $SUDO systemctl disable --now "$service" >/dev/null 2>&1 || true
+for service in clickhouse-server prometheus; do
+  if [[ " ${missing[*]} " == *" $service "* ]] && [ -d /run/systemd/system ]; then
+    $SUDO systemctl disable --now "$service" >/dev/null 2>&1 || true
+  fi
 done

@@ -55,6 +55,8 @@ StatusOr<std::unique_ptr<Tracer>> Tracer::Create(TracerOptions options) {
 
 int64_t Tracer::ElapsedNs() const { return ClockNs(CLOCK_MONOTONIC) - clock_.mono_start_ns; }
 
+int64_t Tracer::session_id() const { return writer_ ? writer_->session_id() : 0; }
+
 Status Tracer::Start() {
   if (started_) return FailedPrecondition("tracer started twice");
   SourceSetOptions set;
@@ -156,6 +158,7 @@ void Tracer::StartGpuSampler() {
   gpu_sampler_->Start([this](const std::vector<GpuSample>& samples,
                              const std::vector<GpuProcessSample>& processes) {
     if (writer_) writer_->AppendGpuSamples(samples, processes);
+    if (options_.observer) options_.observer->OnGpuSamples(samples);
   });
 }
 
@@ -211,8 +214,10 @@ void Tracer::DrainLoop() {
       last_rediscover = now;
       for (auto& s : sources_) s->Rediscover();
       int64_t drops = 0;
-      for (const auto& [where, n] : CollectDrops()) drops += n;
+      DropCounts detail = CollectDrops();
+      for (const auto& [where, n] : detail) drops += n;
       live_.SetDrops(drops);
+      if (options_.observer) options_.observer->OnDrops(detail);
     }
     if (options_.json && options_.json_out) std::fflush(options_.json_out);
     std::this_thread::sleep_for(std::chrono::nanoseconds(options_.poll_interval_ns));
@@ -304,6 +309,7 @@ StatusOr<TraceSummary> Tracer::Stop() {
   summary.drops_detail = CollectDrops();
   for (const auto& [k, v] : summary.drops_detail) summary.drops += v;
   live_.SetDrops(summary.drops);  // the final frame shows them too
+  if (options_.observer) options_.observer->OnDrops(summary.drops_detail);
   summary.events = events_.load();
   for (const auto& s : sources_) {
     summary.sources.push_back(s->name());
@@ -364,6 +370,7 @@ void Tracer::OnEvents(const Event* events, size_t count) {
   if (count == 0) return;
   events_ += static_cast<int64_t>(count);
   live_.AddEvents(events, count);
+  if (options_.observer) options_.observer->OnEvents(events, count);
   if (stacks_) {
     for (size_t i = 0; i < count; ++i) {
       // A process that only ever shows up with stacks (no process record yet) still needs
@@ -379,6 +386,7 @@ void Tracer::OnEvents(const Event* events, size_t count) {
 
 void Tracer::OnProcess(const ProcessInfo& process) {
   live_.AddProcess(process);
+  if (options_.observer) options_.observer->OnProcess(process);
   if (stacks_ && process.tracked) WatchStacksOf(process.pid);
   if (writer_) writer_->UpsertProcess(process);
   if (options_.json && options_.json_out && !process.name.empty()) {
@@ -391,6 +399,7 @@ void Tracer::OnProcess(const ProcessInfo& process) {
 
 void Tracer::OnOpCounts(const std::vector<OpCount>& counts) {
   live_.AddOpCounts(counts);
+  if (options_.observer) options_.observer->OnOpCounts(counts);
   if (writer_) writer_->AppendOpCounts(counts);
   if (options_.json && options_.json_out) {
     for (const OpCount& c : counts) {

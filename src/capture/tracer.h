@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "capture/event_observer.h"
 #include "capture/live_stats.h"
 #include "sources/nvml/gpu_sampler.h"
 #include "sources/registry.h"
@@ -70,6 +71,9 @@ struct TracerOptions {
   std::string version;
   std::string command_line;
   HostOptions host;
+  // Also sees every decoded event, process, count, GPU round and the drops (trace --prometheus);
+  // not owned, must outlive the tracer's Stop().
+  EventObserver* observer = nullptr;
 };
 
 struct TraceSummary {
@@ -111,6 +115,8 @@ class Tracer : public EventSink {
   // Notes from sources (libraries attached, skipped tracepoints), taken once.
   std::vector<std::string> TakeNotes();
   int64_t ElapsedNs() const;
+  // The session being recorded (0 with record=false), valid after Start().
+  int64_t session_id() const;
 
   // EventSink (called from the drain thread).
   void OnEvents(const Event* events, size_t count) override;

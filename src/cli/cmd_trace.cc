@@ -20,6 +20,7 @@
 #include "clickhouse/schema.h"
 #include "clickhouse/sink.h"
 #include "cli/commands.h"
+#include "cli/trace_prometheus.h"
 #include "discover/cuda_libs.h"
 #include "sources/system/host_info.h"
 #include "store/window.h"
@@ -215,6 +216,7 @@ int RunTrace(const Args& all_args) {
              "how often the ring buffers are drained (1ms-100ms); shorter costs the agent more "
              "CPU",
              "5ms"});
+  AddPrometheusFlags(flags);
   int exit_code = 0;
   if (!ParseOrExit(flags, args, &exit_code)) return exit_code;
   if (!flags.positionals().empty()) {
@@ -350,6 +352,11 @@ int RunTrace(const Args& all_args) {
   }
 
   if (Status st = CheckTracePrivileges(); !st.ok()) return ReportError(st);
+  // Bound before the job is spawned and anything is loaded: a taken port fails here.
+  StatusOr<std::unique_ptr<TracePrometheus>> prometheus =
+      TracePrometheus::FromFlags(flags, options.record ? options.db_path : "", options.version);
+  if (!prometheus.ok()) return ReportError(prometheus.status());
+  if (*prometheus) options.observer = (*prometheus)->observer();
 
   // The job: forked now, while gpuwhy has one thread, held at a gate until every probe is
   // attached, then exec'd as the user who ran sudo. pip-installed CUDA runtimes next to it (a
@@ -385,6 +392,8 @@ int RunTrace(const Args& all_args) {
     sink.reset();  // its thread reads the writer, which goes with the tracer
     return ReportError(st);
   }
+  std::vector<std::string> own_notes;
+  if (*prometheus) own_notes.push_back((*prometheus)->Started(tracer->session_id()));
   if (job.has_value()) {
     if (Status st = job->Release(); !st.ok()) {
       (void)tracer->Stop();
@@ -411,7 +420,10 @@ int RunTrace(const Args& all_args) {
   }
   std::vector<std::string> recent_notes;
   auto take_notes = [&] {
-    for (std::string& n : tracer->TakeNotes()) {
+    std::vector<std::string> notes = tracer->TakeNotes();
+    notes.insert(notes.begin(), own_notes.begin(), own_notes.end());
+    own_notes.clear();
+    for (std::string& n : notes) {
       if (quiet) continue;
       if (live && tty) {
         recent_notes.push_back(std::move(n));  // shown under the frame
@@ -449,6 +461,7 @@ int RunTrace(const Args& all_args) {
   if (live && tty) DrawFrame(RenderLiveView(last, TerminalWidth(), TerminalHeight()));
   bool filtered = !options.pids.empty() || !options.comms.empty();
   PrintSummary(info, *summary, last, filtered);
+  if (*prometheus) (*prometheus)->Finished();  // final values (and --prometheus-linger)
   if (job.has_value() && !job_exited) {
     // Stopped by a signal or --duration while the job runs: the session is closed; pass the
     // signal on (a terminal's Ctrl-C reached the job already) and wait, like a shell would.

@@ -1,0 +1,238 @@
+#include "metrics/trace_metrics.h"
+
+#include <algorithm>
+
+namespace gw {
+
+namespace {
+
+// Op id → dense slot; ids are below 256 (store/ops.h).
+struct OpTables {
+  std::array<int16_t, 256> cuda_slot;
+  std::array<int16_t, 256> latency_slot;
+  std::vector<Op> cuda_ops;
+  std::vector<Op> latency_ops;
+  OpTables() {
+    cuda_slot.fill(-1);
+    latency_slot.fill(-1);
+    size_t n = 0;
+    const OpInfo* ops = AllOps(&n);
+    for (size_t i = 0; i < n; ++i) {
+      Op op = ops[i].op;
+      auto id = static_cast<size_t>(op);
+      if (id >= cuda_slot.size() || ops[i].layer == Layer::kHost) continue;
+      cuda_slot[id] = static_cast<int16_t>(cuda_ops.size());
+      cuda_ops.push_back(op);
+      if (IsSync(op) || IsMemcpy(op)) {
+        latency_slot[id] = static_cast<int16_t>(latency_ops.size());
+        latency_ops.push_back(op);
+      }
+    }
+  }
+};
+
+const OpTables& Tables() {
+  static const OpTables tables;
+  return tables;
+}
+
+ProcessMetrics EmptySeries(SeriesKind kind) {
+  ProcessMetrics m;
+  m.kind = kind;
+  m.calls.assign(CudaOpSlots(), 0);
+  m.latency.assign(LatencyOpSlots(), LatencyBuckets{});
+  return m;
+}
+
+}  // namespace
+
+void LatencyBuckets::Add(int64_t ns) {
+  size_t i = 0;
+  while (i < kLatencyBucketsNs.size() && ns > kLatencyBucketsNs[i]) ++i;
+  ++counts[i];
+  ++count;
+  sum_ns += ns;
+}
+
+size_t CudaOpSlots() { return Tables().cuda_ops.size(); }
+size_t LatencyOpSlots() { return Tables().latency_ops.size(); }
+int CudaOpSlot(Op op) {
+  auto id = static_cast<size_t>(op);
+  return id < 256 ? Tables().cuda_slot[id] : -1;
+}
+int LatencyOpSlot(Op op) {
+  auto id = static_cast<size_t>(op);
+  return id < 256 ? Tables().latency_slot[id] : -1;
+}
+Op CudaOpAt(size_t slot) { return Tables().cuda_ops[slot]; }
+Op LatencyOpAt(size_t slot) { return Tables().latency_ops[slot]; }
+
+std::string SafeProcessName(std::string_view name) {
+  std::string out;
+  out.reserve(std::min(name.size(), kMaxProcessNameBytes));
+  for (char c : name) {
+    if (out.size() >= kMaxProcessNameBytes) break;
+    auto u = static_cast<unsigned char>(c);
+    out += (u >= 0x20 && u < 0x7f) ? c : '?';
+  }
+  return out;
+}
+
+bool ProcessMetrics::Empty() const {
+  if (context_switches != 0) return false;
+  for (int64_t c : calls) {
+    if (c != 0) return false;
+  }
+  return true;
+}
+
+TraceMetrics::TraceMetrics(int max_processes)
+    : max_processes_(std::max(0, max_processes)),
+      other_(EmptySeries(SeriesKind::kOther)),
+      competitors_(EmptySeries(SeriesKind::kCompetitors)) {
+  slots_.reserve(static_cast<size_t>(max_processes_));
+  pid_slot_.reserve(1024);
+}
+
+ProcessMetrics* TraceMetrics::Series(int32_t code) {
+  if (code >= 0) return &slots_[static_cast<size_t>(code)];
+  return code == kCompetitorSlot ? &competitors_ : &other_;
+}
+
+int32_t TraceMetrics::AssignSlot(int32_t pid) {
+  if (slots_.size() < static_cast<size_t>(max_processes_)) {
+    slots_.push_back(EmptySeries(SeriesKind::kProcess));
+    slots_.back().pid = pid;
+    return static_cast<int32_t>(slots_.size() - 1);
+  }
+  // Full: reuse the slot of a process that exited long enough ago for its final values to
+  // have been scraped (its series then ends).
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    ProcessMetrics& m = slots_[i];
+    if (m.exit_ts_ns == kNull || newest_ts_ns_ - m.exit_ts_ns < kExitedRetentionNs) continue;
+    auto it = pid_slot_.find(m.pid);
+    if (it != pid_slot_.end() && it->second == static_cast<int32_t>(i)) pid_slot_.erase(it);
+    m = EmptySeries(SeriesKind::kProcess);
+    m.pid = pid;
+    return static_cast<int32_t>(i);
+  }
+  ++folded_;
+  return kOtherSlot;
+}
+
+ProcessMetrics* TraceMetrics::SeriesFor(int32_t pid) {
+  auto it = pid_slot_.find(pid);
+  if (it != pid_slot_.end()) return Series(it->second);
+  // Not named yet: the host source names processes before their first events, so this is a
+  // traced process whose first record came from another source.
+  int32_t code = AssignSlot(pid);
+  if (pid_slot_.size() < kMaxPidEntries) pid_slot_.emplace(pid, code);
+  return Series(code);
+}
+
+void TraceMetrics::Count(ProcessMetrics* m, const Event& e) {
+  if (e.op == Op::kSchedSwitch) {
+    ++m->context_switches;
+    m->off_cpu_ns += std::max<int64_t>(0, e.duration_ns);
+    if (e.runq_ns != kNull) m->runq_ns += std::max<int64_t>(0, e.runq_ns);
+    return;
+  }
+  int slot = CudaOpSlot(e.op);
+  if (slot < 0) return;
+  ++m->calls[static_cast<size_t>(slot)];
+  int lat = LatencyOpSlot(e.op);
+  if (lat >= 0) m->latency[static_cast<size_t>(lat)].Add(std::max<int64_t>(0, e.duration_ns));
+}
+
+void TraceMetrics::OnEvents(const Event* events, size_t count) {
+  std::lock_guard<std::mutex> lock(mu_);
+  events_ += static_cast<int64_t>(count);
+  int32_t last_pid = 0;
+  ProcessMetrics* series = nullptr;
+  for (size_t i = 0; i < count; ++i) {
+    const Event& e = events[i];
+    newest_ts_ns_ = std::max(newest_ts_ns_, e.ts_ns);
+    if (series == nullptr || e.pid != last_pid) {
+      last_pid = e.pid;
+      series = SeriesFor(e.pid);
+    }
+    Count(series, e);
+  }
+}
+
+void TraceMetrics::OnOpCounts(const std::vector<OpCount>& counts) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const OpCount& c : counts) {
+    int slot = CudaOpSlot(c.op);
+    if (slot < 0) continue;
+    SeriesFor(c.pid)->calls[static_cast<size_t>(slot)] += c.count;
+  }
+}
+
+void TraceMetrics::OnProcess(const ProcessInfo& p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pid_slot_.find(p.pid);
+  if (p.exit_ts_ns != kNull) {
+    if (it == pid_slot_.end()) return;
+    if (it->second >= 0) {
+      ProcessMetrics& m = slots_[static_cast<size_t>(it->second)];
+      m.exit_ts_ns = p.exit_ts_ns;
+      if (!p.name.empty()) m.name = SafeProcessName(p.name);
+    } else {
+      pid_slot_.erase(it);  // nothing more will come from it
+    }
+    return;
+  }
+  if (!p.tracked) {
+    // A competitor or a process that took the CPU from a traced one: its events (if any) go
+    // to the competitors series. A traced process is never demoted.
+    if (it == pid_slot_.end() && pid_slot_.size() < kMaxPidEntries) {
+      pid_slot_.emplace(p.pid, kCompetitorSlot);
+    }
+    return;
+  }
+  int32_t code;
+  if (it == pid_slot_.end()) {
+    code = AssignSlot(p.pid);
+    if (pid_slot_.size() < kMaxPidEntries) pid_slot_.emplace(p.pid, code);
+  } else if (it->second == kCompetitorSlot) {
+    code = AssignSlot(p.pid);  // became traced (e.g. started calling CUDA)
+    it->second = code;
+  } else {
+    code = it->second;
+  }
+  if (code >= 0 && !p.name.empty())
+    slots_[static_cast<size_t>(code)].name = SafeProcessName(p.name);
+}
+
+void TraceMetrics::OnGpuSamples(const std::vector<GpuSample>& samples) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const GpuSample& s : samples) gpus_[s.gpu] = s;
+}
+
+void TraceMetrics::OnDrops(const DropCounts& drops) {
+  std::lock_guard<std::mutex> lock(mu_);
+  drops_ = drops;
+}
+
+int64_t TraceMetrics::events() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_;
+}
+
+MetricsSnapshot TraceMetrics::Snapshot() const {
+  MetricsSnapshot s;
+  std::lock_guard<std::mutex> lock(mu_);
+  s.processes.reserve(slots_.size() + 2);
+  for (const ProcessMetrics& m : slots_) s.processes.push_back(m);
+  s.processes.push_back(other_);
+  s.processes.push_back(competitors_);
+  for (const auto& [gpu, sample] : gpus_) s.gpus.push_back(sample);
+  s.drops = drops_;
+  s.events = events_;
+  s.folded_processes = folded_;
+  s.max_processes = max_processes_;
+  return s;
+}
+
+}  // namespace gw
