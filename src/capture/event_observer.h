@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "capture/source.h"
+#include "sources/source.h"
 #include "store/event.h"
 
 namespace gw {

@@ -114,7 +114,7 @@ StatusOr<std::string> ClickHouseClient::Send(const std::string& query_param,
                                              const std::string& body, const std::string& database,
                                              bool gzip, int64_t timeout_ms, int64_t max_bytes,
                                              bool* sent, const std::string& settings) const {
-  HttpRequest request;
+  HttpClientRequest request;
   request.target = "/?";
   if (!query_param.empty()) request.target += "query=" + UrlEncode(query_param) + "&";
   if (!database.empty()) request.target += "database=" + UrlEncode(database) + "&";
@@ -127,7 +127,7 @@ StatusOr<std::string> ClickHouseClient::Send(const std::string& query_param,
   request.max_response_bytes = max_bytes;
   if (!url_.user.empty()) request.headers.emplace_back("X-ClickHouse-User", url_.user);
   if (!url_.password.empty()) request.headers.emplace_back("X-ClickHouse-Key", url_.password);
-  StatusOr<HttpResponse> response = HttpSend(url_.endpoint, request, sent);
+  StatusOr<HttpClientResponse> response = HttpSend(url_.endpoint, request, sent);
   if (!response.ok()) {
     return Status(response.status().code(),
                   "ClickHouse at " + url_.Display() + ": " + response.status().message());

@@ -164,7 +164,7 @@ std::string UrlEncode(const std::string& s) {
   return out;
 }
 
-StatusOr<HttpResponse> HttpSend(const HttpEndpoint& to, const HttpRequest& request, bool* sent) {
+StatusOr<HttpClientResponse> HttpSend(const HttpEndpoint& to, const HttpClientRequest& request, bool* sent) {
   if (sent) *sent = false;
   Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(request.timeout_ms);
   std::string body = request.body;
@@ -186,7 +186,7 @@ StatusOr<HttpResponse> HttpSend(const HttpEndpoint& to, const HttpRequest& reque
   if (header_end == std::string::npos || raw.compare(0, 5, "HTTP/") != 0) {
     return Unavailable("no HTTP response from " + to.host + ":" + std::to_string(to.port));
   }
-  HttpResponse response;
+  HttpClientResponse response;
   size_t sp = raw.find(' ');
   response.status = std::atoi(raw.c_str() + sp + 1);
   bool chunked = false;

@@ -18,7 +18,7 @@ struct HttpEndpoint {
   int port = 0;
 };
 
-struct HttpRequest {
+struct HttpClientRequest {
   std::string method = "POST";
   std::string target = "/";  // path and query, already percent-encoded
   std::vector<std::pair<std::string, std::string>> headers;
@@ -28,7 +28,7 @@ struct HttpRequest {
   int64_t max_response_bytes = int64_t{256} << 20;
 };
 
-struct HttpResponse {
+struct HttpClientResponse {
   int status = 0;
   std::string body;
 };
@@ -36,7 +36,7 @@ struct HttpResponse {
 // kUnavailable when the server could not be reached or the connection broke before a whole
 // response came back. `sent` (optional) says whether the whole request had been written:
 // a request that was sent may have taken effect even though no answer came.
-StatusOr<HttpResponse> HttpSend(const HttpEndpoint& to, const HttpRequest& request,
+StatusOr<HttpClientResponse> HttpSend(const HttpEndpoint& to, const HttpClientRequest& request,
                                 bool* sent = nullptr);
 
 // gzip (RFC 1952) of `data` at zlib level 1.
