@@ -58,6 +58,12 @@ int RunExplain(const Args& args) {
   if (!options.ok()) return ReportError(options.status());
   std::string path = DatabasePath(flags);
   std::optional<ImportedNode> imported;
+  if (flags.Has("clickhouse") && options->evidence) {
+    // Evidence is SQLite SQL for a file the user has; the replayed file is gone after explain.
+    return ReportError(InvalidArgument(
+        "--evidence prints SQL for a local recording; with --clickhouse, check numbers with "
+        "`gpuwhy query --clickhouse URL --node NAME \"SQL\"` (docs/clickhouse.md)"));
+  }
   if (flags.Has("clickhouse")) {
     // The node's session is replayed into a scratch file and explained like a local one.
     // Without --since/--from/--to, the whole session is read (a job session's window is all
