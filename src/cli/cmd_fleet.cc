@@ -164,11 +164,7 @@ int RunFleet(const Args& args) {
     StatusOr<ScratchDir> dir = ScratchDir::Create();
     if (!dir.ok()) return ReportError(dir.status());
     std::string path = dir->path() + "/node.db";
-    ImportRequest request;
-    request.node = s.node;
-    request.session = s.id;
-    request.since_ns = since_ns;
-    StatusOr<ImportResult> imported = ImportRemoteSession(client, request, path);
+    StatusOr<ImportResult> imported = ImportRemoteSession(client, s, since_ns, path);
     if (!imported.ok()) {
       row.error = imported.status().message();
       nodes.push_back(std::move(row));

@@ -87,7 +87,6 @@ StatusOr<ImportResult> ImportRemoteSession(const ClickHouseClient& client,
                                            const ImportRequest& request,
                                            const std::string& db_path,
                                            const std::function<void(int64_t)>& progress) {
-  const std::string& db = client.url().database;
   ASSIGN_OR_RETURN(std::vector<RemoteSession> sessions,
                    ListRemoteSessions(client, request.node, 0));
   const RemoteSession* pick = nullptr;
@@ -107,8 +106,18 @@ StatusOr<ImportResult> ImportRemoteSession(const ClickHouseClient& client,
     return NotFound("node '" + request.node + "' has no session " +
                     std::to_string(request.session) + " in ClickHouse (sessions: " + known + ")");
   }
+  return ImportRemoteSession(client, *pick, request.since_ns, db_path, progress);
+}
+
+StatusOr<ImportResult> ImportRemoteSession(const ClickHouseClient& client,
+                                           const RemoteSession& session,
+                                           std::optional<int64_t> since_ns,
+                                           const std::string& db_path,
+                                           const std::function<void(int64_t)>& progress) {
+  const std::string& db = client.url().database;
+  const RemoteSession* pick = &session;
   ImportResult result;
-  result.session = *pick;
+  result.session = session;
   std::string of_session = " WHERE node = " + ClickHouseQuote(pick->node) +
                            " AND spool = " + std::to_string(pick->spool) +
                            " AND session = " + std::to_string(pick->id);
@@ -158,8 +167,8 @@ StatusOr<ImportResult> ImportRemoteSession(const ClickHouseClient& client,
   std::vector<TsvRow> ext = ParseTsv(extent);
   int64_t lo = ext.empty() ? 0 : Int(ext[0], 0);
   int64_t hi = ext.empty() ? -1 : Int(ext[0], 1);
-  if (request.since_ns && hi >= 0) {
-    lo = std::max(lo, hi - *request.since_ns - int64_t{60'000'000'000});
+  if (since_ns && hi >= 0) {
+    lo = std::max(lo, hi - *since_ns - int64_t{60'000'000'000});
   }
   int64_t page_ns = 10'000'000'000;
   std::vector<Event> batch;

@@ -51,6 +51,12 @@ StatusOr<ImportResult> ImportRemoteSession(const ClickHouseClient& client,
                                            const ImportRequest& request,
                                            const std::string& db_path,
                                            const std::function<void(int64_t)>& progress = {});
+// The same for a session already found (ListRemoteSessions), without looking it up again.
+StatusOr<ImportResult> ImportRemoteSession(const ClickHouseClient& client,
+                                           const RemoteSession& session,
+                                           std::optional<int64_t> since_ns,
+                                           const std::string& db_path,
+                                           const std::function<void(int64_t)>& progress = {});
 
 // A private directory for imported files that removes itself (and them) when destroyed.
 class ScratchDir {

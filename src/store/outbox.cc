@@ -248,32 +248,34 @@ std::string OutboxEncoder::Session(const SessionInfo& info, const SessionTotals*
   return out;
 }
 
-StatusOr<uint64_t> EnsureOutbox(sqlite3* db) {
+Status EnsureOutbox(sqlite3* db) {
   RETURN_IF_ERROR(Exec(db,
                        "CREATE TABLE IF NOT EXISTS outbox(id INTEGER PRIMARY KEY AUTOINCREMENT, "
                        "tbl TEXT NOT NULL, rows INTEGER NOT NULL, body BLOB NOT NULL)"));
   ASSIGN_OR_RETURN(std::string spool,
                    QueryText(db, "SELECT value FROM meta WHERE key='spool_id'", ""));
-  if (!spool.empty()) return std::strtoull(spool.c_str(), nullptr, 10);
+  if (!spool.empty()) return Status::Ok();
   uint64_t id = 0;
   while (id == 0) {
     if (getrandom(&id, sizeof id, 0) != sizeof id) return Internal("getrandom failed");
     id >>= 1;  // fits ClickHouse's and SQLite's signed 64-bit integers alike
   }
-  RETURN_IF_ERROR(Exec(db, "INSERT INTO meta(key, value) VALUES ('spool_id', '" +
-                               std::to_string(id) + "')"));
-  return id;
+  return Exec(db, "INSERT INTO meta(key, value) VALUES ('spool_id', '" + std::to_string(id) + "')");
 }
 
-Status InsertOutboxEntry(sqlite3* db, std::string_view table, int64_t rows,
+StatusOr<ScopedStmt> PrepareOutboxInsert(sqlite3* db) {
+  return Prepare(db, "INSERT INTO outbox(tbl, rows, body) VALUES (?,?,?)");
+}
+
+Status InsertOutboxEntry(sqlite3* db, sqlite3_stmt* insert, std::string_view table, int64_t rows,
                          const std::string& body) {
   if (rows == 0) return Status::Ok();
-  ASSIGN_OR_RETURN(ScopedStmt stmt,
-                   Prepare(db, "INSERT INTO outbox(tbl, rows, body) VALUES (?,?,?)"));
-  sqlite3_bind_text(stmt.get(), 1, table.data(), static_cast<int>(table.size()), SQLITE_STATIC);
-  sqlite3_bind_int64(stmt.get(), 2, rows);
-  sqlite3_bind_blob64(stmt.get(), 3, body.data(), body.size(), SQLITE_STATIC);
-  int rc = sqlite3_step(stmt.get());
+  sqlite3_bind_text(insert, 1, table.data(), static_cast<int>(table.size()), SQLITE_STATIC);
+  sqlite3_bind_int64(insert, 2, rows);
+  sqlite3_bind_blob64(insert, 3, body.data(), body.size(), SQLITE_STATIC);
+  int rc = sqlite3_step(insert);
+  sqlite3_reset(insert);
+  sqlite3_clear_bindings(insert);  // the bound body is the caller's
   if (rc != SQLITE_DONE) return SqliteStatus(db, rc, "insert outbox entry");
   return Status::Ok();
 }
@@ -306,9 +308,9 @@ Status DeleteOutboxThrough(sqlite3* db, int64_t id) {
   return Exec(db, "DELETE FROM outbox WHERE id <= " + std::to_string(id));
 }
 
-StatusOr<int64_t> TrimOutbox(sqlite3* db, int64_t max_bytes) {
+StatusOr<TrimmedOutbox> TrimOutbox(sqlite3* db, int64_t max_bytes) {
   ASSIGN_OR_RETURN(int64_t bytes, QueryInt(db, "SELECT COALESCE(SUM(length(body)), 0) FROM outbox", 0));
-  if (bytes <= max_bytes) return 0;
+  if (bytes <= max_bytes) return TrimmedOutbox{0, bytes};
   // Oldest first: walk ids until what remains fits.
   ASSIGN_OR_RETURN(ScopedStmt stmt,
                    Prepare(db, "SELECT id, rows, length(body) FROM outbox ORDER BY id"));
@@ -321,7 +323,7 @@ StatusOr<int64_t> TrimOutbox(sqlite3* db, int64_t max_bytes) {
   }
   stmt.Reset();
   if (cut > 0) RETURN_IF_ERROR(DeleteOutboxThrough(db, cut));
-  return dropped;
+  return TrimmedOutbox{dropped, bytes};
 }
 
 StatusOr<OutboxStatus> ReadOutboxStatus(sqlite3* db) {

@@ -91,14 +91,21 @@ class OutboxEncoder {
 };
 
 // Creates the outbox table and the file's spool id if missing.
-StatusOr<uint64_t> EnsureOutbox(sqlite3* db);
-Status InsertOutboxEntry(sqlite3* db, std::string_view table, int64_t rows, const std::string& body);
+Status EnsureOutbox(sqlite3* db);
+// The statement InsertOutboxEntry steps (prepared once by the writer).
+StatusOr<ScopedStmt> PrepareOutboxInsert(sqlite3* db);
+Status InsertOutboxEntry(sqlite3* db, sqlite3_stmt* insert, std::string_view table, int64_t rows,
+                         const std::string& body);
 // Entries with id > after_id, oldest first, up to about max_bytes (at least one).
 StatusOr<std::vector<OutboxEntry>> ReadOutboxEntries(sqlite3* db, int64_t after_id,
                                                      int64_t max_bytes);
 Status DeleteOutboxThrough(sqlite3* db, int64_t id);
-// Deletes the oldest entries until the outbox holds at most max_bytes; returns the rows dropped.
-StatusOr<int64_t> TrimOutbox(sqlite3* db, int64_t max_bytes);
+// Deletes the oldest entries until the outbox holds at most max_bytes.
+struct TrimmedOutbox {
+  int64_t rows_dropped = 0;
+  int64_t bytes_left = 0;
+};
+StatusOr<TrimmedOutbox> TrimOutbox(sqlite3* db, int64_t max_bytes);
 StatusOr<OutboxStatus> ReadOutboxStatus(sqlite3* db);
 
 }  // namespace gw

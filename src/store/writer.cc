@@ -130,8 +130,8 @@ StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& pa
     }
   }
   if (options.outbox) {
-    ASSIGN_OR_RETURN(uint64_t spool, EnsureOutbox(writer->db_.get()));
-    (void)spool;
+    RETURN_IF_ERROR(EnsureOutbox(writer->db_.get()));
+    ASSIGN_OR_RETURN(writer->insert_outbox_, PrepareOutboxInsert(writer->db_.get()));
     ASSIGN_OR_RETURN(OutboxStatus waiting, ReadOutboxStatus(writer->db_.get()));
     writer->outbox_bytes_ = waiting.bytes;
     for (const auto& [text, id] : writer->string_ids_) writer->outbox_encoder_.AddString(id, text);
@@ -237,11 +237,7 @@ StatusOr<int64_t> StoreWriter::BeginSession(const SessionInfo& info) {
   newest_ts_ = kNull;
   session_info_ = info;
   outbox_encoder_.SetSession(session_id_, info.wall_start_ns);
-  if (options_.outbox) {
-    std::string row = outbox_encoder_.Session(info, nullptr);
-    RETURN_IF_ERROR(InsertOutboxEntry(db, kOutboxSessions, 1, row));
-    outbox_bytes_ += static_cast<int64_t>(row.size());
-  }
+  if (options_.outbox) RETURN_IF_ERROR(SpoolSessionRow(nullptr));
   return session_id_;
 }
 
@@ -263,12 +259,8 @@ Status StoreWriter::EndSession(const SessionTotals& totals) {
   BindText(stmt.get(), 4, totals.drops_detail.empty() ? "{}" : totals.drops_detail);
   sqlite3_bind_int64(stmt.get(), 5, session_id_);
   RETURN_IF_ERROR(StepDone(db, stmt.get(), "update session totals"));
-  if (options_.outbox) {
-    // A later entry of the same session row: the remote table keeps the newest.
-    std::string row = outbox_encoder_.Session(session_info_, &totals);
-    RETURN_IF_ERROR(InsertOutboxEntry(db, kOutboxSessions, 1, row));
-    outbox_bytes_ += static_cast<int64_t>(row.size());
-  }
+  // A later entry of the same session row: the remote table keeps the newest.
+  if (options_.outbox) RETURN_IF_ERROR(SpoolSessionRow(&totals));
   return Status::Ok();
 }
 
@@ -437,6 +429,7 @@ Status StoreWriter::Close() {
   insert_gpu_device_.Reset();
   insert_gpu_sample_.Reset();
   insert_gpu_process_.Reset();
+  insert_outbox_.Reset();
   // Folding the WAL back into the main file leaves one self-contained file for readers.
   ScopedFsIdentity as_owner(location_);  // closing removes the -wal: the owner's to remove
   (void)Exec(db_.get(), "PRAGMA wal_checkpoint(TRUNCATE)");
@@ -713,13 +706,18 @@ Status StoreWriter::CommitBatch(std::vector<Event>& events, std::vector<ProcessI
   if (!batch_rows_.empty()) newest_ts_ = std::max(newest_ts_, batch_rows_.back().ts);
   if (options_.outbox && outbox_bytes_ > options_.outbox_max_bytes) {
     // The sink is far behind (its server down for long): keep the newest rows.
-    ASSIGN_OR_RETURN(int64_t dropped, TrimOutbox(db, options_.outbox_max_bytes));
-    outbox_rows_dropped_ += dropped;
-    ASSIGN_OR_RETURN(OutboxStatus waiting, ReadOutboxStatus(db));
-    outbox_bytes_ = waiting.bytes;
+    ASSIGN_OR_RETURN(TrimmedOutbox trimmed, TrimOutbox(db, options_.outbox_max_bytes));
+    outbox_rows_dropped_ += trimmed.rows_dropped;
+    outbox_bytes_ = trimmed.bytes_left;
   }
   if (options_.max_db_bytes > 0) RETURN_IF_ERROR(PruneIfNeeded());
   return Status::Ok();
+}
+
+Status StoreWriter::SpoolSessionRow(const SessionTotals* totals) {
+  std::string row = outbox_encoder_.Session(session_info_, totals);
+  outbox_bytes_ += static_cast<int64_t>(row.size());
+  return InsertOutboxEntry(db_.get(), insert_outbox_.get(), kOutboxSessions, 1, row);
 }
 
 Status StoreWriter::SpoolBatch(const std::vector<Event>& events,
@@ -730,7 +728,7 @@ Status StoreWriter::SpoolBatch(const std::vector<Event>& events,
   auto spool = [&](const char* table, size_t rows, const std::string& body) -> Status {
     if (rows == 0) return Status::Ok();
     outbox_bytes_ += static_cast<int64_t>(body.size());
-    return InsertOutboxEntry(db, table, static_cast<int64_t>(rows), body);
+    return InsertOutboxEntry(db, insert_outbox_.get(), table, static_cast<int64_t>(rows), body);
   };
   // Entries of at most 65,536 rows: a ClickHouse INSERT is atomic below max_insert_block_size
   // (about 1 M rows), which the sink's exactly-once check relies on; a writer that fell behind

@@ -212,10 +212,13 @@ class StoreWriter {
   std::atomic<int64_t> rows_pruned_{0};
 
   // The outbox (writer thread and session calls, under db_mu_).
+  // The session row as it is now (totals null until EndSession), one entry.
+  Status SpoolSessionRow(const SessionTotals* totals);
   Status SpoolBatch(const std::vector<Event>& events, const std::vector<ProcessInfo>& processes,
                     const std::vector<SystemSnapshot>& snapshots,
                     const std::vector<OpCount>& counts);
   OutboxEncoder outbox_encoder_;
+  ScopedStmt insert_outbox_;
   SessionInfo session_info_;      // the current session, for its outbox row at EndSession
   int64_t outbox_bytes_ = 0;      // waiting in the outbox (estimate between trims)
   int64_t outbox_rows_dropped_ = 0;
