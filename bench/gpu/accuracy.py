@@ -7,8 +7,10 @@ up; then, in the same process:
   2. fault switched on (the control file is created), --settle-s to take effect; the steps/s
      of the last part of the settle phase are the untraced faulted rate;
   3. traced phase: `gpuwhy trace --duration Ns --db DIR/<case>.db --quiet` attached late, the
-     fault present for the whole window, NVML GPU utilisation sampled every 100 ms (pynvml in
-     a child interpreter; optional) and /proc/diskstats read at both ends;
+     fault present for the whole window (with --fault-onset S it is switched on S s into the
+     window instead, so the window also holds a healthy stretch), NVML GPU utilisation sampled
+     every 100 ms (pynvml in a child interpreter; optional) and /proc/diskstats read at both
+     ends;
   4. the trainer and everything it started (its process group) are stopped, then
      `gpuwhy explain --json` and the text report are written next to the database.
 steps/s over the traced window use the window explain reports (sessions.mono_start_ns +
@@ -448,7 +450,8 @@ def analyze(case, expected, report, tracer_pid, kthreads):
         res["top"] = {"rule": t.get("rule"), "severity": t.get("severity"),
                       "lost_s": t.get("lost_s"), "title": t.get("title"),
                       "metrics": {m.get("name"): m.get("value") for m in t.get("metrics", [])},
-                      "root": t.get("root"), "effects": t.get("effects")}
+                      "root": t.get("root"), "effects": t.get("effects"),
+                      "gpu_effect": t.get("gpu_effect"), "intervals": t.get("intervals")}
     serious = [f for f in fs if KIND_LEVEL.get(f.get("severity"), 0) >= 2]
     if expected:
         res["match"] = bool(fs) and fs[0].get("rule") in expected
@@ -486,6 +489,8 @@ def analyze(case, expected, report, tracer_pid, kthreads):
                             for p in (report.get("top_processes") or [])[:6]]
     res["notes"] = report.get("notes")
     res["window_s"] = (report.get("window") or {}).get("seconds")
+    res["gpus"] = report.get("gpus")
+    res["gpu_verdict"] = report.get("gpu_verdict")
     return res
 
 
@@ -545,8 +550,11 @@ def run_case(args, case, out, state):
         h0 = time.monotonic_ns()
         time.sleep(args.healthy_s)
         h1 = time.monotonic_ns()
-        # Fault on; the last 2/3 of the settle phase is the untraced faulted rate.
-        if expected:
+        # Fault on; the last 2/3 of the settle phase is the untraced faulted rate. With
+        # --fault-onset the fault is switched on inside the traced window instead, so the
+        # window holds a healthy stretch to compare with (the settle phase stays healthy).
+        onset = args.fault_onset if expected else 0
+        if expected and onset <= 0:
             open(control, "w").close()
         f0 = time.monotonic_ns()
         time.sleep(args.settle_s)
@@ -569,7 +577,13 @@ def run_case(args, case, out, state):
             tracer = subprocess.Popen(trace_cmd, stdout=tl, stderr=subprocess.STDOUT)
         state["tracer"] = tracer
         r["tracer_pid"] = tracer.pid
-        time.sleep(min(2.0, args.trace_seconds / 4))
+        fon = None
+        if onset > 0:
+            time.sleep(onset)
+            open(control, "w").close()
+            fon = time.monotonic_ns()
+        else:
+            time.sleep(min(2.0, args.trace_seconds / 4))
         table = proc_table()
         fam = {}
         for pid in descendants(trainer.pid, table):
@@ -634,9 +648,18 @@ def run_case(args, case, out, state):
         r["fault_seen_after_s"] = round((on[0] - f0) / 1e9, 3) if on else None
         if expected and not on:
             r["errors"].append("the trainer never reported the fault on")
-        r["steps_per_s"] = {"healthy": rate(steps, h0, h1),
-                            "faulted_untraced": rate(steps, f0 + (f1 - f0) // 3, f1),
-                            "faulted_traced": rate(steps, w0, w1)}
+        if fon is None:
+            r["steps_per_s"] = {"healthy": rate(steps, h0, h1),
+                                "faulted_untraced": rate(steps, f0 + (f1 - f0) // 3, f1),
+                                "faulted_traced": rate(steps, w0, w1)}
+        else:  # the first second after the switch is the fault taking effect
+            r["fault_onset_s"] = round((fon - w0) / 1e9, 2)
+            r["steps_per_s"] = {"healthy": rate(steps, h0, h1),
+                                "healthy_traced": rate(steps, w0, fon),
+                                "faulted_traced": rate(steps, fon + int(1e9), w1)}
+            if args.nvml:
+                r["nvml_util_median_healthy_part"] = nvml_median(nv, w0, fon)[0]
+                r["nvml_util_median_faulted_part"] = nvml_median(nv, fon + int(1e9), w1)[0]
         hs, ft = r["steps_per_s"]["healthy"], r["steps_per_s"]["faulted_traced"]
         r["slowdown"] = round(hs / ft, 2) if hs and ft else None
         r["traced_window"] = {"source": src, "seconds": round((w1 - w0) / 1e9, 2),
@@ -897,6 +920,8 @@ def main():
     p.add_argument("--warmup", type=float, default=12, help="s from trainer start to healthy phase")
     p.add_argument("--healthy-s", type=float, default=6)
     p.add_argument("--settle-s", type=float, default=3)
+    p.add_argument("--fault-onset", type=float, default=0,
+                   help="switch the fault on this many s after the tracer starts (0: before)")
     p.add_argument("--startup-timeout", type=float, default=60)
     p.add_argument("--attach-timeout", type=float, default=40,
                    help="extra s gpuwhy trace may take beyond --trace-seconds")

@@ -324,6 +324,49 @@ TEST(CpuContentionTest, QuietRunHasNothingAboveLow) {
   for (const Finding& f : r.findings) EXPECT_EQ(f.severity, Severity::kLow) << f.rule;
 }
 
+// Run-queue waits that only the job's own threads caused. `busy_pct` is the host's CPU busy
+// share in the snapshots; `spread` puts the main thread's switches on both CPUs (else CPU 0:
+// pinned); `holder` took the CPU each time (101: the job's own worker).
+Severity SelfContention(double busy_pct, bool spread, int32_t holder, std::string* root) {
+  Builder b;
+  b.w.cores = 2;
+  b.Proc(101, kMain, "pt_data_worker:0", true);
+  b.Proc(900, 1, "ffmpeg", false);
+  for (int64_t t = 0; t < b.w.to; t += kSec) {
+    SystemSnapshot s;
+    s.ts_ns = t;
+    s.cpu_pct = busy_pct;
+    s.cores = 2;
+    b.w.snapshots.push_back(s);
+  }
+  b.Preempt(10 * kSec, holder);  // 10% of the window
+  int i = 0;
+  for (RawEvent& e : b.w.events) {
+    if (e.op == Op::kSchedSwitch) e.cpu = spread ? (i++ % 2) : 0;
+  }
+  Report r = b.Run();
+  const Finding* f = Find(r, "cpu-contention");
+  EXPECT_NE(f, nullptr);
+  if (f == nullptr) return Severity::kLow;
+  root->clear();
+  for (const std::string& line : f->root) *root += line + "\n";
+  return f->severity;
+}
+
+TEST(CpuContentionTest, OwnThreadsOnAnIdleHostAreWakeupLatencyNotContention) {
+  std::string root;
+  EXPECT_EQ(SelfContention(20, true, 101, &root), Severity::kLow);
+  EXPECT_NE(root.find("No other process held the CPUs and the host's 2 cores were 80.0% idle"),
+            std::string::npos)
+      << root;
+  // The same waits are contention when the host is busy, when the job is pinned to fewer CPUs
+  // than the host has, or when another process held the CPU.
+  EXPECT_EQ(SelfContention(90, true, 101, &root), Severity::kMedium);
+  EXPECT_EQ(root.find("No other process"), std::string::npos) << root;
+  EXPECT_EQ(SelfContention(20, false, 101, &root), Severity::kMedium);
+  EXPECT_EQ(SelfContention(20, true, 900, &root), Severity::kMedium);
+}
+
 // ---- DataLoader starvation vs contention: what the workers did during the waits -----------
 
 TEST(StarvationTest, BusyWorkersMeanStarvationPreemptedWorkersMeanContention) {
@@ -342,6 +385,29 @@ TEST(StarvationTest, BusyWorkersMeanStarvationPreemptedWorkersMeanContention) {
     EXPECT_EQ(r.findings[0].rule, preempted ? "cpu-contention" : "dataloader-starvation");
     EXPECT_EQ(r.findings[0].severity, Severity::kHigh);
   }
+}
+
+// A PyTorch worker: its computing thread runs for long stretches (few switches) while its queue
+// feeder thread wakes for every batch it hands over (many switches, asleep almost always). The
+// worker's state is its computing thread's, whichever thread delivered the batch.
+TEST(StarvationTest, WorkerIsJudgedByItsComputingThreadNotItsBusiestWaker) {
+  Builder b;
+  b.Proc(101, kMain, "pt_data_worker:0", true);
+  constexpr int32_t kFeeder = 1011;
+  for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
+    RawEvent wait = Sw(kMain, t + 30 * kMs, 60 * kMs, SwitchKind::kBlocked, 0);
+    wait.waker_pid = 101;
+    wait.waker_tid = kFeeder;
+    b.Add(wait);
+    b.Add(Sw(101, t + 95 * kMs, 1 * kMs, SwitchKind::kBlocked, 0));  // computes 99 ms of 100
+    for (int64_t k = 0; k < 10; ++k) {
+      b.Add(Sw(101, t + k * 10 * kMs, 10 * kMs - 20'000, SwitchKind::kBlocked, 0, 0, kFeeder));
+    }
+  }
+  Report r = b.Run();
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].rule, "dataloader-starvation");
+  EXPECT_EQ(r.findings[0].severity, Severity::kHigh);
 }
 
 // ---- I/O and memory ------------------------------------------------------------------------

@@ -551,10 +551,25 @@ std::map<int32_t, ThreadTimeline> BuildTimelines(const WindowData& w, ThreadRows
   return tls;
 }
 
-// Each worker process is judged by its busiest thread (a pool of idle threads beside one
-// computing thread is a busy worker). Busiest = the most scheduler activity in the window,
-// then the most time on CPU: a thread asleep for good leaves no row after it fell asleep, so
-// its timeline alone cannot tell it from one that never stops running.
+// CPU time of a thread that its own switch rows prove: the stretches between one switch's
+// return to the CPU and the next switch out. Before its first row and after its last the thread
+// may as well have been asleep (a thread asleep for good leaves no row after it fell asleep), so
+// those stretches do not count.
+int64_t ProvenRunningNs(const std::vector<const RawEvent*>& rows, int32_t tid) {
+  int64_t ns = 0;
+  const RawEvent* prev = nullptr;
+  for (const RawEvent* e : rows) {
+    if (e->op != Op::kSchedSwitch || e->tid != tid) continue;
+    if (prev != nullptr && e->ts > prev->End()) ns += e->ts - prev->End();
+    if (prev == nullptr || e->End() > prev->End()) prev = e;
+  }
+  return ns;
+}
+
+// Each worker process is judged by its computing thread: the one with the most CPU time its
+// rows prove, then the most switches. Not the most switches first: a PyTorch worker's queue
+// feeder thread wakes for every batch it hands over while the thread that computes the batches
+// runs for long stretches with few switches, and a pool of idle threads sits beside both.
 void PickWorkerThreads(ThreadRows& rows, const std::map<int32_t, ThreadTimeline>& tls,
                        Facts* f) {
   for (int32_t pid : f->worker_pids) {
@@ -562,10 +577,10 @@ void PickWorkerThreads(ThreadRows& rows, const std::map<int32_t, ThreadTimeline>
     std::pair<int64_t, int64_t> best = {-1, -1};
     for (const auto& [tid, owner] : rows.tid_pid) {
       if (owner != pid) continue;
+      const std::vector<const RawEvent*>& mine = rows.by_tid[tid];
       int64_t switches = 0;
-      for (const RawEvent* e : rows.by_tid[tid]) switches += e->op == Op::kSchedSwitch ? 1 : 0;
-      std::pair<int64_t, int64_t> key = {switches,
-                                         At(tls.at(tid).Totals(), FeedCause::kRunning)};
+      for (const RawEvent* e : mine) switches += e->op == Op::kSchedSwitch ? 1 : 0;
+      std::pair<int64_t, int64_t> key = {ProvenRunningNs(mine, tid), switches};
       if (key > best) {
         best = key;
         rep = tid;
@@ -605,6 +620,30 @@ void FindCompetitors(const WindowData& w, Facts* f) {
             [](const Competitor& a, const Competitor& b) {
               return a.ns != b.ns ? a.ns > b.ns : a.pid < b.pid;
             });
+}
+
+// ---- How much room the host had: the CPUs the feeders ran on and the system's busy share.
+void MeasureCpuRoom(const WindowData& w, const ThreadRows& rows, Facts* f) {
+  std::vector<int32_t> feeders = {f->main_tid};
+  feeders.insert(feeders.end(), f->helper_tids.begin(), f->helper_tids.end());
+  for (const auto& [pid, tid] : f->worker_rep_tid) feeders.push_back(tid);
+  std::set<int32_t> cpus;
+  for (int32_t tid : feeders) {
+    auto it = rows.by_tid.find(tid);
+    if (it == rows.by_tid.end()) continue;
+    for (const RawEvent* e : it->second) {
+      if (e->op == Op::kSchedSwitch && e->cpu >= 0) cpus.insert(e->cpu);
+    }
+  }
+  f->feeder_cpus = static_cast<int64_t>(cpus.size());
+  double sum = 0;
+  int64_t n = 0;
+  for (const SystemSnapshot& s : w.snapshots) {
+    if (s.ts_ns < w.from || s.ts_ns > w.to) continue;
+    sum += s.cpu_pct;
+    ++n;
+  }
+  if (n > 0) f->host_busy = sum / static_cast<double>(n) / 100.0;
 }
 
 // ---- Critical path of the main thread: its waits resolved through who woke it.
@@ -766,6 +805,7 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
   // Run-queue time of every feeding thread by who held the CPU.
   for (const auto& [tid, tl] : tls) tl.RunqByHolder(w.from, w.to, &f.runq_holders);
   FindCompetitors(w, &f);
+  MeasureCpuRoom(w, rows, &f);
   ResolveCriticalPath(rows, tls, &f);
 
   std::vector<const RawEvent*> syncs = MainProcessSyncs(&f);

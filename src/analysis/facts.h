@@ -95,6 +95,8 @@ struct Facts {
   int64_t worker_thread_ns = 0;
   std::map<int32_t, int64_t> runq_holders;  // feeders' run-queue time by CPU holder
   std::vector<Competitor> competitors;      // biggest first, above the floor
+  int64_t feeder_cpus = 0;                  // distinct CPUs the feeders' switches were on
+  double host_busy = -1;  // mean system CPU busy share (0-1) of the window's snapshots; -1: none
 
   // Critical path of the main thread (ns).
   BatchWaits waits;

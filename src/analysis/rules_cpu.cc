@@ -112,6 +112,13 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
   if (Share(feed_runq, static_cast<double>(feed_ns)) < th::kContentionRunqShareMin) {
     sev = Severity::kLow;
   }
+  // Nobody outside the job held the CPUs, the feeders ran across all of them and the host was
+  // mostly idle: the waits are wake-up latency among the job's own threads (several woken at
+  // once), which neither pinning, renicing nor fewer workers would remove.
+  bool wakeup_latency = f.competitors.empty() && f.host_busy >= 0 &&
+                        f.host_busy < th::kSelfContentionHostBusyMax && f.cores > 0 &&
+                        f.feeder_cpus >= f.cores;
+  if (wakeup_latency) sev = Severity::kLow;
   Finding x;
   x.rule = "cpu-contention";
   x.severity = *sev;
@@ -155,6 +162,12 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
             FormatSeconds(Sec(wrunq)).c_str(),
             FormatPct(Share(static_cast<double>(wrunq), static_cast<double>(f.worker_thread_ns)))
                 .c_str()));
+  }
+  if (wakeup_latency) {
+    x.root.push_back(Fmt("No other process held the CPUs and the host's %s were %s idle: these "
+                         "are wake-up delays among the job's own threads, not a shortage of CPUs",
+                         Plural(f.cores, "core", "cores").c_str(),
+                         FormatPct(1.0 - f.host_busy).c_str()));
   }
   AddSyncEffect(f, &x);
   AddThroughputEffect(f, &x);

@@ -29,6 +29,11 @@ inline constexpr int64_t kBatchWaitMinNs = 1'000'000;  // 1 ms
 // long preemption on an idle box stays LOW.
 inline constexpr double kContentionRunqShareMin = 0.02;
 
+// Run-queue waits with no competitor outside the job, on a host whose CPUs were mostly idle
+// (system busy share below this, over the window) and not pinned to fewer CPUs than it has:
+// wake-up latency among the job's own threads, not a shortage of CPUs; cpu-contention stays LOW.
+inline constexpr double kSelfContentionHostBusyMax = 0.50;
+
 // Competitors: a process is named only when it took at least this much CPU from the feeders,
 // and this share of all CPU time taken from them.
 inline constexpr int64_t kCompetitorMinNs = 50'000'000;  // 50 ms

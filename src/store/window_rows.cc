@@ -32,13 +32,16 @@ RawEvent ReadRawEvent(sqlite3_stmt* s) {
   e.runq = ColInt(s, 9);
   e.waker_pid = ColInt(s, 10);
   e.waker_tid = ColInt(s, 11);
+  if (sqlite3_column_type(s, 12) != SQLITE_NULL) {
+    e.cpu = static_cast<int32_t>(sqlite3_column_int64(s, 12));
+  }
   return e;
 }
 
 // Schema 3 added the waker columns; older files read them as NULL.
 std::string RawColumns(bool wakers) {
   return std::string("ts, duration_ns, pid, tid, op, ret, bytes, kind, other_pid, runq_ns, ") +
-         (wakers ? "waker_pid, waker_tid" : "NULL, NULL");
+         (wakers ? "waker_pid, waker_tid" : "NULL, NULL") + ", cpu";
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ struct RawEvent {
   int32_t pid = 0;
   int32_t tid = 0;
   Op op = Op::kSchedSwitch;
+  int32_t cpu = -1;  // CPU the event happened on (-1: not recorded)
   int64_t ret = kNull;
   int64_t bytes = kNull;
   int64_t kind = kNull;
