@@ -478,7 +478,7 @@ def analyze(case, expected, report, tracer_pid, kthreads):
                 if p == tracer_pid:
                     bad.append(f"{f.get('rule')}: names gpuwhy pid {p}: {s[:160]}")
                 elif p in kthreads and re.search(rf"(-p[ \d]*\b{p}\b|pid {p}\b|\({p}\)|"
-                                                 rf"for p in[ \d]*\b{p}\b|\b{p}\b \()", s):
+                                                 rf"for p in[ \d]*\b{p}\b|(?<![=\d])\b{p}\b \()", s):
                     bad.append(f"{f.get('rule')}: names kernel thread pid {p} "
                                f"({kthreads[p]}): {s[:160]}")
     res["bad_process_mentions"] = sorted(set(bad))

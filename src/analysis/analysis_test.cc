@@ -169,6 +169,35 @@ TEST(GpuTruthTest, ContentionEffectQuotesSmActivityWhileItHeld) {
   EXPECT_NEAR(j["findings"][0]["gpu_effect"]["blamed_pct"].get<double>(), 25, 1);
 }
 
+// A PyTorch main thread sleeps while the autograd thread runs backward, all window long: those
+// sleeps resolve to the helper's work, not a host cause, so the first half (no contention) is
+// the unaffected stretch the contended second half is compared with.
+TEST(GpuTruthTest, BaselineComesFromTheResolvedCriticalPath) {
+  Builder b;
+  b.Proc(900, 1, "ffmpeg", false);
+  constexpr int32_t kAutograd = 150;
+  for (int64_t t = 0; t < 100 * kSec; t += 100 * kMs) {
+    RawEvent wait = Sw(kMain, t + 10 * kMs, 40 * kMs, SwitchKind::kBlocked, 0);
+    wait.waker_pid = kMain;
+    wait.waker_tid = kAutograd;
+    b.Add(wait);
+    RawEvent backward = Call(kMain, Op::kCudaLaunchKernel, t + 12 * kMs, 10'000);
+    backward.tid = kAutograd;
+    b.Add(backward);
+    if (t >= 50 * kSec) {
+      b.Add(Sw(kMain, t + 55 * kMs, 40 * kMs, SwitchKind::kPreempted, 40 * kMs, 900));
+    }
+  }
+  AddGpu(b.w, [](int64_t t) { return t <= 50 * kSec ? 71.0 : 25.0; });
+  Report r = b.Run();
+  const Finding* f = Find(r, "cpu-contention");
+  ASSERT_NE(f, nullptr);
+  ASSERT_TRUE(f->gpu.present);
+  EXPECT_NEAR(f->gpu.blamed_pct, 25, 1);
+  EXPECT_NEAR(f->gpu.quiet_pct, 71, 1);
+  EXPECT_NEAR(f->gpu.gpu_idle_s, 50 * 0.46, 1.5);
+}
+
 TEST(GpuTruthTest, BusyGpuWithoutHostCausesIsTheBottleneck) {
   Builder b;
   b.Preempt(200 * kMs, 0);

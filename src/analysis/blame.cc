@@ -14,8 +14,8 @@ namespace {
 
 constexpr BlamedCause kBlamed[] = {
     {"cpu-contention", FeedCause::kRunqWait, "while the main thread waited for a CPU", true},
-    {"dataloader-starvation", FeedCause::kBlockedOther, "while the main thread waited for batches",
-     false},
+    {"dataloader-starvation", FeedCause::kWorkerCompute,
+     "while the main thread waited for workers computing batches", false},
     {"io-bottleneck", FeedCause::kBlockedIo, "while the main thread waited for I/O", true},
     {"memory-pressure", FeedCause::kPageFault, "while the main thread waited on page faults",
      true},
@@ -52,8 +52,13 @@ void AddFindingIntervals(const Facts& f, Report* r) {
     bool open = false;
     for (int64_t a = tl.begin(); a < tl.end(); a += kSecond) {
       int64_t b = std::min(tl.end(), a + kSecond);
-      int64_t held_ns = 0;
-      for (const ThreadTimeline* t : threads) held_ns += At(t->Overlap(a, b), blamed->cause);
+      // Causes the feeders hold in their own right count on each feeder's own timeline; the
+      // others on the main thread's critical path (its sleeps resolved by who woke it).
+      int64_t held_ns = blamed->in_feeders ? At(tl.Overlap(a, b), blamed->cause)
+                                           : At(PathOverlap(f, a, b), blamed->cause);
+      for (size_t i = 1; i < threads.size(); ++i) {
+        held_ns += At(threads[i]->Overlap(a, b), blamed->cause);
+      }
       double share = static_cast<double>(held_ns) / static_cast<double>(b - a);
       bool held = share >= thresholds::kGpuBlameShare;
       if (held && open) {

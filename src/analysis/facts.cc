@@ -88,7 +88,8 @@ class JobGraph {
 
   // The main thread's own timeline with every "blocked otherwise" stretch resolved through the
   // thread that ended it. Fills the batch and helper wait tallies.
-  CauseTimes ResolveMain(BatchWaits* batches, HelperWaits* helpers) {
+  CauseTimes ResolveMain(BatchWaits* batches, HelperWaits* helpers,
+                         std::vector<PathSpan>* spans) {
     CauseTimes out{};
     const ThreadTimeline& tl = tls_.at(f_.main_tid);
     AddTo(out, tl.Totals());
@@ -101,6 +102,7 @@ class JobGraph {
       const Sleep* s = sleeps ? Containing(*sleeps, seg.start) : nullptr;
       CauseTimes part = ResolveWait(f_.main_tid, s, seg.start, seg.end, 0);
       for (int64_t v : part) resolved += v;
+      spans->push_back({seg.start, seg.end, part});
       AddTo(out, part);
     }
     At(out, FeedCause::kBlockedOther) += blocked - resolved;  // rounding safety: totals hold
@@ -330,6 +332,30 @@ std::string ProcessName(const WindowData& w, int32_t pid) {
 
 std::string ProcessLabel(const WindowData& w, int32_t pid) {
   return ProcessName(w, pid) + " (PID " + std::to_string(pid) + ")";
+}
+
+CauseTimes PathOverlap(const Facts& f, int64_t a, int64_t b) {
+  CauseTimes out{};
+  if (!f.main_tl || b <= a) return out;
+  out = f.main_tl->Overlap(a, b);
+  int64_t blocked = At(out, FeedCause::kBlockedOther);
+  At(out, FeedCause::kBlockedOther) = 0;
+  int64_t moved = 0;
+  auto it = std::lower_bound(f.path_spans.begin(), f.path_spans.end(), a,
+                             [](const PathSpan& s, int64_t v) { return s.end <= v; });
+  for (; it != f.path_spans.end() && it->start < b; ++it) {
+    int64_t len = it->end - it->start;
+    int64_t cut = std::min(b, it->end) - std::max(a, it->start);
+    if (len <= 0 || cut <= 0) continue;
+    for (size_t i = 0; i < kFeedCauseCount; ++i) {
+      auto v = static_cast<int64_t>(static_cast<double>(it->causes[i]) *
+                                    static_cast<double>(cut) / static_cast<double>(len));
+      out[i] += v;
+      moved += v;
+    }
+  }
+  At(out, FeedCause::kBlockedOther) += std::max<int64_t>(0, blocked - moved);
+  return out;
 }
 
 std::optional<int64_t> RecommendedWorkers(const Facts& f) {
@@ -650,7 +676,7 @@ void MeasureCpuRoom(const WindowData& w, const ThreadRows& rows, Facts* f) {
 void ResolveCriticalPath(const ThreadRows& rows, const std::map<int32_t, ThreadTimeline>& tls,
                          Facts* f) {
   JobGraph graph(*f, rows.by_tid, tls);
-  f->path = graph.ResolveMain(&f->waits, &f->helper_waits);
+  f->path = graph.ResolveMain(&f->waits, &f->helper_waits, &f->path_spans);
   f->lost_contention = static_cast<double>(At(f->path, FeedCause::kRunqWait));
   f->lost_io = static_cast<double>(At(f->path, FeedCause::kBlockedIo));
   f->lost_memory = static_cast<double>(At(f->path, FeedCause::kPageFault));

@@ -58,6 +58,13 @@ struct Competitor {
   bool child = false;  // started by the job (exec'd descendant), e.g. subprocess.Popen
 };
 
+// One "blocked otherwise" stretch of the main thread with what it resolved to through its waker.
+struct PathSpan {
+  int64_t start = 0;
+  int64_t end = 0;
+  CauseTimes causes{};
+};
+
 struct Facts {
   const WindowData* w = nullptr;
   // The job's lifetime inside the window (the main process's, clipped to the window): every
@@ -89,6 +96,7 @@ struct Facts {
   std::vector<ThreadTimeline> worker_tls;  // one per worker process: its busiest thread
   CauseTimes main_totals{};                // the main thread's own time
   CauseTimes path{};                       // the main thread's time, waits resolved
+  std::vector<PathSpan> path_spans;        // the resolved stretches, by start
   CauseTimes train_totals{};
   CauseTimes worker_totals{};
   int64_t train_thread_ns = 0;
@@ -132,6 +140,9 @@ void RunRules(const Facts& f, std::vector<Finding>* out);
 // The DataLoader size every finding recommends (one answer per report, so no two fixes
 // contradict); nullopt = leave it as it is.
 std::optional<int64_t> RecommendedWorkers(const Facts& f);
+// The main thread's critical path over [a, b): its own timeline with every resolved "blocked
+// otherwise" stretch replaced by what it resolved to (pro rata where [a, b) cuts a stretch).
+CauseTimes PathOverlap(const Facts& f, int64_t a, int64_t b);
 
 int64_t Percentile(std::vector<int64_t> v, double p);        // nearest-rank, 0 for empty
 std::string ProcessLabel(const WindowData& w, int32_t pid);  // "name (PID n)"

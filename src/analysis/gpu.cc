@@ -111,7 +111,7 @@ void AddGpuEffects(const Facts& f, Report* r) {
     x.activity = a;
     x.observed = std::min(x.end, tl.end()) - std::max(x.begin, tl.begin());
     if (x.observed <= 0) continue;
-    x.causes = tl.Overlap(x.begin, x.end);
+    x.causes = PathOverlap(f, x.begin, x.end);
     intervals.push_back(x);
   }
   if (intervals.empty()) return;
