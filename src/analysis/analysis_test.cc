@@ -6,6 +6,7 @@
 #include "analysis/analyze.h"
 #include "analysis/callers.h"
 #include "analysis/explain.h"
+#include "analysis/facts.h"
 #include "analysis/format.h"
 #include "analysis/thresholds.h"
 #include "analysis/timeline.h"
@@ -394,6 +395,29 @@ TEST(CpuContentionTest, OwnThreadsOnAnIdleHostAreWakeupLatencyNotContention) {
   EXPECT_EQ(root.find("No other process"), std::string::npos) << root;
   EXPECT_EQ(SelfContention(20, false, 101, &root), Severity::kMedium);
   EXPECT_EQ(SelfContention(20, true, 900, &root), Severity::kMedium);
+}
+
+// Programs the job starts with subprocess.Popen wake it once, as they exec; a worker with its
+// own command line (multiprocessing's spawn) wakes it for every batch.
+TEST(RolesTest, OneWakeAtExecDoesNotMakeAWorker) {
+  Builder b;
+  b.Proc(201, kMain, "python3 (-c)", true);
+  b.w.processes[201].cmdline = "python3 -c while True: pass";
+  b.Proc(202, kMain, "python3 (-c)", true);
+  b.w.processes[202].cmdline = "python3 -c from multiprocessing.spawn import spawn_main";
+  for (int64_t t = 0; t < 50; ++t) {
+    RawEvent wait = Sw(kMain, t * kSec + 20 * kMs, 5 * kMs, SwitchKind::kBlocked, 0);
+    wait.waker_pid = (t == 0) ? 201 : 202;
+    wait.waker_tid = wait.waker_pid;
+    b.Add(wait);
+    b.Add(Sw(201, t * kSec + 50 * kMs, kMs, SwitchKind::kPreempted, kMs, kMain));
+    b.Add(Sw(202, t * kSec + 60 * kMs, kMs, SwitchKind::kBlocked, 0));
+  }
+  std::sort(b.w.events.begin(), b.w.events.end(),
+            [](const RawEvent& x, const RawEvent& y) { return x.ts < y.ts; });
+  Facts f = ComputeFacts(b.w, ExplainOptions{});
+  EXPECT_EQ(f.child_pids, std::vector<int32_t>{201});
+  EXPECT_EQ(f.worker_pids, std::vector<int32_t>{202});
 }
 
 // ---- DataLoader starvation vs contention: what the workers did during the waits -----------

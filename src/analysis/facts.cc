@@ -462,13 +462,18 @@ bool PickMainProcess(const WindowData& w, const std::map<int32_t, int64_t>& cuda
 void ClassifyDescendants(const WindowData& w, const std::map<int32_t, int64_t>& cuda_calls,
                          Facts* f) {
   // Who woke whom, per process: a descendant whose threads woke the training process's threads
-  // feeds it.
-  std::set<int32_t> feeds_main;
+  // again and again feeds it. Once is not enough: a program started with subprocess.Popen wakes
+  // its parent once as it execs (the close-on-exec error pipe closes).
+  std::map<int32_t, int64_t> wakes_main;
   for (const RawEvent& e : f->events) {
     if (e.op == Op::kSchedSwitch && e.pid == f->main_pid && e.waker_pid != kNull &&
         e.waker_pid != f->main_pid) {
-      feeds_main.insert(static_cast<int32_t>(e.waker_pid));
+      ++wakes_main[static_cast<int32_t>(e.waker_pid)];
     }
+  }
+  std::set<int32_t> feeds_main;
+  for (const auto& [pid, n] : wakes_main) {
+    if (n >= th::kFeederMinWakes) feeds_main.insert(pid);
   }
   std::set<int32_t> family = {f->main_pid};
   bool grew = true;

@@ -34,6 +34,10 @@ inline constexpr double kContentionRunqShareMin = 0.02;
 // wake-up latency among the job's own threads, not a shortage of CPUs; cpu-contention stays LOW.
 inline constexpr double kSelfContentionHostBusyMax = 0.50;
 
+// A descendant feeds the training process (a DataLoader worker, whatever its command line) when
+// its threads woke the training process's threads at least this often in the window.
+inline constexpr int64_t kFeederMinWakes = 3;
+
 // Competitors: a process is named only when it took at least this much CPU from the feeders,
 // and this share of all CPU time taken from them.
 inline constexpr int64_t kCompetitorMinNs = 50'000'000;  // 50 ms
