@@ -420,6 +420,37 @@ TEST(RolesTest, OneWakeAtExecDoesNotMakeAWorker) {
   EXPECT_EQ(f.worker_pids, std::vector<int32_t>{202});
 }
 
+// trace --launch-duty 10: launches counted in seconds 0, 10, 20, … only. Every launch figure is
+// 10 × the count and marked estimated; the seconds between are not read as a throughput drop.
+TEST(LaunchDutyTest, CountedSecondsAreScaledAndNotReadAsAThroughputDrop) {
+  Builder b;
+  b.w.launch_duty = 10;
+  std::vector<OpSecondRow> kept;
+  int64_t counted = 0;
+  for (const OpSecondRow& r : b.w.op_seconds) {
+    if (IsLaunch(r.op) && r.sec % 10 != 0) continue;
+    if (IsLaunch(r.op)) counted += r.count;
+    kept.push_back(r);
+  }
+  b.w.op_seconds = kept;
+  b.w.kernel_launches.push_back({kMain, Op::kCudaLaunchKernel, "gemm", counted});
+  Report r = b.Run();
+  EXPECT_EQ(r.kernels.launch_duty, 10);
+  EXPECT_EQ(r.kernels.launches, counted * 10);
+  for (const Finding& f : r.findings) {
+    for (const std::string& e : f.effects) {
+      EXPECT_EQ(e.find("throughput dropped"), std::string::npos) << f.rule << ": " << e;
+    }
+  }
+  std::string notes;
+  for (const std::string& n : r.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("counted in 1 s of every 10"), std::string::npos) << notes;
+  EXPECT_NE(ReportToText(r).find("(estimated: counted 1 s in 10)"), std::string::npos);
+  Facts f = ComputeFacts(b.w, ExplainOptions{});
+  EXPECT_EQ(f.cuda_calls[kMain], counted * 10 + 100 * 100);
+  for (const auto& [sec, n] : f.cuda_ops_per_sec[kMain]) EXPECT_EQ(n, 100) << sec;
+}
+
 // ---- DataLoader starvation vs contention: what the workers did during the waits -----------
 
 TEST(StarvationTest, BusyWorkersMeanStarvationPreemptedWorkersMeanContention) {

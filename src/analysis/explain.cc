@@ -236,7 +236,7 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
       if (auto h = f.runq_holders.find(pid); h != f.runq_holders.end()) {
         p.cpu_taken_from_feeders_s = static_cast<double>(h->second) / 1e9;
       }
-      for (const auto& [sec, n] : f.cuda_ops_per_sec[pid]) p.cuda_calls += n;
+      if (auto c = f.cuda_calls.find(pid); c != f.cuda_calls.end()) p.cuda_calls = c->second;
       stats.push_back(p);
     };
     add(f.main_pid);
@@ -254,13 +254,19 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
     std::set<int32_t> feeders(f.cuda_pids.begin(), f.cuda_pids.end());
     feeders.insert(f.worker_pids.begin(), f.worker_pids.end());
     AddCallerSections(w, feeders, &r);
-    r.kernels = SummarizeKernels(w.kernel_launches, w.launches_once,
+    r.kernels = SummarizeKernels(w.kernel_launches, w.launches_once, w.launch_duty,
                                  static_cast<double>(w.to - w.from) / 1e9);
     int64_t counted = 0;
     for (const OpSecondRow& row : w.op_seconds) {
       if (IsLaunch(row.op)) counted += row.count;
     }
-    if (counted > static_cast<int64_t>(w.launch_samples.size()) && !w.launch_samples.empty()) {
+    if (w.launch_duty > 1 && counted > 0) {
+      r.notes.push_back(Fmt("kernel launches were counted in 1 s of every %lld (trace "
+                            "--launch-duty): %s counted, about %s in this window (estimated)",
+                            static_cast<long long>(w.launch_duty), FormatCount(counted).c_str(),
+                            FormatCount(counted * w.launch_duty).c_str()));
+    } else if (counted > static_cast<int64_t>(w.launch_samples.size()) &&
+               !w.launch_samples.empty()) {
       r.notes.push_back(
           Fmt("%s kernel launches in this window, counted in op_seconds; launch "
               "rows are sampled (durations from %s of them)",
@@ -282,14 +288,16 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
 }
 
 KernelSummary SummarizeKernels(const std::vector<KernelLaunchRow>& rows, bool launches_once,
-                               double seconds) {
+                               int64_t launch_duty, double seconds) {
   KernelSummary k;
+  k.launch_duty = std::max<int64_t>(1, launch_duty);
   std::map<std::pair<int32_t, std::string>, int64_t> by_kernel;
   for (const KernelLaunchRow& row : rows) {
     if (!launches_once && OpLayer(row.op) != Layer::kCudaRuntime) continue;
-    by_kernel[{row.pid, row.name}] += row.launches;
-    k.launches += row.launches;
-    if (row.name.empty() || row.name.rfind("fn@", 0) == 0) k.unnamed += row.launches;
+    int64_t n = row.launches * k.launch_duty;
+    by_kernel[{row.pid, row.name}] += n;
+    k.launches += n;
+    if (row.name.empty() || row.name.rfind("fn@", 0) == 0) k.unnamed += n;
   }
   k.kernels = static_cast<int64_t>(by_kernel.size());
   std::vector<KernelStat> all;

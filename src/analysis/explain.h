@@ -23,6 +23,7 @@ class StoreReader;
 // Launches per kernel over `seconds` (each launch once: runtime-layer ops only in recordings
 // that counted nested driver launches too, !launches_once).
 KernelSummary SummarizeKernels(const std::vector<KernelLaunchRow>& rows, bool launches_once,
+                               int64_t launch_duty,
                                double seconds);
 
 StatusOr<Report> Explain(StoreReader& reader, const ExplainOptions& options);

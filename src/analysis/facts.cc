@@ -401,15 +401,19 @@ std::map<int32_t, int64_t> CountCudaCalls(const WindowData& w, Facts* f) {
     if (!IsCudaOp(r.op)) continue;
     auto p = w.processes.find(r.pid);
     if (p != w.processes.end() && !p->second.tracked) continue;
-    cuda_calls[r.pid] += r.count;
+    // Launches counted one second in launch_duty: N × the count estimates them, and they stay
+    // out of the per-second series (their seconds between counting seconds read as none).
+    bool sampled = w.launch_duty > 1 && IsLaunch(r.op);
+    cuda_calls[r.pid] += sampled ? r.count * w.launch_duty : r.count;
     int64_t sec_start = r.sec * 1'000'000'000;
-    if (sec_start >= w.from && sec_start + 1'000'000'000 <= w.to) {
+    if (!sampled && sec_start >= w.from && sec_start + 1'000'000'000 <= w.to) {
       f->cuda_ops_per_sec[r.pid][r.sec] += r.count;
     }
   }
   for (const RawEvent& e : f->events) {
     if (IsCudaOp(e.op) && cuda_calls.count(e.pid) == 0) cuda_calls[e.pid] = 1;
   }
+  f->cuda_calls = cuda_calls;
   return cuda_calls;
 }
 

@@ -128,8 +128,10 @@ struct Facts {
   int tput_peak_bucket = -1;
   int tput_low_bucket = -1;
 
-  // Per-second CUDA ops of each CUDA process (full seconds of the window).
+  // Per-second CUDA ops of each CUDA process (full seconds of the window); without launches when
+  // they were counted one second in N (launch_duty > 1).
   std::map<int32_t, std::map<int64_t, int64_t>> cuda_ops_per_sec;
+  std::map<int32_t, int64_t> cuda_calls;  // per tracked process, launches estimated (launch_duty)
   std::map<int32_t, SwitchTotals> switches;
 };
 

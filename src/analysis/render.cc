@@ -190,11 +190,15 @@ std::string ReportToText(const Report& r) {
   AppendCallerSections(&out, r);
   if (r.kernels.launches > 0) {
     const KernelSummary& k = r.kernels;
-    out += Fmt("Top kernels by launches (%s): %s launches of %s kernels, %s named\n",
-               r.window.label.c_str(), FormatCount(k.launches).c_str(),
-               FormatCount(k.kernels).c_str(),
+    out += Fmt("Top kernels by launches (%s): %s%s launches of %s kernels, %s named%s\n",
+               r.window.label.c_str(), k.launch_duty > 1 ? "~" : "",
+               FormatCount(k.launches).c_str(), FormatCount(k.kernels).c_str(),
                FormatPct(1.0 - static_cast<double>(k.unnamed) / static_cast<double>(k.launches))
-                   .c_str());
+                   .c_str(),
+               k.launch_duty > 1
+                   ? Fmt(" (estimated: counted 1 s in %lld)", static_cast<long long>(k.launch_duty))
+                         .c_str()
+                   : "");
     Table t;
     t.columns = {"kernel", "pid", "launches", "per_s", "share"};
     for (size_t i = 0; i < k.top.size() && i < 10; ++i) {
@@ -344,6 +348,8 @@ nlohmann::ordered_json ReportJson(const Report& r) {
   j["kernels"] = {{"launches", r.kernels.launches},
                   {"kernels", r.kernels.kernels},
                   {"unnamed_launches", r.kernels.unnamed},
+                  {"launch_duty", r.kernels.launch_duty},
+                  {"estimated", r.kernels.launch_duty > 1},
                   {"top", kernels}};
   j["sched_victims"] =
       r.sched_victims.sites.empty() ? ordered_json(nullptr) : SectionJson(r.sched_victims);

@@ -194,6 +194,9 @@ struct KernelStat {
 };
 
 struct KernelSummary {
+  // Launches were counted one second in launch_duty (trace --launch-duty); > 1: every launch
+  // figure below is an estimate, launch_duty × what was counted.
+  int64_t launch_duty = 1;
   int64_t launches = 0;         // every launch in the window, all processes
   int64_t kernels = 0;          // distinct (process, kernel) pairs
   int64_t unnamed = 0;          // launches of kernels left as fn@0x…

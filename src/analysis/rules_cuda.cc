@@ -38,6 +38,9 @@ void LaunchAndSyncRates(const Facts& f, double* launches_per_s, double* syncs_pe
     }
     if (IsSync(r.op)) syncs += r.count;
   }
+  // Counted one second in launch_duty: the estimate for the window is that many times more.
+  launches *= f.w->launch_duty;
+  launch_ns *= static_cast<double>(f.w->launch_duty);
   if (launches > 0 && launch_rows > 0) {
     // Counted-only launches carry no time: scale the sampled mean to every call.
     launch_ns = std::max(launch_ns, mean * static_cast<double>(launches));
@@ -57,17 +60,27 @@ EvidenceQuery LaunchAndSyncRatesQuery(const Facts& f) {
   std::string launches =
       "op IN (" + OpNamesWhere(f.w->launches_once ? IsLaunch : IsRuntimeLaunch) + ")";
   std::string seconds = Fmt("%.9f", std::max(1.0, f.window_s));
-  return {f.w->launches_once
-              ? "syncs and kernel launches of the training process, per second it ran"
-              : "syncs and kernel launches of the training process, per second it ran (this "
-                "recording counted nested driver launches again: runtime launches only)",
+  // Launches counted one second in N (trace --launch-duty): N × the count estimates them.
+  std::string launch_count =
+      f.w->launch_duty > 1 ? Fmt("%lld * count", static_cast<long long>(f.w->launch_duty))
+                           : std::string("count");
+  std::string what = "syncs and kernel launches of the training process, per second it ran";
+  if (!f.w->launches_once) {
+    what += " (this recording counted nested driver launches again: runtime launches only)";
+  }
+  if (f.w->launch_duty > 1) {
+    what += Fmt(" (launches estimated: counted 1 s in %lld)",
+                static_cast<long long>(f.w->launch_duty));
+  }
+  return {what,
           Sql(f, "SELECT SUM(CASE WHEN " + syncs +
                      " THEN count ELSE 0 END) AS syncs, SUM(CASE "
                      "WHEN " +
-                     launches + " THEN count ELSE 0 END) AS launches, ROUND(SUM(CASE WHEN " +
-                     syncs + " THEN count ELSE 0 END) / " + seconds +
-                     ", 1) AS syncs_per_s, ROUND(SUM(CASE WHEN " + launches +
+                     launches + " THEN " + launch_count +
+                     " ELSE 0 END) AS launches, ROUND(SUM(CASE WHEN " + syncs +
                      " THEN count ELSE 0 END) / " + seconds +
+                     ", 1) AS syncs_per_s, ROUND(SUM(CASE WHEN " + launches + " THEN " +
+                     launch_count + " ELSE 0 END) / " + seconds +
                      ", 1) AS launches_per_s FROM op_stats_seconds WHERE session = {S} AND pid "
                      "= {P} AND sec >= {FS} AND sec < {TS}")};
 }

@@ -3,6 +3,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -63,6 +64,7 @@ Status Tracer::Start() {
   set.host = options_.host;
   set.cuda = options_.cuda;
   set.cuda_libs = options_.cuda_libs;
+  set.launch_duty = options_.launch_duty;
   ASSIGN_OR_RETURN(std::vector<RegisteredSource> sources, CreateSources(set));
 
   // Before the session row exists: a failure here leaves nothing behind in the database.
@@ -92,6 +94,7 @@ Status Tracer::Start() {
     info.version = options_.version;
     info.command_line = options_.command_line;
     info.tracer_pid = static_cast<int32_t>(getpid());
+    info.launch_duty = options_.cuda ? static_cast<int32_t>(std::max(1u, options_.launch_duty)) : 1;
     ASSIGN_OR_RETURN(int64_t session, writer_->BeginSession(info));
     (void)session;
     if (options_.on_session) RETURN_IF_ERROR(options_.on_session(writer_.get()));

@@ -51,6 +51,8 @@ struct TracerOptions {
   int64_t max_db_bytes = 0;
   std::vector<std::string> cuda_libs;
   bool cuda = true;            // start the CUDA source
+  // Count kernel launches in one second of every N (CudaSourceOptions::launch_duty).
+  uint32_t launch_duty = 1;
   bool json = false;           // stream every event as a JSON line on `json_out`
   bool stacks = false;         // trace --stack: caller stacks on CUDA calls and off-CPU switches
   // How often the drain thread empties the ring buffers. Each poll costs a few syscalls per

@@ -369,8 +369,13 @@ StatusOr<HtmlReportSummary> WriteHtmlReport(StoreReader& reader, const HtmlRepor
       rows.push_back({ShortKernelName(k.name, 100), std::to_string(k.pid),
                       FormatCount(k.launches), FormatRate(k.per_s), Num(k.share_pct) + "%"});
     }
-    h += "<h2>Top kernels by launches</h2>\n<p class=\"dim\">" + FormatCount(r.kernels.launches) +
-         " launches of " + FormatCount(r.kernels.kernels) + " kernels</p>\n" +
+    h += "<h2>Top kernels by launches</h2>\n<p class=\"dim\">" +
+         std::string(r.kernels.launch_duty > 1 ? "~" : "") + FormatCount(r.kernels.launches) +
+         " launches of " + FormatCount(r.kernels.kernels) + " kernels" +
+         (r.kernels.launch_duty > 1
+              ? " (estimated: counted 1 s in " + std::to_string(r.kernels.launch_duty) + ")"
+              : std::string()) +
+         "</p>\n" +
          TableHtml({"kernel", "pid", "launches", "per s", "share"}, rows, "kernels");
   }
   if (!r.top_processes.empty()) {

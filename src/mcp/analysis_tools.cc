@@ -66,7 +66,7 @@ StatusOr<ToolOutput> RunTopKernels(ReaderSource& source, const Json& json_args) 
   ASSIGN_OR_RETURN(SessionWindow w, ResolveToolWindow(*reader, args));
   ASSIGN_OR_RETURN(KernelLaunches launches,
                    ReadKernelLaunches(*reader, w, 5000, pid ? static_cast<int32_t>(*pid) : 0));
-  KernelSummary k = SummarizeKernels(launches.rows, launches.launches_once,
+  KernelSummary k = SummarizeKernels(launches.rows, launches.launches_once, launches.launch_duty,
                                      static_cast<double>(w.end_ns - w.begin_ns) / 1e9);
   if (limit && k.top.size() > static_cast<size_t>(*limit)) k.top.resize(*limit);
   ToolOutput out;
@@ -82,6 +82,8 @@ StatusOr<ToolOutput> RunTopKernels(ReaderSource& source, const Json& json_args) 
                         {"launches", k.launches},
                         {"kernels", k.kernels},
                         {"unnamed_launches", k.unnamed},
+                        {"launch_duty", k.launch_duty},
+                        {"estimated", k.launch_duty > 1},
                         {"top", std::move(top)}};
   out.summary = std::to_string(k.launches) + " kernel launches of " +
                 std::to_string(k.kernels) + " kernels in " + w.label + " of session " +

@@ -11,6 +11,7 @@ StatusOr<std::vector<RegisteredSource>> CreateSources(const SourceSetOptions& op
   if (options.cuda) {
     CudaSourceOptions cuda;
     cuda.libraries = options.cuda_libs;
+    cuda.launch_duty = options.launch_duty;
     ASSIGN_OR_RETURN(std::unique_ptr<CudaSource> source, CudaSource::Create(cuda));
     // Without CUDA probes the host side still explains a lot; the note says what is missing.
     sources.push_back({std::move(source), /*required=*/false, "CUDA probes not attached"});

@@ -16,6 +16,7 @@ struct SourceSetOptions {
   HostOptions host;
   bool cuda = true;                    // the CUDA source (uprobes on libcudart/libcuda)
   std::vector<std::string> cuda_libs;  // extra library files or directories (--cuda-lib)
+  uint32_t launch_duty = 1;            // CudaSourceOptions::launch_duty
 };
 
 struct RegisteredSource {

@@ -191,6 +191,13 @@ constexpr const char* kMigrationV5 = R"sql(
 ALTER TABLE sessions ADD COLUMN launches_once INTEGER;
 )sql";
 
+// Version 6 (additive): the launch duty cycle. N = launches were counted (op_seconds) in the
+// session seconds s with s % N == 0 only, so a window's launches are estimated as N × those
+// counted; NULL or 1 = counted every second.
+constexpr const char* kMigrationV6 = R"sql(
+ALTER TABLE sessions ADD COLUMN launch_duty INTEGER;
+)sql";
+
 Status WriteOpNames(sqlite3* db) {
   size_t n = 0;
   const OpInfo* ops = AllOps(&n);
@@ -253,6 +260,7 @@ Status CreateOrMigrateSchema(sqlite3* db) {
     if (version < 3) RETURN_IF_ERROR(Exec(db, kMigrationV3));
     if (version < 4) RETURN_IF_ERROR(Exec(db, kMigrationV4));
     if (version < 5) RETURN_IF_ERROR(Exec(db, kMigrationV5));
+    if (version < 6) RETURN_IF_ERROR(Exec(db, kMigrationV6));
     RETURN_IF_ERROR(Exec(db, "UPDATE meta SET value='" + std::to_string(kSchemaVersion) +
                                  "' WHERE key='schema_version'"));
     return WriteOpNames(db);

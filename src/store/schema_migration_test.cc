@@ -34,7 +34,7 @@ class SchemaMigrationTest : public ::testing::Test {
 
 // Version 2 only added `stacks` and `stack_frames` to version 1, and version 3 the waker
 // columns (with the views that show them) and sessions.tracer_pid, version 4 the NVML tables
-// and version 5 sessions.launches_once: a v1 file is the current file without them, with
+// version 5 sessions.launches_once and version 6 sessions.launch_duty: a v1 file is the current file without them, with
 // version 1's views and schema_version 1.
 void DowngradeToV1(sqlite3* db) {
   ASSERT_TRUE(Exec(db,
@@ -45,6 +45,7 @@ void DowngradeToV1(sqlite3* db) {
                    "ALTER TABLE event_rows DROP COLUMN waker_tid; "
                    "ALTER TABLE sessions DROP COLUMN tracer_pid; "
                    "ALTER TABLE sessions DROP COLUMN launches_once; "
+                   "ALTER TABLE sessions DROP COLUMN launch_duty; "
                    "CREATE VIEW events_all AS SELECT r.session AS session, r.ts AS timestamp, "
                    "r.pid AS pid, r.tid AS tid, o.name AS op, r.duration_ns AS duration_ns "
                    "FROM event_rows r JOIN op_names o ON o.id = r.op; "

@@ -71,8 +71,12 @@ StatusOr<KernelLaunches> ReadKernelLaunches(StoreReader& reader, const SessionWi
   ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
   if (version >= 5) {
     RETURN_IF_ERROR(reader.ForEach(
-        "SELECT COALESCE(launches_once, 0) FROM sessions WHERE id = ?1", {window.session},
-        [&](sqlite3_stmt* s) { k.launches_once = sqlite3_column_int64(s, 0) != 0; }));
+        std::string("SELECT COALESCE(launches_once, 0), ") +
+            (version >= 6 ? "COALESCE(launch_duty, 1)" : "1") + " FROM sessions WHERE id = ?1",
+        {window.session}, [&](sqlite3_stmt* s) {
+          k.launches_once = sqlite3_column_int64(s, 0) != 0;
+          k.launch_duty = std::max<int64_t>(1, sqlite3_column_int64(s, 1));
+        }));
   }
   RETURN_IF_ERROR(reader.ForEach(
       std::string("SELECT q.pid, q.op, COALESCE(s.text, ''), SUM(q.count) FROM op_seconds q "
@@ -149,6 +153,7 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
                    ReadKernelLaunches(reader, window, options.max_kernel_rows, 0));
   w.kernel_launches = std::move(kernels.rows);
   w.launches_once = kernels.launches_once;
+  w.launch_duty = kernels.launch_duty;
 
   RETURN_IF_ERROR(reader.ForEach(
       "SELECT sec, pid, op, SUM(count), SUM(total_ns), MAX(max_ns) FROM op_seconds "

@@ -111,6 +111,8 @@ struct WindowRows {
   // sessions.launches_once (schema 5): each launch counted once. false: nested driver launches
   // were counted too, so only runtime-layer launch counts are launches.
   bool launches_once = false;
+  // sessions.launch_duty (schema 6): launches were counted in one second of every N; 1 = all.
+  int64_t launch_duty = 1;
   std::map<int32_t, ProcessRecord> processes;  // every process of the session
   // Tracked processes' rows in the window except launches, plus OOM kills of any process, by ts.
   std::vector<RawEvent> events;
@@ -143,6 +145,7 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
 struct KernelLaunches {
   std::vector<KernelLaunchRow> rows;
   bool launches_once = false;
+  int64_t launch_duty = 1;  // sessions.launch_duty: counted one second in N
 };
 StatusOr<KernelLaunches> ReadKernelLaunches(StoreReader& reader, const SessionWindow& window,
                                             int64_t max_rows, int32_t pid);

@@ -141,11 +141,16 @@ struct CudaSource::AttachedLibrary {
   std::vector<ScopedFd> multi_links;  // multi-uprobe link fds
   std::vector<ScopedLink> links;      // perf-event uprobes (fallback)
   size_t probes = 0;                  // function entry/return points attached
-  // A runtime library's launch probes, kept apart: detached once every runtime launch is seen
-  // to reach a driver launch (DetachNestedRuntimeLaunches).
+  // The launch probes, kept apart: attached only in the counting seconds of the launch duty
+  // cycle (UpdateLaunchDuty), and a runtime library's detached for good once every runtime
+  // launch is seen to reach a driver launch (DetachNestedRuntimeLaunches).
+  std::vector<unsigned long> launch_offsets;
+  std::vector<uint64_t> launch_cookies;
+  std::vector<const char*> launch_symbols;
   std::vector<ScopedFd> launch_multi_links;
   std::vector<ScopedLink> launch_links;
-  size_t launch_probes = 0;
+  size_t launch_probes = 0;   // attached now
+  bool launches_retired = false;  // runtime launches proven nested: never attached again
 };
 
 struct CudaSource::ProcessState {
@@ -262,6 +267,62 @@ Status CudaSource::Start(const SourceContext& context) {
   return Status::Ok();
 }
 
+namespace {
+
+// One program on some offsets of one file: one multi link, else (one bad offset fails the whole
+// link) one link per offset; without multi links, one perf-event uprobe per offset. A failure
+// about privileges is returned; any other goes to `notes` and the offset is skipped.
+Status AttachGroup(bool multi_links, bpf_program* program, bool retprobe, const std::string& path,
+                   const std::vector<unsigned long>& offsets, const std::vector<uint64_t>& cookies,
+                   const std::vector<const char*>& symbols, std::vector<ScopedFd>* fds,
+                   std::vector<ScopedLink>* links, size_t* count,
+                   std::vector<std::string>* notes) {
+  auto failure = [&](const char* symbol, int err) {
+    return Status(err == EPERM || err == EACCES ? StatusCode::kPermissionDenied
+                                                : StatusCode::kFailedPrecondition,
+                  std::string("attach ") + (retprobe ? "uretprobe " : "uprobe ") + symbol +
+                      " in " + path + ": " + std::strerror(err) + PrivilegeHint(err));
+  };
+  if (multi_links) {
+    int prog_fd = bpf_program__fd(program);
+    int fd = CreateUprobeMultiLink(prog_fd, path, offsets, cookies, retprobe);
+    if (fd >= 0) {
+      fds->emplace_back(fd);
+      *count += offsets.size();
+      return Status::Ok();
+    }
+    for (size_t i = 0; i < offsets.size(); ++i) {
+      fd = CreateUprobeMultiLink(prog_fd, path, {offsets[i]}, {cookies[i]}, retprobe);
+      if (fd < 0) {
+        Status status = failure(symbols[i], -fd);
+        if (status.code() == StatusCode::kPermissionDenied) return status;
+        notes->push_back(status.message());
+        continue;
+      }
+      fds->emplace_back(fd);
+      *count += 1;
+    }
+    return Status::Ok();
+  }
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    LIBBPF_OPTS(bpf_uprobe_opts, opts);
+    opts.bpf_cookie = cookies[i];
+    opts.retprobe = retprobe;
+    bpf_link* link = bpf_program__attach_uprobe_opts(program, -1, path.c_str(), offsets[i], &opts);
+    if (link == nullptr) {
+      Status status = failure(symbols[i], errno);
+      if (status.code() == StatusCode::kPermissionDenied) return status;
+      notes->push_back(status.message());
+      continue;
+    }
+    links->emplace_back(link);
+    *count += 1;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status CudaSource::AttachLibrary(const CudaLibrary& library) {
   struct stat st;
   if (stat(library.path.c_str(), &st) != 0) {
@@ -330,61 +391,23 @@ Status CudaSource::AttachLibrary(const CudaLibrary& library) {
     AddNote(std::string("cuda: launches through ") + p.symbol + " (" + p.what +
             ") are not seen: " + library.path);
   }
-  auto failure = [&](const char* symbol, bool retprobe, int err) {
-    return Status(err == EPERM || err == EACCES ? StatusCode::kPermissionDenied
-                                                : StatusCode::kFailedPrecondition,
-                  std::string("attach ") + (retprobe ? "uretprobe " : "uprobe ") + symbol +
-                      " in " + library.path + ": " + std::strerror(err) + PrivilegeHint(err));
-  };
+  std::vector<std::string> notes;
   for (const Group& group : groups) {
     if (group.offsets.empty()) continue;
-    // A runtime library's launch probes go to their own links: they may be detached later.
-    bool runtime_launches =
-        library.kind == CudaLibKind::kRuntime && group.program == skel->progs.gw_cuda_launch;
-    std::vector<ScopedFd>& fds =
-        runtime_launches ? attached->launch_multi_links : attached->multi_links;
-    std::vector<ScopedLink>& links = runtime_launches ? attached->launch_links : attached->links;
-    size_t& count = runtime_launches ? attached->launch_probes : attached->probes;
-    if (multi_links_) {
-      int prog_fd = bpf_program__fd(group.program);
-      int fd = CreateUprobeMultiLink(prog_fd, library.path, group.offsets, group.cookies,
-                                     group.retprobe);
-      if (fd >= 0) {
-        fds.emplace_back(fd);
-        count += group.offsets.size();
-        continue;
-      }
-      // One bad offset fails the whole link: attach one by one to find it and keep the rest.
-      for (size_t i = 0; i < group.offsets.size(); ++i) {
-        fd = CreateUprobeMultiLink(prog_fd, library.path, {group.offsets[i]},
-                                   {group.cookies[i]}, group.retprobe);
-        if (fd < 0) {
-          Status status = failure(group.symbols[i], group.retprobe, -fd);
-          if (status.code() == StatusCode::kPermissionDenied) return status;
-          AddNote(status.message());
-          continue;
-        }
-        fds.emplace_back(fd);
-        count += 1;
-      }
+    if (group.program == skel->progs.gw_cuda_launch) {
+      // The launch probes go to their own links: the duty cycle attaches and detaches them.
+      attached->launch_offsets = group.offsets;
+      attached->launch_cookies = group.cookies;
+      attached->launch_symbols = group.symbols;
+      if (launches_on_) RETURN_IF_ERROR(AttachLaunchProbes(*attached, &notes));
       continue;
     }
-    for (size_t i = 0; i < group.offsets.size(); ++i) {
-      LIBBPF_OPTS(bpf_uprobe_opts, opts);
-      opts.bpf_cookie = group.cookies[i];
-      opts.retprobe = group.retprobe;
-      bpf_link* link = bpf_program__attach_uprobe_opts(group.program, -1, library.path.c_str(),
-                                                       group.offsets[i], &opts);
-      if (link == nullptr) {
-        Status status = failure(group.symbols[i], group.retprobe, errno);
-        if (status.code() == StatusCode::kPermissionDenied) return status;
-        AddNote(status.message());
-        continue;
-      }
-      links.emplace_back(link);
-      count += 1;
-    }
+    RETURN_IF_ERROR(AttachGroup(multi_links_, group.program, group.retprobe, library.path,
+                                group.offsets,
+                                group.cookies, group.symbols, &attached->multi_links,
+                                &attached->links, &attached->probes, &notes));
   }
+  for (std::string& n : notes) AddNote(std::move(n));
   size_t probes = attached->probes + attached->launch_probes;
   std::string note = "cuda: attached " + std::to_string(probes) + " probes to " +
                      library.path +
@@ -397,6 +420,44 @@ Status CudaSource::AttachLibrary(const CudaLibrary& library) {
   std::lock_guard<std::mutex> lock(attach_mu_);
   libraries_.push_back(std::move(attached));
   return Status::Ok();
+}
+
+Status CudaSource::AttachLaunchProbes(AttachedLibrary& library,
+                                      std::vector<std::string>* notes) {
+  if (library.launches_retired || library.launch_probes > 0 || library.launch_offsets.empty()) {
+    return Status::Ok();
+  }
+  return AttachGroup(multi_links_, skel_.get()->progs.gw_cuda_launch, false, library.library.path,
+                     library.launch_offsets, library.launch_cookies, library.launch_symbols,
+                     &library.launch_multi_links, &library.launch_links, &library.launch_probes,
+                     notes);
+}
+
+void CudaSource::DetachLaunchProbes(AttachedLibrary& library) {
+  library.launch_multi_links.clear();  // closing the links removes the probes
+  library.launch_links.clear();
+  library.launch_probes = 0;
+}
+
+// The launch duty cycle: launch probes attached in session seconds s with s % duty == 0 only.
+// Detached before the second's counts are flushed, attached after, so each flushed second holds
+// the launches of one counting second.
+bool CudaSource::LaunchSecond(int64_t sec) const {
+  return options_.launch_duty <= 1 || sec % static_cast<int64_t>(options_.launch_duty) == 0;
+}
+
+void CudaSource::SetLaunchProbes(bool on) {
+  std::lock_guard<std::mutex> lock(attach_mu_);
+  if (on == launches_on_) return;
+  launches_on_ = on;
+  for (auto& library : libraries_) {
+    if (!on) {
+      DetachLaunchProbes(*library);
+      continue;
+    }
+    Status status = AttachLaunchProbes(*library, &notes_);
+    if (!status.ok()) notes_.push_back(status.message());
+  }
 }
 
 std::vector<CudaLibrary> CudaSource::Libraries() const {
@@ -457,8 +518,11 @@ void CudaSource::DetachNestedRuntimeLaunches() {
   {
     std::lock_guard<std::mutex> lock(attach_mu_);
     bool any = false;
-    for (const auto& library : libraries_) any |= library->launch_probes > 0;
-    if (!any) return;  // nothing attached that could be detached
+    for (const auto& library : libraries_) {
+      any |= library->library.kind == CudaLibKind::kRuntime && !library->launches_retired &&
+             !library->launch_offsets.empty();
+    }
+    if (!any) return;  // no runtime launch probe attached that could be retired
   }
   int cpus = libbpf_num_possible_cpus();
   if (cpus <= 0) return;
@@ -481,11 +545,10 @@ void CudaSource::DetachNestedRuntimeLaunches() {
   size_t detached = 0;
   std::lock_guard<std::mutex> lock(attach_mu_);
   for (auto& library : libraries_) {
-    if (library->launch_probes == 0) continue;
-    detached += library->launch_probes;
-    library->launch_multi_links.clear();
-    library->launch_links.clear();
-    library->launch_probes = 0;
+    if (library->library.kind != CudaLibKind::kRuntime || library->launches_retired) continue;
+    detached += std::max<size_t>(library->launch_probes, 1);
+    DetachLaunchProbes(*library);
+    library->launches_retired = true;
   }
   if (detached == 0) return;
   runtime_launches_detached_ = true;
@@ -530,8 +593,11 @@ int64_t CudaSource::Poll() {
   FlushEvents();
   int64_t now_sec = context_.clock.ToSession(static_cast<uint64_t>(MonotonicNs())) / 1000000000;
   if (now_sec > current_sec_ || stop_flush_pending_) {
+    bool next_on = LaunchSecond(now_sec) && !stopped_;
+    if (!next_on) SetLaunchProbes(false);  // before the flush: nothing counted after it
     FlushLaunchCounts(current_sec_);
     if (options_.detach_nested_runtime_launches) DetachNestedRuntimeLaunches();
+    if (next_on) SetLaunchProbes(true);
     current_sec_ = now_sec;
     stop_flush_pending_ = false;
     if (++polls_since_gc_ >= 10) {

@@ -60,6 +60,11 @@ struct CudaSourceOptions {
   // to 1 in 1,000), detach the runtime launch probes: launches are then counted at the driver
   // alone, one probe hit per launch instead of two. Libraries attached later are checked anew.
   bool detach_nested_runtime_launches = true;
+  // Launch duty cycle: the launch probes are attached in one session second of every
+  // `launch_duty` (seconds s with s % launch_duty == 0) and launches are counted then only, so
+  // a launch-heavy job pays for one probe hit per launch a 1/launch_duty share of the time.
+  // sessions.launch_duty tells readers to scale. 1: every second (exact counts).
+  uint32_t launch_duty = 1;
 };
 
 // A launch entry point a CUDA library may export that gpuwhy does not probe: launches made
@@ -125,6 +130,10 @@ class CudaSource : public Source {
   std::string HostStubName(uint32_t tgid, uint64_t handle);
   void ForgetExitedProcesses();
   void DetachNestedRuntimeLaunches();
+  Status AttachLaunchProbes(AttachedLibrary& library, std::vector<std::string>* notes);
+  static void DetachLaunchProbes(AttachedLibrary& library);
+  bool LaunchSecond(int64_t sec) const;
+  void SetLaunchProbes(bool on);  // attach_mu_ not held
   static constexpr uint64_t kNestingProofLaunches = 2000;
 
   CudaSourceOptions options_;
@@ -153,6 +162,7 @@ class CudaSource : public Source {
   DriverObjectNames driver_names_;            // CUfunction / CUkernel → the driver's name
   uint64_t nesting_seen_[2] = {0, 0};         // launch_nesting totals already judged
   std::atomic<bool> runtime_launches_detached_{false};
+  std::atomic<bool> launches_on_{true};  // launch probes attached in this second
 };
 
 }  // namespace gw

@@ -618,6 +618,52 @@ TEST_F(CudaSourceTest, LaunchesStayExactWhenRuntimeLaunchProbesAreDetached) {
   EXPECT_GT(driver_counted, 0);   // after it
 }
 
+// --launch-duty 2: the launch probes are attached in even session seconds only. Trigger: a
+// launch-heavy loop for 4 s. Capture: the counts. Assert: every count belongs to an even second,
+// and about half the launches made were counted (so 2 × the count estimates them).
+TEST_F(CudaSourceTest, LaunchDutyCountsOnlyInItsCountingSeconds) {
+  const std::string sim = GW_SIM_DIR;
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("gw_duty_counts_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  CudaSourceOptions options = SimOptions();
+  options.launch_duty = 2;
+  auto source = CudaSource::Create(options);
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  CollectingSink sink;
+  ASSERT_TRUE((*source)->Start(TestContext(&sink, -1)).ok());
+
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("GWSIM_CALL_COUNTS_DIR", dir.c_str(), 1);
+    std::string bin = sim + "/bin/gw_train_loop";
+    execl(bin.c_str(), bin.c_str(), "--duration", "4", "--workers", "1", "--kernels-per-step",
+          "64", "--kernel-us", "1", "--batch-cpu-ms", "0", nullptr);
+    _exit(127);
+  }
+  int status = DrainUntilExit(**source, pid, 5);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  (*source)->Stop();
+  (*source)->Poll();
+
+  std::string suffix = "." + std::to_string(pid) + ".counts";
+  auto driver = ReadCallCounts((dir / ("libcuda" + suffix)).string());
+  std::filesystem::remove_all(dir);
+  int64_t made = driver["cuLaunchKernel"] + driver["cuLaunchKernelEx"];
+  ASSERT_GT(made, 10000);
+  int64_t counted = 0;
+  std::set<int64_t> seconds;
+  for (const OpCount& c : sink.Counts()) {
+    if (c.pid != pid || !IsKernelLaunch(c.op)) continue;
+    counted += c.count;
+    seconds.insert(c.sec);
+    EXPECT_EQ(c.sec % 2, 0) << c.count << " launches counted in odd second " << c.sec;
+  }
+  EXPECT_GE(seconds.size(), 2u);
+  EXPECT_GT(counted, made / 4) << "counted " << counted << " of " << made;
+  EXPECT_LT(counted, made * 4 / 5) << "counted " << counted << " of " << made;
+}
+
 }  // namespace
 }  // namespace gw
 #endif  // GW_SIM_DIR
