@@ -401,8 +401,18 @@ void Tracer::OnProcess(const ProcessInfo& process) {
 }
 
 void Tracer::OnOpCounts(const std::vector<OpCount>& counts) {
-  live_.AddOpCounts(counts);
-  if (options_.observer) options_.observer->OnOpCounts(counts);
+  // Launches counted one second in N: the live view and live metrics get the estimate, N × the
+  // count (the database keeps what was counted; sessions.launch_duty says how to scale it).
+  std::vector<OpCount> estimated;
+  if (options_.launch_duty > 1) {
+    estimated = counts;
+    for (OpCount& c : estimated) {
+      if (IsLaunch(c.op)) c.count *= static_cast<int64_t>(options_.launch_duty);
+    }
+  }
+  const std::vector<OpCount>& live = options_.launch_duty > 1 ? estimated : counts;
+  live_.AddOpCounts(live);
+  if (options_.observer) options_.observer->OnOpCounts(live);
   if (writer_) writer_->AppendOpCounts(counts);
   if (options_.json && options_.json_out) {
     for (const OpCount& c : counts) {

@@ -131,7 +131,8 @@ StatusOr<ImportResult> ImportRemoteSession(const ClickHouseClient& client,
                    "argMax(gpu_model, batch), argMax(gpu_driver, batch), argMax(version, batch), "
                    "argMax(command_line, batch), argMax(tracer_pid, batch), "
                    "argMax(wall_stop_ns, batch), argMax(events, batch), argMax(drops, batch), "
-                   "argMax(drops_detail, batch) FROM " + db + ".gw_sessions WHERE node = " +
+                   "argMax(drops_detail, batch), argMax(launch_duty, batch) FROM " + db +
+                   ".gw_sessions WHERE node = " +
                    ClickHouseQuote(pick->node) + " AND spool = " + std::to_string(pick->spool) +
                    " AND id = " + std::to_string(pick->id) + " FORMAT TabSeparated"));
   std::vector<TsvRow> srows = ParseTsv(srow);
@@ -154,6 +155,9 @@ StatusOr<ImportResult> ImportRemoteSession(const ClickHouseClient& client,
   // lives only as long as the command that reads it.
   int64_t tracer_pid = Int(s, 12);
   info.tracer_pid = tracer_pid == kNull ? 0 : static_cast<int32_t>(tracer_pid);
+  // Launches counted one second in N on the node: the replay scales them the same way.
+  int64_t duty = Int(s, 17);
+  info.launch_duty = duty == kNull || duty < 1 ? 1 : static_cast<int32_t>(duty);
 
   ASSIGN_OR_RETURN(std::unique_ptr<StoreWriter> writer, StoreWriter::Create(db_path, {}));
   ASSIGN_OR_RETURN(int64_t local_session, writer->BeginSession(info));

@@ -94,8 +94,15 @@ class Exporter {
         Arg::Str("drops_detail", session_.drops_detail.empty() ? "{}" : session_.drops_detail),
         Arg::Int("rows_in_window", session_.rows_in_window),
         Arg::Str("launches",
-                 "launch rows are sampled (about 1 in 32 calls carries a row); the CUDA "
-                 "launches/s counters count every call (op_seconds)"),
+                 session_.launch_duty > 1
+                     ? "launch rows are sampled (about 1 in 32 calls carries a row); launches "
+                       "were counted in 1 s of every " +
+                           std::to_string(session_.launch_duty) +
+                           " (trace --launch-duty): each CUDA launches/s value is a counted "
+                           "second, held until the next"
+                     : std::string("launch rows are sampled (about 1 in 32 calls carries a "
+                                   "row); the CUDA launches/s counters count every call "
+                                   "(op_seconds)")),
         Arg::Str("recorded_by", session_.gpuwhy_version),
     };
     if (!notes.empty()) args.push_back(Arg::Str("explain_notes", Join(notes)));

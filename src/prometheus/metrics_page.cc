@@ -117,7 +117,8 @@ std::string RenderMetricsPage(const MetricsSnapshot& s, const AnalysisState& a,
     }
   }
   w.Family("gpuwhy_kernel_launches_total", Type::kCounter,
-           "Kernel launches (every launch op; each launch counted once).");
+           "Kernel launches (every launch op; each launch counted once; estimated as N x the "
+           "count when trace --launch-duty N counts one second in N).");
   for (const ProcessMetrics& m : s.processes) {
     if (!HasCuda(m)) continue;
     int64_t launches = 0;

@@ -7,11 +7,6 @@
 
 namespace gw {
 
-namespace {
-
-
-}  // namespace
-
 StatusOr<ExportSession> ReadExportSession(StoreReader& reader, const SessionWindow& window) {
   ExportSession x;
   x.session = window.session;
@@ -28,6 +23,12 @@ StatusOr<ExportSession> ReadExportSession(StoreReader& reader, const SessionWind
         x.drops_detail = ColText(s, 4);
         x.gpuwhy_version = ColText(s, 5);
       }));
+  ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
+  if (version >= 6) {
+    RETURN_IF_ERROR(reader.ForEach(
+        "SELECT COALESCE(launch_duty, 1) FROM sessions WHERE id = ?1", {window.session},
+        [&](sqlite3_stmt* s) { x.launch_duty = std::max<int64_t>(1, sqlite3_column_int64(s, 0)); }));
+  }
   if (!found) {
     return NotFound("session " + std::to_string(window.session) + " is not in " + reader.path());
   }

@@ -48,6 +48,7 @@ struct ExportSession {
   int64_t drops = 0;
   std::string drops_detail;  // JSON object, "" when none
   std::string gpuwhy_version;
+  int64_t launch_duty = 1;  // sessions.launch_duty: launches counted one second in N
   std::map<int32_t, ProcessRecord> processes;  // every process of the session
   int64_t rows_in_window = 0;                  // event_rows in [begin, end)
   // op_seconds of the window's seconds: launches (cudaLaunchKernel*, cuLaunchKernel*,

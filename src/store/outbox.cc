@@ -2,6 +2,7 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cinttypes>
 #include <cmath>
@@ -222,7 +223,8 @@ std::string OutboxEncoder::Stack(int64_t id, int32_t pid, const std::string& loc
 }
 
 // id, kind, wall_start_ns, mono_start_ns, host, kernel, cpu_model, cores, mem_bytes, gpu_model,
-// gpu_driver, version, command_line, tracer_pid, wall_stop_ns, events, drops, drops_detail
+// gpu_driver, version, command_line, tracer_pid, wall_stop_ns, events, drops, drops_detail,
+// launch_duty
 std::string OutboxEncoder::Session(const SessionInfo& info, const SessionTotals* totals) const {
   std::string out;
   TsvInt(out, session_); Tab(out);
@@ -244,6 +246,8 @@ std::string OutboxEncoder::Session(const SessionInfo& info, const SessionTotals*
   TsvInt(out, totals ? totals->drops : kNull); Tab(out);
   if (totals) TsvText(out, totals->drops_detail.empty() ? "{}" : totals->drops_detail);
   else out += "\\N";
+  Tab(out);
+  TsvInt(out, std::max<int32_t>(1, info.launch_duty));
   out += '\n';
   return out;
 }
