@@ -2,7 +2,8 @@
 //
 // Loads NVML the way `gpuwhy trace` does (NvmlLibrary: dlopen, nvmlInit), then calls each entry
 // point the sampler uses --calls times on GPU 0 and prints, per call, the calling thread's CPU
-// time (CLOCK_THREAD_CPUTIME_ID) and the wall time, mean per call. Calls are spaced --gap-us
+// time (CLOCK_THREAD_CPUTIME_ID) and the wall time, mean per call. The GPM metrics row is a
+// sample get plus the metrics computation, as the sampler makes them each round. Calls are spaced --gap-us
 // apart, as a sampler's are. The whole process's CPU (getrusage) is printed too: NVML may do
 // work on threads of its own.
 //
@@ -107,16 +108,35 @@ int main(int argc, char** argv) {
                        return n.device_get_process_utilization(dev, nullptr, &count, 0);
                      }});
   }
-  nvmlGpmSample_t sample = nullptr;
+  nvmlGpmSample_t sample = nullptr, older = nullptr;
   bool gpm = false;
   if (n.HasGpm()) {
     nvmlGpmSupport_t support{};
     support.version = GW_NVML_GPM_SUPPORT_VERSION;
     gpm = n.gpm_query_device_support(dev, &support) == NVML_SUCCESS &&
-          support.isSupportedDevice != 0 && n.gpm_sample_alloc(&sample) == NVML_SUCCESS;
+          support.isSupportedDevice != 0 && n.gpm_sample_alloc(&sample) == NVML_SUCCESS &&
+          n.gpm_sample_alloc(&older) == NVML_SUCCESS;
   }
+  static nvmlGpmMetricsGet_t get;  // ~13 KiB
   if (gpm) {
     cases.push_back({"nvmlGpmSampleGet", [&] { return n.gpm_sample_get(dev, sample); }});
+    // The sampler's metrics call: 4 metrics from the previous and the newest sample.
+    cases.push_back({"nvmlGpmMetricsGet (4 metrics)", [&] {
+                       std::swap(sample, older);
+                       nvmlReturn_t rc = n.gpm_sample_get(dev, sample);
+                       if (rc != NVML_SUCCESS) return rc;
+                       std::memset(&get, 0, sizeof get);
+                       get.version = GW_NVML_GPM_METRICS_GET_VERSION;
+                       get.numMetrics = 4;
+                       get.sample1 = older;
+                       get.sample2 = sample;
+                       get.metrics[0].metricId = NVML_GPM_METRIC_SM_UTIL;
+                       get.metrics[1].metricId = NVML_GPM_METRIC_SM_OCCUPANCY;
+                       get.metrics[2].metricId = NVML_GPM_METRIC_ANY_TENSOR_UTIL;
+                       get.metrics[3].metricId = NVML_GPM_METRIC_DRAM_BW_UTIL;
+                       return n.gpm_metrics_get(&get);
+                     }});
+    n.gpm_sample_get(dev, older);
   }
   std::printf("| call | calls | ok | thread CPU µs/call | wall µs/call | process CPU µs/call |\n");
   std::printf("|---|---|---|---|---|---|\n");
@@ -137,5 +157,6 @@ int main(int argc, char** argv) {
                 static_cast<double>(pcpu) / calls / 1e3);
   }
   if (sample) n.gpm_sample_free(sample);
+  if (older) n.gpm_sample_free(older);
   return 0;
 }

@@ -2,9 +2,11 @@
 
 One training process runs for the whole measurement and logs the end time of every step.
 Meanwhile this controller cycles through short phases — untraced, `gpuwhy trace`,
-`gpuwhy trace --stack`, and the bare mechanism (empty uprobe+uretprobe pairs on the same
+`gpuwhy trace --stack`, `gpuwhy trace --launch-duty 1` (gpuwhy_exact: every launch counted),
+and the bare mechanism (empty uprobe+uretprobe pairs on the same
 functions) — in rotating order. Each phase's throughput comes from the steps that ended inside
-it (after a settle period for attach/detach), and each traced phase is compared with the
+it (after a settle period for attach/detach; with the default launch duty cycle of 10 s, a
+measured part of 10 s holds exactly one counting second), and each traced phase is compared with the
 untraced phases on either side of it, so the loop's slow drift cancels out. Two metrics per
 phase: throughput (steps/s) and the main thread's CPU time per step (/proc/PID/schedstat, ns:
 the thread that makes the CUDA calls, so the one that pays for the probes). Each mode reports the mean loss over its phases with a 95% bootstrap
@@ -103,6 +105,8 @@ def start_mode(mode, args, pid, rt, drv, out, idx):
         cmd = [args.gpuwhy, "trace", "--quiet", "--db", os.path.join(out, f"phase{idx}.db")]
         if mode == "gpuwhy_stack":
             cmd.append("--stack")
+        if mode == "gpuwhy_exact":  # every launch counted (no launch duty cycle)
+            cmd += ["--launch-duty", "1"]
     log = open(os.path.join(out, f"phase{idx}_{mode}.log"), "w")
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
@@ -117,6 +121,8 @@ def main():
     p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--modes", default="untraced,gpuwhy,bare")
     p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--train-arg", action="append", default=[],
+                   help="passed on to torch_train.py (e.g. --train-arg=--d-model=2048)")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     modes = args.modes.split(",")
@@ -124,7 +130,8 @@ def main():
     # Each phase also waits for detach (1 s) and the tracer's exit; warm-up takes up to a minute.
     total = args.rounds * len(modes) * (args.phase + 3) + 120
     train = subprocess.Popen([sys.executable, os.path.join(HERE, "torch_train.py"), "--duration",
-                              str(total), "--log", steps_log, "--workers", str(args.workers)])
+                              str(total), "--log", steps_log, "--workers", str(args.workers)]
+                             + args.train_arg)
     # Warm up: wait for steady steps (CUDA context, cuBLAS handles, workers).
     while not os.path.exists(steps_log) or steps_between(steps_log, 0, 1 << 62) < 200:
         if train.poll() is not None:

@@ -290,7 +290,21 @@ StatusOr<TraceSummary> Tracer::Stop() {
   TraceSummary summary;
   summary.elapsed_ns = ElapsedNs();
   if (sampler_) sampler_->Stop();
-  if (gpu_sampler_) gpu_sampler_->Stop();
+  if (gpu_sampler_) {
+    gpu_sampler_->Stop();
+    if (int64_t n = gpu_sampler_->rounds(); n > 0) {
+      double per = static_cast<double>(gpu_sampler_->thread_cpu_ns()) / static_cast<double>(n);
+      double share = summary.elapsed_ns > 0 ? 100.0 * static_cast<double>(gpu_sampler_->thread_cpu_ns()) /
+                                                  static_cast<double>(summary.elapsed_ns)
+                                            : 0;
+      char line[160];
+      std::snprintf(line, sizeof line,
+                    "NVML sampler: %lld rounds, %.0f us of CPU each (%.2f%% of a core)",
+                    static_cast<long long>(n), per / 1e3, share);
+      std::lock_guard<std::mutex> lock(notes_mu_);
+      notes_.push_back(line);
+    }
+  }
   stop_drain_ = true;
   if (drain_.joinable()) drain_.join();
   if (stacks_) {

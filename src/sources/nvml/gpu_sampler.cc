@@ -239,6 +239,11 @@ void GpuSampler::Run() {
     processes.clear();
     SampleOnce(clock_ns_(), &samples, &processes);
     if (sink_) sink_(samples, processes);
+    ++rounds_;
+    timespec cpu;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0) {
+      thread_cpu_ns_ = static_cast<int64_t>(cpu.tv_sec) * 1'000'000'000 + cpu.tv_nsec;
+    }
     lock.lock();
     next += std::chrono::nanoseconds(options_.interval_ns);
     auto now = Clock::now();

@@ -6,6 +6,7 @@
 // previous sample. No BPF: NVML is a library call, loaded with dlopen (nvml_library.h).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -57,6 +58,10 @@ class GpuSampler {
 
   void Start(Sink sink);  // the sampling thread
   void Stop();            // joins it; idempotent
+  // After Stop: rounds taken and the sampling thread's CPU time (NVML's calls and the sink),
+  // what the sampler cost this process.
+  int64_t rounds() const { return rounds_; }
+  int64_t thread_cpu_ns() const { return thread_cpu_ns_; }
 
  private:
   struct Device {
@@ -85,6 +90,8 @@ class GpuSampler {
   std::condition_variable cv_;
   bool stop_ = false;
   std::thread thread_;
+  std::atomic<int64_t> rounds_{0};
+  std::atomic<int64_t> thread_cpu_ns_{0};
 };
 
 // Loads NVML and lists its GPUs with GPM support, for `gpuwhy check`.
