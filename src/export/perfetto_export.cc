@@ -1,6 +1,7 @@
 #include "export/perfetto_export.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <queue>
@@ -31,6 +32,7 @@ constexpr uint64_t kCpuGroupTrack = (4ULL << 56) | 0xffffffffULL;
 constexpr uint64_t kLaunchCounterTrack = 5ULL << 56;
 constexpr uint64_t kFindingsTrack = 6ULL << 56;
 constexpr uint64_t kNotesTrack = 7ULL << 56;
+constexpr uint64_t kGpuGroupTrack = 8ULL << 56;  // | gpu << 8 | metric (0: the GPU's group)
 
 uint64_t Id32(int64_t v) { return static_cast<uint64_t>(v) & 0xffffffffULL; }
 
@@ -496,11 +498,27 @@ class Exporter {
     }
     const int64_t first = window_.begin_ns / 1'000'000'000;
     const int64_t last = (window_.end_ns - 1) / 1'000'000'000;
+    const int64_t duty = std::max<int64_t>(1, session_.launch_duty);
     for (const auto& [pid, secs] : by_pid) {
       for (int64_t s = first; s <= last; ++s) {
+        // Launches counted one second in N: only the counting seconds have a value (held
+        // until the next); every second otherwise, 0 where none was counted.
+        if (s % duty != 0) continue;
         auto it = secs.find(s);
         int64_t ts = std::max(s * 1'000'000'000, window_.begin_ns);
-        counter_samples_.push_back({Wall(ts), pid, it == secs.end() ? 0 : it->second});
+        counter_samples_.push_back({Wall(ts), pid, -1, 0, it == secs.end() ? 0 : it->second});
+      }
+    }
+    // NVML: per GPU, utilization (what nvidia-smi shows) and, with GPM, SM activity and
+    // occupancy, in whole percent.
+    for (const GpuSample& g : session_.gpu_samples) {
+      uint64_t ts = Wall(g.ts_ns);
+      if (g.util_pct != kNull) counter_samples_.push_back({ts, 0, g.gpu, 1, g.util_pct});
+      if (g.sm_active_pct >= 0) {
+        counter_samples_.push_back({ts, 0, g.gpu, 2, std::llround(g.sm_active_pct)});
+      }
+      if (g.sm_occupancy_pct >= 0) {
+        counter_samples_.push_back({ts, 0, g.gpu, 3, std::llround(g.sm_occupancy_pct)});
       }
     }
     std::stable_sort(counter_samples_.begin(), counter_samples_.end(),
@@ -510,20 +528,43 @@ class Exporter {
   void EmitCountersBefore(uint64_t ts) {
     while (next_counter_ < counter_samples_.size() && counter_samples_[next_counter_].ts < ts) {
       const CounterSample& c = counter_samples_[next_counter_++];
-      EnsureProcess(c.pid);
-      uint64_t track = kLaunchCounterTrack | Id32(c.pid);
-      if (counter_tracks_.insert(c.pid).second) {
-        EmitTrack(
-            perfetto::CounterTrackPacket(track, kProcessTrack | Id32(c.pid), "CUDA launches/s"));
+      uint64_t track = 0;
+      if (c.gpu < 0) {
+        EnsureProcess(c.pid);
+        track = kLaunchCounterTrack | Id32(c.pid);
+        if (counter_tracks_.insert(track).second) {
+          EmitTrack(perfetto::CounterTrackPacket(track, kProcessTrack | Id32(c.pid),
+                                                 "CUDA launches/s"));
+        }
+      } else {
+        uint64_t group = kGpuGroupTrack | (static_cast<uint64_t>(Id32(c.gpu)) << 8);
+        if (counter_tracks_.insert(group).second) {
+          EmitTrack(perfetto::TrackPacket(group, 0, GpuName(c.gpu)));
+        }
+        static constexpr const char* kNames[] = {"", "NVML utilization % (nvidia-smi)",
+                                                 "SM active % (GPM)", "SM occupancy % (GPM)"};
+        track = group | static_cast<uint64_t>(c.metric);
+        if (counter_tracks_.insert(track).second) {
+          EmitTrack(perfetto::CounterTrackPacket(track, group, kNames[c.metric]));
+        }
       }
       Schedule(c.ts, 1, perfetto::CounterPacket(c.ts, track, c.value));
       ++sum_->counter_values;
     }
   }
 
+  std::string GpuName(int32_t gpu) const {
+    for (const GpuDevice& d : session_.gpu_devices) {
+      if (d.gpu == gpu && !d.name.empty()) return "GPU " + std::to_string(gpu) + " (" + d.name + ")";
+    }
+    return "GPU " + std::to_string(gpu);
+  }
+
   struct CounterSample {
     uint64_t ts;
-    int32_t pid;
+    int32_t pid;     // launches/s of this process (gpu < 0)
+    int32_t gpu;     // else an NVML counter of this GPU
+    int metric;      // 1 utilization, 2 SM active, 3 SM occupancy
     int64_t value;
   };
 
@@ -537,7 +578,7 @@ class Exporter {
   std::unordered_map<int32_t, ThreadState> threads_;
   std::map<int64_t, uint64_t> cpu_busy_until_;
   bool cpu_group_ = false;
-  std::set<int32_t> counter_tracks_;
+  std::set<uint64_t> counter_tracks_;
   std::vector<CounterSample> counter_samples_;
   size_t next_counter_ = 0;
   std::vector<std::pair<uint64_t, int32_t>> exits_;  // (wall ns, pid), by time

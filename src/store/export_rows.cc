@@ -24,6 +24,10 @@ StatusOr<ExportSession> ReadExportSession(StoreReader& reader, const SessionWind
         x.gpuwhy_version = ColText(s, 5);
       }));
   ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
+  if (version >= 4) {
+    RETURN_IF_ERROR(ReadGpuSamples(reader, window.session, window.begin_ns, window.end_ns,
+                                   &x.gpu_devices, &x.gpu_samples));
+  }
   if (version >= 6) {
     RETURN_IF_ERROR(reader.ForEach(
         "SELECT COALESCE(launch_duty, 1) FROM sessions WHERE id = ?1", {window.session},

@@ -54,6 +54,9 @@ struct ExportSession {
   // op_seconds of the window's seconds: launches (cudaLaunchKernel*, cuLaunchKernel*,
   // cudaGraphLaunch) per (sec, pid), counted-only launches included; by sec, then pid.
   std::vector<OpSecondRow> launch_seconds;
+  // NVML samples of the window (schema 4; empty without them), by ts then gpu.
+  std::vector<GpuDevice> gpu_devices;
+  std::vector<GpuSample> gpu_samples;
   // CUDA calls (every op below 200) per pid over the window, from op_seconds.
   std::map<int32_t, int64_t> cuda_calls;
 };

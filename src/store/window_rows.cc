@@ -98,6 +98,44 @@ StatusOr<KernelLaunches> ReadKernelLaunches(StoreReader& reader, const SessionWi
   return k;
 }
 
+Status ReadGpuSamples(StoreReader& reader, int64_t session, int64_t begin_ns, int64_t end_ns,
+                      std::vector<GpuDevice>* devices, std::vector<GpuSample>* samples) {
+  RETURN_IF_ERROR(reader.ForEach(
+      "SELECT gpu, COALESCE(name, ''), gpm_supported FROM gpu_devices WHERE session = ?1 "
+      "ORDER BY gpu",
+      {session}, [&](sqlite3_stmt* s) {
+        GpuDevice d;
+        d.gpu = static_cast<int32_t>(sqlite3_column_int64(s, 0));
+        d.name = ColText(s, 1);
+        d.gpm_supported = sqlite3_column_int64(s, 2) != 0;
+        devices->push_back(std::move(d));
+      }));
+  auto opt_pct = [](sqlite3_stmt* s, int i) {
+    return sqlite3_column_type(s, i) == SQLITE_NULL ? -1.0 : sqlite3_column_double(s, i);
+  };
+  return reader.ForEach(
+      "SELECT ts, gpu, util_pct, mem_util_pct, sm_active_pct, sm_occupancy_pct, "
+      "tensor_active_pct, dram_bw_pct, sm_clock_mhz, power_mw, throttle_reasons, "
+      "mem_used_bytes FROM gpu_samples WHERE session = ?1 AND ts >= ?2 AND ts < ?3 "
+      "ORDER BY ts, gpu",
+      {session, begin_ns, end_ns}, [&](sqlite3_stmt* s) {
+        GpuSample x;
+        x.ts_ns = sqlite3_column_int64(s, 0);
+        x.gpu = static_cast<int32_t>(sqlite3_column_int64(s, 1));
+        x.util_pct = ColInt(s, 2);
+        x.mem_util_pct = ColInt(s, 3);
+        x.sm_active_pct = opt_pct(s, 4);
+        x.sm_occupancy_pct = opt_pct(s, 5);
+        x.tensor_active_pct = opt_pct(s, 6);
+        x.dram_bw_pct = opt_pct(s, 7);
+        x.sm_clock_mhz = ColInt(s, 8);
+        x.power_mw = ColInt(s, 9);
+        x.throttle_reasons = ColInt(s, 10);
+        x.mem_used_bytes = ColInt(s, 11);
+        samples->push_back(x);
+      });
+}
+
 StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& window,
                                     const WindowRowsOptions& options) {
   WindowRows w;
@@ -253,40 +291,8 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
   }
 
   if (version >= 4) {
-    RETURN_IF_ERROR(reader.ForEach(
-        "SELECT gpu, COALESCE(name, ''), gpm_supported FROM gpu_devices WHERE session = ?1 "
-        "ORDER BY gpu",
-        {session}, [&](sqlite3_stmt* s) {
-          GpuDevice d;
-          d.gpu = static_cast<int32_t>(sqlite3_column_int64(s, 0));
-          d.name = ColText(s, 1);
-          d.gpm_supported = sqlite3_column_int64(s, 2) != 0;
-          w.gpu_devices.push_back(std::move(d));
-        }));
-    auto opt_pct = [](sqlite3_stmt* s, int i) {
-      return sqlite3_column_type(s, i) == SQLITE_NULL ? -1.0 : sqlite3_column_double(s, i);
-    };
-    RETURN_IF_ERROR(reader.ForEach(
-        "SELECT ts, gpu, util_pct, mem_util_pct, sm_active_pct, sm_occupancy_pct, "
-        "tensor_active_pct, dram_bw_pct, sm_clock_mhz, power_mw, throttle_reasons, "
-        "mem_used_bytes FROM gpu_samples WHERE session = ?1 AND ts >= ?2 AND ts < ?3 "
-        "ORDER BY ts, gpu",
-        range, [&](sqlite3_stmt* s) {
-          GpuSample x;
-          x.ts_ns = sqlite3_column_int64(s, 0);
-          x.gpu = static_cast<int32_t>(sqlite3_column_int64(s, 1));
-          x.util_pct = ColInt(s, 2);
-          x.mem_util_pct = ColInt(s, 3);
-          x.sm_active_pct = opt_pct(s, 4);
-          x.sm_occupancy_pct = opt_pct(s, 5);
-          x.tensor_active_pct = opt_pct(s, 6);
-          x.dram_bw_pct = opt_pct(s, 7);
-          x.sm_clock_mhz = ColInt(s, 8);
-          x.power_mw = ColInt(s, 9);
-          x.throttle_reasons = ColInt(s, 10);
-          x.mem_used_bytes = ColInt(s, 11);
-          w.gpu_samples.push_back(x);
-        }));
+    RETURN_IF_ERROR(ReadGpuSamples(reader, session, window.begin_ns, window.end_ns,
+                                   &w.gpu_devices, &w.gpu_samples));
   }
 
   ASSIGN_OR_RETURN(w.events_in_window,

@@ -139,6 +139,10 @@ struct WindowRows {
 StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& window,
                                     const WindowRowsOptions& options);
 
+// The session's GPUs and their NVML samples in [begin_ns, end_ns), by ts then gpu (schema 4).
+Status ReadGpuSamples(StoreReader& reader, int64_t session, int64_t begin_ns, int64_t end_ns,
+                      std::vector<GpuDevice>* devices, std::vector<GpuSample>* samples);
+
 // Launches per (pid, op, kernel) over the window, most launched first, at most max_rows, of one
 // process (pid > 0) or all (0); and
 // whether the session counted each launch once (sessions.launches_once).

@@ -102,7 +102,7 @@ python3 -c "import sys; h, s = float('$healthy'), float('$starved'); sys.exit(0 
 if grep -q "DataLoader\|dataloader" "$WORK/starved.txt"; then
   # Starved for the whole recording: either a comparison with an unaffected stretch or the
   # statement that there is none — never an idle figure from starved samples.
-  grep -qE "GPU 0 SM active [0-9]+% while the main thread waited for batches .*(vs [0-9]+% in the quietest samples|no unaffected stretch)" \
+  grep -qE "GPU 0 SM active [0-9]+% while the main thread waited for workers computing batches .*(vs [0-9]+% in the quietest samples|no unaffected stretch)" \
     "$WORK/starved.txt" && pass "the starvation finding quotes SM activity while it waited" \
     || fail "no GPU effect line: $(grep -A8 '^\[' "$WORK/starved.txt" | head -20)"
 else
@@ -119,6 +119,26 @@ assert "gpu_util_pct" in rows, rows.keys()
 assert sm["after"] < sm["before"] and sm["verdict"] == "worse", sm
 ' "$WORK/diff.json" && pass "diff: GPU rows, SM active lower and worse when starved" \
   || fail "diff GPU rows: $(head -c 600 "$WORK/diff.json") $(cat "$WORK/diff.err")"
+
+# Perfetto: the GPU's NVML samples as counters under a GPU track, one value per sample row.
+"$GPUWHY" export --format perfetto -o "$WORK/healthy.pftrace" --db "$WORK/healthy.db" \
+  2> "$WORK/export.err" || fail "export perfetto: $(cat "$WORK/export.err")"
+python3 "$(dirname "$0")/../export/perfetto_decode.py" "$WORK/healthy.pftrace" > "$WORK/pf.json"
+# (the whole session's window starts at its first event row: a sample taken before it is outside)
+want=$(q "$WORK/healthy.db" "SELECT COUNT(util_pct) || ',' || COUNT(sm_active_pct) || ',' || COUNT(sm_occupancy_pct) FROM gpu_samples WHERE ts >= (SELECT MIN(ts) FROM event_rows)" | tr -d '"')
+got=$(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+t, per = d["tracks"], d["per_track"]
+n = lambda name: sum(per.get(u, {}).get("counters", 0) for u, x in t.items()
+                     if x["kind"] == "counter" and x["name"] == name
+                     and t.get(x["parent"], {}).get("name", "").startswith("GPU 0"))
+print("%d,%d,%d" % (n("NVML utilization % (nvidia-smi)"), n("SM active % (GPM)"),
+                    n("SM occupancy % (GPM)")) if not d["problems"] else "problems")
+' "$WORK/pf.json")
+[ -n "$want" ] && [ "$got" = "$want" ] \
+  && pass "perfetto: GPU 0 counters (utilization, SM active, occupancy) = $got, as in gpu_samples" \
+  || fail "perfetto GPU counters: got $got, want $want"
 
 # ---- 3. off, and no NVML ----------------------------------------------------------------------
 "$GPUWHY" trace --quiet --db "$WORK/off.db" --gpu-interval 0 --nvml-lib "$NVML" -- \
