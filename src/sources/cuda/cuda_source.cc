@@ -595,7 +595,11 @@ int64_t CudaSource::Poll() {
   if (now_sec > current_sec_ || stop_flush_pending_) {
     bool next_on = LaunchSecond(now_sec) && !stopped_;
     if (!next_on) SetLaunchProbes(false);  // before the flush: nothing counted after it
-    FlushLaunchCounts(current_sec_);
+    // A detached probe can still fire for a moment (the kernel releases a closed link after a
+    // grace period): the launches it counts then belong to the counting second before, so
+    // every count lands in a counting second.
+    int64_t duty = std::max<int64_t>(1, options_.launch_duty);
+    FlushLaunchCounts(current_sec_ - ((current_sec_ % duty) + duty) % duty);
     if (options_.detach_nested_runtime_launches) DetachNestedRuntimeLaunches();
     if (next_on) SetLaunchProbes(true);
     current_sec_ = now_sec;
