@@ -279,19 +279,43 @@ int BPF_PROG(gw_sched_switch, bool preempt, struct task_struct *prev, struct tas
 // interrupt `current` is whichever task was interrupted, so a wake-up there is attributed to
 // "interrupt" (waker 0), not to that task. Per-CPU variables such as __preempt_count are not
 // reachable from BPF without CONFIG_KALLSYMS_ALL, which these kernels lack.
+//
+// An entry whose exit is never seen leaves the depth up for good: the programs attach one by one,
+// so an interrupt that starts between an entry program's attach and its exit program's is
+// counted in and never out, and from then on every wake-up on that CPU would read as an
+// interrupt's (seen on the H200: 70% of a job's wake-ups). So the depth carries the time of its
+// latest entry and is stale past GW_IRQ_STALE_NS: no interrupt handler, softirq round or hrtimer
+// callback runs that long (softirq processing yields to ksoftirqd after 2 ms).
+#define GW_IRQ_STALE_NS 20000000ULL
+struct irq_state {
+  __s32 depth;
+  __u32 pad;
+  __u64 entered_ns;  // latest entry
+};
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, 1);
   __type(key, __u32);
-  __type(value, __s32);
+  __type(value, struct irq_state);
 } irq_depth SEC(".maps");
 
 static __always_inline void irq_enter(int delta) {
   __u32 zero = 0;
-  __s32 *d = bpf_map_lookup_elem(&irq_depth, &zero);
-  if (!d) return;
-  __s32 v = *d + delta;
-  *d = v < 0 ? 0 : v;  // an exit seen without its entry (attached mid-interrupt)
+  struct irq_state *s = bpf_map_lookup_elem(&irq_depth, &zero);
+  if (!s) return;
+  __u64 now = bpf_ktime_get_ns();
+  __s32 depth = s->depth;
+  if (depth > 0 && now - s->entered_ns > GW_IRQ_STALE_NS) depth = 0;  // an exit never seen
+  depth += delta;
+  s->depth = depth < 0 ? 0 : depth;  // an exit seen without its entry (attached mid-interrupt)
+  if (delta > 0) s->entered_ns = now;
+}
+
+// Whether this CPU is inside an interrupt now (a stale depth is not).
+static __always_inline bool in_interrupt_now(void) {
+  __u32 zero = 0;
+  struct irq_state *s = bpf_map_lookup_elem(&irq_depth, &zero);
+  return s && s->depth > 0 && bpf_ktime_get_ns() - s->entered_ns <= GW_IRQ_STALE_NS;
 }
 
 SEC("tp_btf/irq_handler_entry")
@@ -319,12 +343,10 @@ int BPF_PROG(gw_sched_waking, struct task_struct *p) {
   if (st->kind == GW_SWITCH_PREEMPTED) return 0;
   st->wake_ts = bpf_ktime_get_ns();
   st->woken = 1;
-  __u32 zero = 0;
-  __s32 *depth = bpf_map_lookup_elem(&irq_depth, &zero);
   __u64 id = bpf_get_current_pid_tgid();
   __u32 tid = (__u32)id;
   // The idle task only wakes others from interrupts it serves.
-  if ((depth && *depth > 0) || tid == 0) {
+  if (in_interrupt_now() || tid == 0) {
     st->waker_tgid = 0;
     st->waker_tid = 0;
   } else {

@@ -271,6 +271,10 @@ Status HostSource::Start(const SourceContext& context) {
 
 int HostSource::tracked_map_fd() const { return tracked_fd_; }
 
+int HostSource::irq_state_fd() const {
+  return skel_ ? bpf_map__fd(skel_.get()->maps.irq_depth) : -1;
+}
+
 std::map<int32_t, int32_t> HostSource::ParentMap() const {
   std::map<int32_t, int32_t> parent;
   for (int32_t pid : ListPids(options_.proc_root)) parent[pid] = ReadPpid(options_.proc_root, pid);

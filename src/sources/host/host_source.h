@@ -70,6 +70,9 @@ class HostSource : public Source, private HostRecordContext {
   std::vector<int32_t> TrackedPids() const override;
   // Competitors currently in the LRU map.
   std::vector<int32_t> CompetitorPids() const;
+  // The per-CPU interrupt nesting state (host.bpf.c irq_depth), valid after Start; tests set it
+  // to reproduce an interrupt exit the programs never saw.
+  int irq_state_fd() const;
 
   // Records the BPF side submitted to the ring buffer, and records this source decoded. After
   // Stop() and a final Poll() they are equal when nothing was lost.

@@ -3,6 +3,8 @@
 // (CI runs them as root).
 #include "sources/host/host_source.h"
 
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
@@ -262,6 +264,59 @@ TEST(HostSourceTest, BlockedRowsNameTheirWaker) {
   EXPECT_GE(timer_wakes, 8) << "usleep ends in a timer interrupt: waker 0";
   EXPECT_EQ(preempted_with_waker, 0) << "a preempted task was runnable, nobody woke it";
   EXPECT_EQ(cap.source().RecordsEmitted(), cap.source().RecordsConsumed());
+}
+
+// An interrupt entry whose exit was never seen (the entry program attached first, the interrupt
+// ended before its exit program was attached) must not make every later wake-up on that CPU
+// an interrupt's. Trigger: leave every CPU's depth at 1 with an old entry time, as such a missed
+// exit does, then ping-pong through a pipe. Assert: the reads still name the writer.
+TEST(HostSourceTest, AMissedInterruptExitDoesNotHideWakers) {
+  GW_REQUIRE_ROOT();
+  Capture cap;
+  {
+    Status started = cap.Start();
+    ASSERT_TRUE(started.ok()) << started.message();
+  }
+  int fd = cap.source().irq_state_fd();
+  ASSERT_GE(fd, 0);
+  struct IrqState {
+    int32_t depth;
+    uint32_t pad;
+    uint64_t entered_ns;
+  };
+  int cpus = libbpf_num_possible_cpus();
+  ASSERT_GT(cpus, 0);
+  std::vector<IrqState> stuck(static_cast<size_t>(cpus), IrqState{1, 0, 1});
+  uint32_t zero = 0;
+  ASSERT_EQ(bpf_map_update_elem(fd, &zero, stuck.data(), BPF_ANY), 0);
+  int go[2], data[2];
+  ASSERT_EQ(pipe(go), 0);
+  ASSERT_EQ(pipe(data), 0);
+  pid_t reader = ForkWaiting(go[0], [&] {
+    char c;
+    for (int i = 0; i < 10; ++i) {
+      if (read(data[0], &c, 1) != 1) return 1;
+    }
+    return 0;
+  });
+  pid_t writer = ForkWaiting(go[0], [&] {
+    for (int i = 0; i < 10; ++i) {
+      usleep(40'000);
+      if (write(data[1], "x", 1) != 1) return 1;
+    }
+    return 0;
+  });
+  ASSERT_TRUE(cap.source().Track(reader, GW_TRACKED_FILTER).ok());
+  ASSERT_TRUE(cap.source().Track(writer, GW_TRACKED_FILTER).ok());
+  ASSERT_EQ(write(go[1], "gg", 2), 2);
+  EXPECT_EQ(WaitExit(writer), 0);
+  EXPECT_EQ(WaitExit(reader), 0);
+  cap.Stop();
+  int pipe_wakes = 0;
+  for (const Event& e : cap.sink().EventsOf(Op::kSchedSwitch, reader)) {
+    if (e.waker_tid == writer && e.duration_ns >= 20'000'000) ++pipe_wakes;
+  }
+  EXPECT_GE(pipe_wakes, 8) << "reads woken by the writer's writes name the writer";
 }
 
 std::string MakeColdFile(size_t bytes) {
