@@ -270,7 +270,11 @@ StatusOr<HtmlReportSummary> WriteHtmlReport(StoreReader& reader, const HtmlRepor
   // Series colours are used nowhere else on the page (report_e2e counts their pixels).
   Series switches{"context switches " + per, "#3366cc", true, {}};
   Series sync{"sync latency, average (ms)", "#cc3311", false, {}};
-  Series calls{"CUDA calls per second", "#118844", false, {}};
+  Series calls{r.kernels.launch_duty > 1
+                   ? "CUDA calls per second (launches left out: counted 1 s in " +
+                         std::to_string(r.kernels.launch_duty) + ")"
+                   : std::string("CUDA calls per second"),
+               "#118844", false, {}};
   Series gpu{"GPU SM active (%) — NVML", "#7744aa", false, {}};
   bool any_gpu = false;
   for (const ActivityBucket& b : buckets) {

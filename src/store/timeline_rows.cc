@@ -6,6 +6,7 @@
 #include <string>
 
 #include "store/ops.h"
+#include "store/row_columns.h"
 
 namespace gw {
 
@@ -46,11 +47,22 @@ StatusOr<std::vector<ActivityBucket>> ReadActivityTimeline(StoreReader& reader,
         b->sync_max_ns = sqlite3_column_int64(s, 4);
       }));
   // op_seconds is per second: a bucket of whole seconds takes the seconds that start in it.
+  // Launches counted one second in N (sessions.launch_duty > 1) are left out: the seconds
+  // between counting seconds have none, which would read as drops in the series.
   const int64_t bucket_s = std::max<int64_t>(1, bucket_ns / 1'000'000'000);
+  ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
+  int64_t duty = 1;
+  if (version >= 6) {
+    RETURN_IF_ERROR(reader.ForEach("SELECT COALESCE(launch_duty, 1) FROM sessions WHERE id = ?1",
+                                   {window.session},
+                                   [&](sqlite3_stmt* s) { duty = sqlite3_column_int64(s, 0); }));
+  }
+  std::string no_launches =
+      duty > 1 ? std::string(" AND op NOT IN (") + kLaunchOpList + ")" : std::string();
   RETURN_IF_ERROR(reader.ForEach(
       "SELECT sec / ?4, SUM(count) FROM op_seconds WHERE session = ?1 AND sec >= ?2 AND "
       "sec <= ?3 AND op < " + std::to_string(static_cast<int>(Op::kSchedSwitch)) + pid_filter +
-          " GROUP BY 1",
+          no_launches + " GROUP BY 1",
       {window.session, begin / 1'000'000'000, (window.end_ns - 1) / 1'000'000'000, bucket_s},
       [&](sqlite3_stmt* s) {
         int64_t sec_bucket = sqlite3_column_int64(s, 0);

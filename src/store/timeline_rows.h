@@ -17,7 +17,9 @@ struct ActivityBucket {
   int64_t syncs = 0;     // runtime syncs (cudaStreamSync, cudaDeviceSync, cudaEventSync)
   double sync_avg_ns = 0;
   int64_t sync_max_ns = 0;
-  int64_t cuda_calls = 0;  // every CUDA call (op_seconds), launches included
+  // every CUDA call (op_seconds), launches included unless they were counted one second in N
+  // (sessions.launch_duty > 1)
+  int64_t cuda_calls = 0;
   double gpu_active_pct = -1;  // mean SM active (GPM), else NVML utilization; -1 = no samples
 };
 
