@@ -420,7 +420,7 @@ TEST(RolesTest, OneWakeAtExecDoesNotMakeAWorker) {
   EXPECT_EQ(f.worker_pids, std::vector<int32_t>{202});
 }
 
-// trace --launch-duty 10: launches counted in seconds 0, 10, 20, … only. Every launch figure is
+// trace --launch-duty 10: launches counted one second in 10 (0, 10, 20, …). Every launch figure is
 // 10 × the count and marked estimated; the seconds between are not read as a throughput drop.
 TEST(LaunchDutyTest, CountedSecondsAreScaledAndNotReadAsAThroughputDrop) {
   Builder b;

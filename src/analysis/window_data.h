@@ -36,7 +36,7 @@ struct WindowData {
   // Each launch counted once (sessions.launches_once); false: a driver launch nested in a
   // runtime launch was counted on both layers (recordings before schema 5).
   bool launches_once = true;
-  // Launches were counted in one session second of every launch_duty (sessions.launch_duty):
+  // Launches were counted in one second of every launch_duty (sessions.launch_duty):
   // op_seconds' launch counts are that sample; estimates scale them by launch_duty.
   int64_t launch_duty = 1;
   std::vector<RawEvent> launch_samples;  // a bounded sample of launch rows (durations)

@@ -29,6 +29,9 @@ class EventObserver {
   // Drops so far by where they happened (cumulative; the summary's counters), about once a
   // second and once more after the final drain.
   virtual void OnDrops(const DropCounts& drops) = 0;
+  // Once, before any event: launches are counted one second in `n` (trace --launch-duty), so a
+  // launch seen (a sampled row or a count) stands for `n` launches.
+  virtual void OnLaunchDuty(uint32_t n) { (void)n; }
 };
 
 }  // namespace gw

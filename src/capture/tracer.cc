@@ -65,6 +65,7 @@ Status Tracer::Start() {
   set.cuda = options_.cuda;
   set.cuda_libs = options_.cuda_libs;
   set.launch_duty = options_.launch_duty;
+  if (options_.observer && options_.cuda) options_.observer->OnLaunchDuty(options_.launch_duty);
   ASSIGN_OR_RETURN(std::vector<RegisteredSource> sources, CreateSources(set));
 
   // Before the session row exists: a failure here leaves nothing behind in the database.
@@ -415,8 +416,9 @@ void Tracer::OnProcess(const ProcessInfo& process) {
 }
 
 void Tracer::OnOpCounts(const std::vector<OpCount>& counts) {
-  // Launches counted one second in N: the live view and live metrics get the estimate, N × the
-  // count (the database keeps what was counted; sessions.launch_duty says how to scale it).
+  // Launches counted one second in N: the live view gets the estimate, N × the count (the
+  // database keeps what was counted; sessions.launch_duty says how to scale it; the observer
+  // scales its own, told by OnLaunchDuty).
   std::vector<OpCount> estimated;
   if (options_.launch_duty > 1) {
     estimated = counts;
@@ -424,9 +426,8 @@ void Tracer::OnOpCounts(const std::vector<OpCount>& counts) {
       if (IsLaunch(c.op)) c.count *= static_cast<int64_t>(options_.launch_duty);
     }
   }
-  const std::vector<OpCount>& live = options_.launch_duty > 1 ? estimated : counts;
-  live_.AddOpCounts(live);
-  if (options_.observer) options_.observer->OnOpCounts(live);
+  live_.AddOpCounts(options_.launch_duty > 1 ? estimated : counts);
+  if (options_.observer) options_.observer->OnOpCounts(counts);  // it scales (OnLaunchDuty)
   if (writer_) writer_->AppendOpCounts(counts);
   if (options_.json && options_.json_out) {
     for (const OpCount& c : counts) {

@@ -503,8 +503,8 @@ class Exporter {
       for (int64_t s = first; s <= last; ++s) {
         // Launches counted one second in N: only the counting seconds have a value (held
         // until the next); every second otherwise, 0 where none was counted.
-        if (s % duty != 0) continue;
         auto it = secs.find(s);
+        if (duty > 1 && it == secs.end()) continue;
         int64_t ts = std::max(s * 1'000'000'000, window_.begin_ns);
         counter_samples_.push_back({Wall(ts), pid, -1, 0, it == secs.end() ? 0 : it->second});
       }

@@ -139,7 +139,7 @@ void TraceMetrics::Count(ProcessMetrics* m, const Event& e) {
   }
   int slot = CudaOpSlot(e.op);
   if (slot < 0) return;
-  ++m->calls[static_cast<size_t>(slot)];
+  m->calls[static_cast<size_t>(slot)] += IsLaunch(e.op) ? launch_duty_ : 1;
   int lat = LatencyOpSlot(e.op);
   if (lat >= 0) m->latency[static_cast<size_t>(lat)].Add(std::max<int64_t>(0, e.duration_ns));
 }
@@ -165,8 +165,14 @@ void TraceMetrics::OnOpCounts(const std::vector<OpCount>& counts) {
   for (const OpCount& c : counts) {
     int slot = CudaOpSlot(c.op);
     if (slot < 0) continue;
-    SeriesFor(c.pid)->calls[static_cast<size_t>(slot)] += c.count;
+    SeriesFor(c.pid)->calls[static_cast<size_t>(slot)] +=
+        IsLaunch(c.op) ? c.count * launch_duty_ : c.count;
   }
+}
+
+void TraceMetrics::OnLaunchDuty(uint32_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  launch_duty_ = std::max<int64_t>(1, n);
 }
 
 void TraceMetrics::OnProcess(const ProcessInfo& p) {

@@ -93,6 +93,7 @@ class TraceMetrics : public EventObserver {
   void OnOpCounts(const std::vector<OpCount>& counts) override;
   void OnGpuSamples(const std::vector<GpuSample>& samples) override;
   void OnDrops(const DropCounts& drops) override;
+  void OnLaunchDuty(uint32_t n) override;
 
   MetricsSnapshot Snapshot() const;
   int64_t events() const;  // events decoded so far (cheap: no copy)
@@ -120,6 +121,7 @@ class TraceMetrics : public EventObserver {
   int64_t events_ = 0;
   int64_t folded_ = 0;
   int64_t newest_ts_ns_ = 0;
+  int64_t launch_duty_ = 1;  // a launch seen stands for this many (OnLaunchDuty)
 };
 
 }  // namespace gw

@@ -123,8 +123,8 @@ struct SessionInfo {
   std::string version;
   std::string command_line;
   int32_t tracer_pid = 0;     // the recording gpuwhy process (0 = none: synthetic)
-  // Launches counted in one session second of every launch_duty (s % launch_duty == 0); 1:
-  // every second (sessions.launch_duty).
+  // Launches counted in one session second of every launch_duty; 1: every second
+  // (sessions.launch_duty).
   int32_t launch_duty = 1;
 };
 

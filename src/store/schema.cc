@@ -191,9 +191,9 @@ constexpr const char* kMigrationV5 = R"sql(
 ALTER TABLE sessions ADD COLUMN launches_once INTEGER;
 )sql";
 
-// Version 6 (additive): the launch duty cycle. N = launches were counted (op_seconds) in the
-// session seconds s with s % N == 0 only, so a window's launches are estimated as N × those
-// counted; NULL or 1 = counted every second.
+// Version 6 (additive): the launch duty cycle. N = launches were counted (op_seconds) in one
+// second of every N (from the first second with launches), so a window's launches are
+// estimated as N × those counted; NULL or 1 = counted every second.
 constexpr const char* kMigrationV6 = R"sql(
 ALTER TABLE sessions ADD COLUMN launch_duty INTEGER;
 )sql";

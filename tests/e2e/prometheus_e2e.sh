@@ -128,10 +128,12 @@ same "off-CPU seconds of the job" "last_over_time(gpuwhy_off_cpu_seconds_total{$
   "SELECT SUM(duration_ns) / 1e9 FROM events WHERE op = 'sched_switch' AND pid = $JOB"
 same "run-queue seconds of the job" "last_over_time(gpuwhy_runqueue_seconds_total{$sel}[5m])" \
   "SELECT SUM(runq_ns) / 1e9 FROM events WHERE op = 'sched_switch' AND pid = $JOB"
-same "CUDA calls of the job" "sum(last_over_time(gpuwhy_cuda_calls_total{$sel}[5m]))" \
-  "SELECT SUM(s.count) FROM op_stats_seconds s JOIN op_names o ON o.name = s.op WHERE o.layer <> 'host' AND s.pid = $JOB"
-same "kernel launches of the job" "last_over_time(gpuwhy_kernel_launches_total{$sel}[5m])" \
-  "SELECT SUM(count) FROM op_stats_seconds WHERE op IN ('cudaLaunchKernel','cudaLaunchKernelExC','cuLaunchKernel','cuLaunchKernelEx','cudaGraphLaunch') AND pid = $JOB"
+same "CUDA calls of the job (launches estimated)" "sum(last_over_time(gpuwhy_cuda_calls_total{$sel}[5m]))" \
+  "SELECT SUM(CASE WHEN s.op IN ('cudaLaunchKernel','cudaLaunchKernelExC','cuLaunchKernel','cuLaunchKernelEx','cudaGraphLaunch') THEN s.count * (SELECT launch_duty FROM sessions ORDER BY id DESC LIMIT 1) ELSE s.count END) FROM op_stats_seconds s JOIN op_names o ON o.name = s.op WHERE o.layer <> 'host' AND s.pid = $JOB"
+# Launches are counted one second in sessions.launch_duty: the live metric is the estimate.
+same "kernel launches of the job (estimated: launch_duty × counted)" \
+  "last_over_time(gpuwhy_kernel_launches_total{$sel}[5m])" \
+  "SELECT SUM(count) * (SELECT launch_duty FROM sessions ORDER BY id DESC LIMIT 1) FROM op_stats_seconds WHERE op IN ('cudaLaunchKernel','cudaLaunchKernelExC','cuLaunchKernel','cuLaunchKernelEx','cudaGraphLaunch') AND pid = $JOB"
 same "cudaStreamSync calls of the job (histogram count)" \
   "last_over_time(gpuwhy_cuda_sync_duration_seconds_count{$sel,op=\"cudaStreamSync\"}[5m])" \
   "SELECT COUNT(*) FROM events WHERE op = 'cudaStreamSync' AND pid = $JOB"

@@ -439,11 +439,21 @@ void CudaSource::DetachLaunchProbes(AttachedLibrary& library) {
   library.launch_probes = 0;
 }
 
-// The launch duty cycle: launch probes attached in session seconds s with s % duty == 0 only.
-// Detached before the second's counts are flushed, attached after, so each flushed second holds
+// The launch duty cycle: the launch probes stay attached until a second with launches has been
+// counted (seconds before a job's first launch count nothing either way, so counting them adds
+// nothing to an estimate), then one second in every duty from that one (the cycle's phase).
+// Detached before a second's counts are flushed, attached after, so each flushed second holds
 // the launches of one counting second.
 bool CudaSource::LaunchSecond(int64_t sec) const {
-  return options_.launch_duty <= 1 || sec % static_cast<int64_t>(options_.launch_duty) == 0;
+  if (options_.launch_duty <= 1 || launch_phase_ < 0) return true;
+  int64_t duty = static_cast<int64_t>(options_.launch_duty);
+  return ((sec - launch_phase_) % duty + duty) % duty == 0;
+}
+
+int64_t CudaSource::CountingSecondOf(int64_t sec) const {
+  if (options_.launch_duty <= 1 || launch_phase_ < 0) return sec;
+  int64_t duty = static_cast<int64_t>(options_.launch_duty);
+  return sec - ((sec - launch_phase_) % duty + duty) % duty;
 }
 
 void CudaSource::SetLaunchProbes(bool on) {
@@ -593,15 +603,20 @@ int64_t CudaSource::Poll() {
   FlushEvents();
   int64_t now_sec = context_.clock.ToSession(static_cast<uint64_t>(MonotonicNs())) / 1000000000;
   if (now_sec > current_sec_ || stop_flush_pending_) {
-    bool next_on = LaunchSecond(now_sec) && !stopped_;
-    if (!next_on) SetLaunchProbes(false);  // before the flush: nothing counted after it
-    // A detached probe can still fire for a moment (the kernel releases a closed link after a
-    // grace period): the launches it counts then belong to the counting second before, so
-    // every count lands in a counting second.
-    int64_t duty = std::max<int64_t>(1, options_.launch_duty);
-    FlushLaunchCounts(current_sec_ - ((current_sec_ % duty) + duty) % duty);
+    if (launch_phase_ >= 0) {
+      bool next_on = LaunchSecond(now_sec) && !stopped_;
+      if (!next_on) SetLaunchProbes(false);  // before the flush: nothing counted after it
+      // A detached probe can still fire for a moment (the kernel releases a closed link after
+      // a grace period): the launches it counts then belong to the counting second before, so
+      // every count lands in a counting second.
+      FlushLaunchCounts(CountingSecondOf(current_sec_));
+      if (next_on) SetLaunchProbes(true);
+    } else if (FlushLaunchCounts(current_sec_) > 0 && options_.launch_duty > 1) {
+      launch_phase_ = current_sec_;  // the first second with launches: the cycle starts here
+      if (!LaunchSecond(now_sec)) SetLaunchProbes(false);
+    }
+    if (stopped_) SetLaunchProbes(false);
     if (options_.detach_nested_runtime_launches) DetachNestedRuntimeLaunches();
-    if (next_on) SetLaunchProbes(true);
     current_sec_ = now_sec;
     stop_flush_pending_ = false;
     if (++polls_since_gc_ >= 10) {
@@ -741,7 +756,7 @@ void CudaSource::FlushEvents() {
   batch_.clear();
 }
 
-void CudaSource::FlushLaunchCounts(int64_t sec) {
+int64_t CudaSource::FlushLaunchCounts(int64_t sec) {
   bpf_map* map = skel_.get()->maps.launch_counts;
   int fd = bpf_map__fd(map);
   std::map<std::tuple<int32_t, Op, int64_t>, int64_t> deltas;
@@ -763,7 +778,7 @@ void CudaSource::FlushLaunchCounts(int64_t sec) {
     int64_t name_id = KernelNameId(key.tgid, key.handle, key.fn < GW_CUDA_DRIVER_BASE);
     deltas[{static_cast<int32_t>(key.tgid), *spec->op, name_id}] += delta;
   }
-  if (deltas.empty()) return;
+  if (deltas.empty()) return 0;
   std::vector<OpCount> counts;
   counts.reserve(deltas.size());
   for (const auto& [k, n] : deltas) {
@@ -776,6 +791,9 @@ void CudaSource::FlushLaunchCounts(int64_t sec) {
     counts.push_back(c);
   }
   context_.sink->OnOpCounts(counts);
+  int64_t total = 0;
+  for (const OpCount& c : counts) total += c.count;
+  return total;
 }
 
 void CudaSource::ForgetExitedProcesses() {

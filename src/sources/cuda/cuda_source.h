@@ -60,10 +60,11 @@ struct CudaSourceOptions {
   // to 1 in 1,000), detach the runtime launch probes: launches are then counted at the driver
   // alone, one probe hit per launch instead of two. Libraries attached later are checked anew.
   bool detach_nested_runtime_launches = true;
-  // Launch duty cycle: the launch probes are attached in one session second of every
-  // `launch_duty` (seconds s with s % launch_duty == 0) and launches are counted then only, so
-  // a launch-heavy job pays for one probe hit per launch a 1/launch_duty share of the time.
-  // sessions.launch_duty tells readers to scale. 1: every second (exact counts).
+  // Launch duty cycle: the launch probes stay attached until a second with launches is counted,
+  // then are attached in one session second of every `launch_duty` from that one, and launches
+  // are counted then only, so a launch-heavy job pays for one probe hit per launch a
+  // 1/launch_duty share of the time. sessions.launch_duty tells readers to scale (N × the
+  // count). 1: every second (exact counts).
   uint32_t launch_duty = 1;
 };
 
@@ -119,7 +120,7 @@ class CudaSource : public Source {
   void HandleCall(const ::gw_cuda_call_record& record);
   void HandleName(const ::gw_cuda_name_record& record);
   void FlushEvents();
-  void FlushLaunchCounts(int64_t sec);
+  int64_t FlushLaunchCounts(int64_t sec);  // launches flushed
   ProcessState& Process(uint32_t tgid);
   // Interned name of a launch handle, else "fn@0x…". A runtime launch's handle (`host_stub`)
   // is named by its registration record, else after the driver function its launches reached
@@ -133,6 +134,7 @@ class CudaSource : public Source {
   Status AttachLaunchProbes(AttachedLibrary& library, std::vector<std::string>* notes);
   static void DetachLaunchProbes(AttachedLibrary& library);
   bool LaunchSecond(int64_t sec) const;
+  int64_t CountingSecondOf(int64_t sec) const;  // the counting second a flush belongs to
   void SetLaunchProbes(bool on);  // attach_mu_ not held
   static constexpr uint64_t kNestingProofLaunches = 2000;
 
@@ -163,6 +165,7 @@ class CudaSource : public Source {
   uint64_t nesting_seen_[2] = {0, 0};         // launch_nesting totals already judged
   std::atomic<bool> runtime_launches_detached_{false};
   std::atomic<bool> launches_on_{true};  // launch probes attached in this second
+  int64_t launch_phase_ = -1;  // the duty cycle's first counting second with launches; -1: none yet
 };
 
 }  // namespace gw
