@@ -570,6 +570,20 @@ std::map<std::string, int64_t> ReadCallCounts(const std::string& path) {
 // A launch-heavy job: once every runtime launch is seen to make a driver launch, the runtime
 // launch probes are detached. Launches stay exact across the switch: every launch the job made
 // (the simulated driver's own count) is counted once, with its name.
+// The simulated loop for 4 s, 64 launches of 1 µs per step: launch-heavy. The sim libraries
+// write their own per-call counts into `counts_dir` at exit (the ground truth).
+pid_t StartLaunchHeavyLoop(const std::string& sim, const std::string& counts_dir) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("GWSIM_CALL_COUNTS_DIR", counts_dir.c_str(), 1);
+    std::string bin = sim + "/bin/gw_train_loop";
+    execl(bin.c_str(), bin.c_str(), "--duration", "4", "--workers", "1", "--kernels-per-step",
+          "64", "--kernel-us", "1", "--batch-cpu-ms", "0", nullptr);
+    _exit(127);
+  }
+  return pid;
+}
+
 TEST_F(CudaSourceTest, LaunchesStayExactWhenRuntimeLaunchProbesAreDetached) {
   const std::string sim = GW_SIM_DIR;
   std::filesystem::path dir = std::filesystem::temp_directory_path() /
@@ -582,14 +596,7 @@ TEST_F(CudaSourceTest, LaunchesStayExactWhenRuntimeLaunchProbesAreDetached) {
   ASSERT_TRUE((*source)->Start(TestContext(&sink, -1)).ok());
   size_t links_before = (*source)->LinkCount();
 
-  pid_t pid = fork();
-  if (pid == 0) {
-    setenv("GWSIM_CALL_COUNTS_DIR", dir.c_str(), 1);
-    std::string bin = sim + "/bin/gw_train_loop";
-    execl(bin.c_str(), bin.c_str(), "--duration", "4", "--workers", "1", "--kernels-per-step",
-          "64", "--kernel-us", "1", "--batch-cpu-ms", "0", nullptr);
-    _exit(127);
-  }
+  pid_t pid = StartLaunchHeavyLoop(sim, dir.string());
   int status = DrainUntilExit(**source, pid, 5);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 
@@ -634,14 +641,7 @@ TEST_F(CudaSourceTest, LaunchDutyCountsOnlyInItsCountingSeconds) {
   CollectingSink sink;
   ASSERT_TRUE((*source)->Start(TestContext(&sink, -1)).ok());
 
-  pid_t pid = fork();
-  if (pid == 0) {
-    setenv("GWSIM_CALL_COUNTS_DIR", dir.c_str(), 1);
-    std::string bin = sim + "/bin/gw_train_loop";
-    execl(bin.c_str(), bin.c_str(), "--duration", "4", "--workers", "1", "--kernels-per-step",
-          "64", "--kernel-us", "1", "--batch-cpu-ms", "0", nullptr);
-    _exit(127);
-  }
+  pid_t pid = StartLaunchHeavyLoop(sim, dir.string());
   int status = DrainUntilExit(**source, pid, 5);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   (*source)->Stop();

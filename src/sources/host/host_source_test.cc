@@ -217,6 +217,36 @@ TEST(HostSourceTest, PinnedCompetitorShowsAsPreemptorWithRunQueueWait) {
 // process sleeps on a pipe that a tracked writer process fills every 50 ms, 20 times; then it
 // sleeps in usleep, which a timer interrupt ends. (Separate single-threaded processes: a child
 // forked from this multi-threaded test may not allocate, so it starts no threads.)
+// Two tracked children: the writer writes `n` bytes into a pipe, one every `gap_us`, and the
+// reader blocks in read() for each (woken by the writer), then sleeps `timer_sleeps` × 20 ms
+// (woken by a timer interrupt). Returns when both have exited.
+void PipePingPong(Capture& cap, int n, useconds_t gap_us, int timer_sleeps, pid_t* reader,
+                  pid_t* writer) {
+  int go[2], data[2];
+  ASSERT_EQ(pipe(go), 0);
+  ASSERT_EQ(pipe(data), 0);
+  *reader = ForkWaiting(go[0], [&] {
+    char c;
+    for (int i = 0; i < n; ++i) {
+      if (read(data[0], &c, 1) != 1) return 1;
+    }
+    for (int i = 0; i < timer_sleeps; ++i) usleep(20'000);
+    return 0;
+  });
+  *writer = ForkWaiting(go[0], [&] {
+    for (int i = 0; i < n; ++i) {
+      usleep(gap_us);
+      if (write(data[1], "x", 1) != 1) return 1;
+    }
+    return 0;
+  });
+  ASSERT_TRUE(cap.source().Track(*reader, GW_TRACKED_FILTER).ok());
+  ASSERT_TRUE(cap.source().Track(*writer, GW_TRACKED_FILTER).ok());
+  ASSERT_EQ(write(go[1], "gg", 2), 2);
+  EXPECT_EQ(WaitExit(*writer), 0);
+  EXPECT_EQ(WaitExit(*reader), 0);
+}
+
 TEST(HostSourceTest, BlockedRowsNameTheirWaker) {
   GW_REQUIRE_ROOT();
   Capture cap;
@@ -224,29 +254,8 @@ TEST(HostSourceTest, BlockedRowsNameTheirWaker) {
     Status started = cap.Start();
     ASSERT_TRUE(started.ok()) << started.message();
   }
-  int go[2], data[2];
-  ASSERT_EQ(pipe(go), 0);
-  ASSERT_EQ(pipe(data), 0);
-  pid_t reader = ForkWaiting(go[0], [&] {
-    char c;
-    for (int i = 0; i < 20; ++i) {
-      if (read(data[0], &c, 1) != 1) return 1;
-    }
-    for (int i = 0; i < 10; ++i) usleep(20'000);  // timer wake-ups
-    return 0;
-  });
-  pid_t writer = ForkWaiting(go[0], [&] {
-    for (int i = 0; i < 20; ++i) {
-      usleep(50'000);
-      if (write(data[1], "x", 1) != 1) return 1;
-    }
-    return 0;
-  });
-  ASSERT_TRUE(cap.source().Track(reader, GW_TRACKED_FILTER).ok());
-  ASSERT_TRUE(cap.source().Track(writer, GW_TRACKED_FILTER).ok());
-  ASSERT_EQ(write(go[1], "gg", 2), 2);
-  EXPECT_EQ(WaitExit(writer), 0);
-  EXPECT_EQ(WaitExit(reader), 0);
+  pid_t reader = 0, writer = 0;
+  PipePingPong(cap, 20, 50'000, /*timer_sleeps=*/10, &reader, &writer);
   cap.Stop();
   int pipe_wakes = 0, timer_wakes = 0, preempted_with_waker = 0;
   for (const Event& e : cap.sink().EventsOf(Op::kSchedSwitch, reader)) {
@@ -289,28 +298,8 @@ TEST(HostSourceTest, AMissedInterruptExitDoesNotHideWakers) {
   std::vector<IrqState> stuck(static_cast<size_t>(cpus), IrqState{1, 0, 1});
   uint32_t zero = 0;
   ASSERT_EQ(bpf_map_update_elem(fd, &zero, stuck.data(), BPF_ANY), 0);
-  int go[2], data[2];
-  ASSERT_EQ(pipe(go), 0);
-  ASSERT_EQ(pipe(data), 0);
-  pid_t reader = ForkWaiting(go[0], [&] {
-    char c;
-    for (int i = 0; i < 10; ++i) {
-      if (read(data[0], &c, 1) != 1) return 1;
-    }
-    return 0;
-  });
-  pid_t writer = ForkWaiting(go[0], [&] {
-    for (int i = 0; i < 10; ++i) {
-      usleep(40'000);
-      if (write(data[1], "x", 1) != 1) return 1;
-    }
-    return 0;
-  });
-  ASSERT_TRUE(cap.source().Track(reader, GW_TRACKED_FILTER).ok());
-  ASSERT_TRUE(cap.source().Track(writer, GW_TRACKED_FILTER).ok());
-  ASSERT_EQ(write(go[1], "gg", 2), 2);
-  EXPECT_EQ(WaitExit(writer), 0);
-  EXPECT_EQ(WaitExit(reader), 0);
+  pid_t reader = 0, writer = 0;
+  PipePingPong(cap, 10, 40'000, /*timer_sleeps=*/0, &reader, &writer);
   cap.Stop();
   int pipe_wakes = 0;
   for (const Event& e : cap.sink().EventsOf(Op::kSchedSwitch, reader)) {
