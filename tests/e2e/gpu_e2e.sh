@@ -8,9 +8,13 @@
 #      healthy run's, and the starvation finding quotes SM activity while it waited;
 #   3. --gpu-interval 0: no rows; a missing NVML: one note, no rows, the trace still works.
 # (Not --quiet: the tracer's notes, which say what NVML it sampled, are part of the test.)
-# Usage: gpu_e2e.sh GPUWHY SIM_BIN SIM_LIB   (root: trace loads BPF; ~40 s)
+# Usage: gpu_e2e.sh GPUWHY SIM_BIN SIM_LIB [strict|sanitizer]   (root: trace loads BPF; ~40 s)
 set -uo pipefail
-GPUWHY=$1 SIM_BIN=$2 SIM_LIB=$3
+GPUWHY=$1 SIM_BIN=$2 SIM_LIB=$3 MODE=${4:-strict}
+# In a sanitizer build (ASan+UBSan make the tracer several times slower on these 2-CPU
+# machines) which finding the starved run gets is printed, not judged: the plain build's run of
+# this test judges it, as demo_live_e2e does. Everything else is judged in both.
+judge() { if [ "$MODE" = sanitizer ]; then echo "note - not judged in the sanitizer build: $*"; else fail "$*"; fi; }
 . "$(dirname "$0")/lib.sh"
 e2e_require_root gpu_e2e
 e2e_workdir gpu_e2e
@@ -99,14 +103,14 @@ python3 -c "import sys; h, s = float('$healthy'), float('$starved'); sys.exit(0 
   && pass "SM activity falls when the host starves the GPU: median $healthy% → $starved%" \
   || fail "SM activity healthy $healthy% vs starved $starved%"
 "$GPUWHY" explain --db "$WORK/starved.db" > "$WORK/starved.txt" 2>&1
-if grep -q "DataLoader\|dataloader" "$WORK/starved.txt"; then
+if grep -q "DataLoader starvation" "$WORK/starved.txt"; then
   # Starved for the whole recording: either a comparison with an unaffected stretch or the
   # statement that there is none — never an idle figure from starved samples.
   grep -qE "GPU 0 SM active [0-9]+% while the main thread waited for workers computing batches .*(vs [0-9]+% in the quietest samples|no unaffected stretch)" \
     "$WORK/starved.txt" && pass "the starvation finding quotes SM activity while it waited" \
-    || fail "no GPU effect line: $(grep -A8 '^\[' "$WORK/starved.txt" | head -20)"
+    || judge "no GPU effect line: $(grep -A8 '^\[' "$WORK/starved.txt" | head -20)"
 else
-  fail "no starvation finding: $(head -20 "$WORK/starved.txt")"
+  judge "no starvation finding: $(head -20 "$WORK/starved.txt")"
 fi
 
 # diff: GPU rows, the starved side's SM activity lower and judged worse.
