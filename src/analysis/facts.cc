@@ -393,10 +393,10 @@ void InitWindowFacts(const WindowData& w, Facts* f) {
   f->window_s = static_cast<double>(f->window_ns) / 1e9;
 }
 
-// CUDA calls per tracked process (op_seconds counts, or 1 for a process seen only in rows);
-// fills f->cuda_ops_per_sec for the window's full seconds.
-std::map<int32_t, int64_t> CountCudaCalls(const WindowData& w, Facts* f) {
-  std::map<int32_t, int64_t> cuda_calls;
+// CUDA calls per tracked process into f->cuda_calls (op_seconds counts, or 1 for a process seen
+// only in rows); fills f->cuda_ops_per_sec for the window's full seconds.
+void CountCudaCalls(const WindowData& w, Facts* f) {
+  std::map<int32_t, int64_t>& cuda_calls = f->cuda_calls;
   for (const OpSecondRow& r : w.op_seconds) {
     if (!IsCudaOp(r.op)) continue;
     auto p = w.processes.find(r.pid);
@@ -413,8 +413,6 @@ std::map<int32_t, int64_t> CountCudaCalls(const WindowData& w, Facts* f) {
   for (const RawEvent& e : f->events) {
     if (IsCudaOp(e.op) && cuda_calls.count(e.pid) == 0) cuda_calls[e.pid] = 1;
   }
-  f->cuda_calls = cuda_calls;
-  return cuda_calls;
 }
 
 // explain --pid: that process and its tracked descendants.
@@ -829,9 +827,9 @@ void AttributeSlowSyncs(const std::vector<const RawEvent*>& syncs, Facts* f) {
 Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
   Facts f;
   InitWindowFacts(w, &f);
-  std::map<int32_t, int64_t> cuda_calls = CountCudaCalls(w, &f);
-  if (!PickMainProcess(w, cuda_calls, options.pid, &f)) return f;
-  ClassifyDescendants(w, cuda_calls, &f);
+  CountCudaCalls(w, &f);
+  if (!PickMainProcess(w, f.cuda_calls, options.pid, &f)) return f;
+  ClassifyDescendants(w, f.cuda_calls, &f);
 
   ThreadRows rows = GroupRowsByThread(w, f);
   PickMainThread(rows, &f);

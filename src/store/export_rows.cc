@@ -28,11 +28,7 @@ StatusOr<ExportSession> ReadExportSession(StoreReader& reader, const SessionWind
     RETURN_IF_ERROR(ReadGpuSamples(reader, window.session, window.begin_ns, window.end_ns,
                                    &x.gpu_devices, &x.gpu_samples));
   }
-  if (version >= 6) {
-    RETURN_IF_ERROR(reader.ForEach(
-        "SELECT COALESCE(launch_duty, 1) FROM sessions WHERE id = ?1", {window.session},
-        [&](sqlite3_stmt* s) { x.launch_duty = std::max<int64_t>(1, sqlite3_column_int64(s, 0)); }));
-  }
+  ASSIGN_OR_RETURN(x.launch_duty, ReadLaunchDuty(reader, window.session));
   if (!found) {
     return NotFound("session " + std::to_string(window.session) + " is not in " + reader.path());
   }

@@ -7,6 +7,7 @@
 
 #include "store/ops.h"
 #include "store/row_columns.h"
+#include "store/window_rows.h"
 
 namespace gw {
 
@@ -50,13 +51,7 @@ StatusOr<std::vector<ActivityBucket>> ReadActivityTimeline(StoreReader& reader,
   // Launches counted one second in N (sessions.launch_duty > 1) are left out: the seconds
   // between counting seconds have none, which would read as drops in the series.
   const int64_t bucket_s = std::max<int64_t>(1, bucket_ns / 1'000'000'000);
-  ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
-  int64_t duty = 1;
-  if (version >= 6) {
-    RETURN_IF_ERROR(reader.ForEach("SELECT COALESCE(launch_duty, 1) FROM sessions WHERE id = ?1",
-                                   {window.session},
-                                   [&](sqlite3_stmt* s) { duty = sqlite3_column_int64(s, 0); }));
-  }
+  ASSIGN_OR_RETURN(int64_t duty, ReadLaunchDuty(reader, window.session));
   std::string no_launches =
       duty > 1 ? std::string(" AND op NOT IN (") + kLaunchOpList + ")" : std::string();
   RETURN_IF_ERROR(reader.ForEach(

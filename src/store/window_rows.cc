@@ -65,19 +65,27 @@ Status ReadProcesses(StoreReader& reader, int64_t session,
       });
 }
 
+StatusOr<int64_t> ReadLaunchDuty(StoreReader& reader, int64_t session) {
+  ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
+  int64_t duty = 1;
+  if (version >= 6) {
+    RETURN_IF_ERROR(reader.ForEach(
+        "SELECT COALESCE(launch_duty, 1) FROM sessions WHERE id = ?1", {session},
+        [&](sqlite3_stmt* s) { duty = std::max<int64_t>(1, sqlite3_column_int64(s, 0)); }));
+  }
+  return duty;
+}
+
 StatusOr<KernelLaunches> ReadKernelLaunches(StoreReader& reader, const SessionWindow& window,
                                             int64_t max_rows, int32_t pid) {
   KernelLaunches k;
   ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
   if (version >= 5) {
     RETURN_IF_ERROR(reader.ForEach(
-        std::string("SELECT COALESCE(launches_once, 0), ") +
-            (version >= 6 ? "COALESCE(launch_duty, 1)" : "1") + " FROM sessions WHERE id = ?1",
-        {window.session}, [&](sqlite3_stmt* s) {
-          k.launches_once = sqlite3_column_int64(s, 0) != 0;
-          k.launch_duty = std::max<int64_t>(1, sqlite3_column_int64(s, 1));
-        }));
+        "SELECT COALESCE(launches_once, 0) FROM sessions WHERE id = ?1", {window.session},
+        [&](sqlite3_stmt* s) { k.launches_once = sqlite3_column_int64(s, 0) != 0; }));
   }
+  ASSIGN_OR_RETURN(k.launch_duty, ReadLaunchDuty(reader, window.session));
   RETURN_IF_ERROR(reader.ForEach(
       std::string("SELECT q.pid, q.op, COALESCE(s.text, ''), SUM(q.count) FROM op_seconds q "
                   "LEFT JOIN strings s ON s.id = q.name_id WHERE q.session = ?1 AND q.sec >= ?2 "

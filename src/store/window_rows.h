@@ -139,6 +139,10 @@ struct WindowRows {
 StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& window,
                                     const WindowRowsOptions& options);
 
+// sessions.launch_duty (schema 6): launches were counted one second in N; 1 for older files and
+// sessions that counted every launch.
+StatusOr<int64_t> ReadLaunchDuty(StoreReader& reader, int64_t session);
+
 // The session's GPUs and their NVML samples in [begin_ns, end_ns), by ts then gpu (schema 4).
 Status ReadGpuSamples(StoreReader& reader, int64_t session, int64_t begin_ns, int64_t end_ns,
                       std::vector<GpuDevice>* devices, std::vector<GpuSample>* samples);

@@ -444,11 +444,7 @@ void CudaSource::DetachLaunchProbes(AttachedLibrary& library) {
 // nothing to an estimate), then one second in every duty from that one (the cycle's phase).
 // Detached before a second's counts are flushed, attached after, so each flushed second holds
 // the launches of one counting second.
-bool CudaSource::LaunchSecond(int64_t sec) const {
-  if (options_.launch_duty <= 1 || launch_phase_ < 0) return true;
-  int64_t duty = static_cast<int64_t>(options_.launch_duty);
-  return ((sec - launch_phase_) % duty + duty) % duty == 0;
-}
+bool CudaSource::LaunchSecond(int64_t sec) const { return CountingSecondOf(sec) == sec; }
 
 int64_t CudaSource::CountingSecondOf(int64_t sec) const {
   if (options_.launch_duty <= 1 || launch_phase_ < 0) return sec;
@@ -552,15 +548,15 @@ void CudaSource::DetachNestedRuntimeLaunches() {
   nesting_seen_[GW_CUDA_NEST_PAIRED] = totals[GW_CUDA_NEST_PAIRED];
   // Every runtime launch (to 1 in 1,000) made a driver launch: the driver probes alone see them.
   if (paired * 1000 < runtime * 999) return;
-  size_t detached = 0;
+  size_t retired = 0;
   std::lock_guard<std::mutex> lock(attach_mu_);
   for (auto& library : libraries_) {
     if (library->library.kind != CudaLibKind::kRuntime || library->launches_retired) continue;
-    detached += std::max<size_t>(library->launch_probes, 1);
     DetachLaunchProbes(*library);
     library->launches_retired = true;
+    ++retired;
   }
-  if (detached == 0) return;
+  if (retired == 0) return;
   runtime_launches_detached_ = true;
   notes_.push_back("cuda: " + std::to_string(paired) + " of " + std::to_string(runtime) +
                    " runtime launches reached a driver launch: the runtime launch probes were "
