@@ -12,8 +12,10 @@
 #include "analysis/format.h"
 #include "analysis/gpu.h"
 #include "analysis/loader.h"
+#include "analysis/long_window.h"
 #include "analysis/thresholds.h"
 #include "store/reader.h"
+#include "store/rollup_rows.h"
 
 namespace gw {
 
@@ -320,9 +322,64 @@ KernelSummary SummarizeKernels(const std::vector<KernelLaunchRow>& rows, bool la
   return k;
 }
 
+namespace {
+
+// A window too long for its raw rows: the whole window from the rollup tier, the causal chains
+// from the raw rows of its incident (long_window.h).
+StatusOr<Report> ExplainFromRollups(StoreReader& reader, const ExplainOptions& options,
+                                    const SessionWindow& window, int64_t rows) {
+  ASSIGN_OR_RETURN(RollupWindow rollups, ReadRollupWindow(reader, window));
+  LongWindowSummary summary = SummarizeRollups(
+      rollups, window, options.pid,
+      IncidentLength(rows, window.end_ns - window.begin_ns, options.max_raw_rows));
+  summary.estimated_rows = rows;
+  Report report;
+  if (summary.has_incident) {
+    ExplainOptions inner = options;
+    inner.window = WindowRequest{};
+    inner.window.session = window.session;
+    inner.window.from_ns = summary.incident_from_ns;
+    inner.window.to_ns = summary.incident_to_ns;
+    ASSIGN_OR_RETURN(WindowData w, LoadWindow(reader, inner.window));
+    w.label = "incident " + w.label;
+    report = Analyze(w, inner);
+  } else {
+    report.window = {window.session, window.begin_ns, window.end_ns, window.label};
+    report.notes.push_back(
+        !rollups.span.has_raw || rollups.span.raw_first >= window.end_ns
+            ? "no raw rows are left for this window (pruned under --max-db): no causal chains, "
+              "the rollups below only"
+            : "no CUDA calls of the job in this window's rollups: nothing to explain");
+  }
+  report.long_window = std::move(summary);
+  return report;
+}
+
+}  // namespace
+
 StatusOr<Report> Explain(StoreReader& reader, const ExplainOptions& options) {
-  ASSIGN_OR_RETURN(WindowData w, LoadWindow(reader, options.window));
-  Report report = Analyze(w, options);
+  Report report;
+  bool done = false;
+  if (options.max_raw_rows > 0) {
+    ASSIGN_OR_RETURN(SessionWindow window, ResolveWindow(reader, options.window));
+    ASSIGN_OR_RETURN(int64_t rows, EstimateWindowRows(reader, window));
+    ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
+    // A window beyond what raw rows are left (pruned under --max-db) reads rollups too: raw
+    // rows alone would count the pruned stretch as time in which nothing happened.
+    bool before_raw = false;
+    if (version >= 7) {
+      ASSIGN_OR_RETURN(TierSpan span, ReadTierSpan(reader, window.session));
+      before_raw = span.raw_pruned() && (!span.has_raw || window.begin_ns < span.raw_first);
+    }
+    if (version >= 7 && (rows > options.max_raw_rows || before_raw)) {
+      ASSIGN_OR_RETURN(report, ExplainFromRollups(reader, options, window, rows));
+      done = true;
+    }
+  }
+  if (!done) {
+    ASSIGN_OR_RETURN(WindowData w, LoadWindow(reader, options.window));
+    report = Analyze(w, options);
+  }
   report.db_path = reader.path();
   FillSourceLines(&report);
   return report;

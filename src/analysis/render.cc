@@ -134,8 +134,63 @@ std::string GpuLine(const GpuSummary& g) {
 std::string FindingTitle(const Finding& f) { return f.cause + " → " + f.effect; }
 
 
+namespace {
+
+std::string Span(int64_t from_ns, int64_t to_ns) {
+  return Fmt("%.1f s – %.1f s", static_cast<double>(from_ns) / 1e9,
+             static_cast<double>(to_ns) / 1e9);
+}
+
+// The long-window header: how the window was answered and what its rollups say.
+std::string LongWindowText(const LongWindowSummary& l) {
+  auto pct = [&](double s) { return l.active_s > 0 ? 100.0 * s / l.active_s : 0.0; };
+  std::string out = Fmt("Long window (%s, %s): %s raw rows, too many to read; answered from "
+                        "the per-thread rollups%s.\n",
+                        l.label.c_str(), Span(l.from_ns, l.to_ns).c_str(),
+                        FormatCount(l.estimated_rows).c_str(),
+                        l.has_incident ? ", with raw rows for the incident only" : " only");
+  if (!l.has_raw) {
+    out += "  Raw rows:      none left for this session (pruned under --max-db; its rollups are "
+           "kept)\n";
+  } else if (l.raw_first_ts > l.from_ns) {
+    out += Fmt("  Raw rows:      kept from %.1f s (older ones pruned under --max-db; their "
+               "rollups are kept)\n",
+               static_cast<double>(l.raw_first_ts) / 1e9);
+  }
+  if (l.main_pid == 0) return out + "  No CUDA process in this window's rollups.\n";
+  if (l.has_incident) {
+    out += Fmt("  Incident:      %s — where the main thread lost the most time: %.1f s "
+               "(%.1f s in a typical stretch as long)\n",
+               Span(l.incident_from_ns, l.incident_to_ns).c_str(), l.incident_lost_s,
+               l.typical_lost_s);
+  }
+  out += Fmt("  Main thread:   %s, %.0f s active: %.1f%% waiting for a CPU, %.1f%% in I/O, "
+             "%.1f%% in page faults, %.1f%% asleep otherwise, %.1f%% in CUDA syncs; %s "
+             "context switches\n",
+             l.main_label.c_str(), l.active_s, pct(l.runq_s), pct(l.io_s), pct(l.fault_s),
+             pct(std::max(0.0, l.blocked_s - l.sync_s)), pct(l.sync_s),
+             FormatCount(l.switches).c_str());
+  out += Fmt("  CUDA calls/s:  median %s over the window%s; %lld of %lld 10 s stretches below "
+             "half of it (launches not counted)\n",
+             FormatCount(static_cast<int64_t>(l.calls_per_s_median)).c_str(),
+             l.has_incident
+                 ? Fmt(", %s in the incident",
+                       FormatCount(static_cast<int64_t>(l.calls_per_s_incident)).c_str())
+                       .c_str()
+                 : "",
+             static_cast<long long>(l.low_buckets), static_cast<long long>(l.buckets));
+  out += Fmt("  Other tracked: %.1f s waiting for a CPU, %.1f s in I/O, %.1f s in page "
+             "faults, %s context switches\n\n",
+             l.others_runq_s, l.others_io_s, l.others_fault_s,
+             FormatCount(l.others_switches).c_str());
+  return out;
+}
+
+}  // namespace
+
 std::string ReportToText(const Report& r) {
   std::string out;
+  if (r.long_window.tier != "raw") out += LongWindowText(r.long_window);
   if (r.system.present) {
     out +=
         Fmt("System Context: CPU: %.1f%% | Memory: %.1f%% | Load: %.1f (%lld cores) | Swap: "
@@ -169,7 +224,9 @@ std::string ReportToText(const Report& r) {
     }
     out += "\n";
   }
-  if (!any) {
+  if (!any && r.long_window.tier == "rollups") {
+    out += "No causal chains: they need raw rows, and this window has none to read.\n\n";
+  } else if (!any) {
     out += "No causal chains: nothing in this window stands out from the run's own baseline.\n\n";
   }
   for (const FeedTimeGroup& g : r.feed_time) {
@@ -355,6 +412,34 @@ nlohmann::ordered_json ReportJson(const Report& r) {
       r.sched_victims.sites.empty() ? ordered_json(nullptr) : SectionJson(r.sched_victims);
   j["events"] = r.events;
   j["notes"] = r.notes;
+  const LongWindowSummary& l = r.long_window;
+  ordered_json lw = {{"answered_from", l.tier}};
+  if (l.tier != "raw") {
+    lw["from_ns"] = l.from_ns;
+    lw["to_ns"] = l.to_ns;
+    lw["label"] = l.label;
+    lw["estimated_rows"] = l.estimated_rows;
+    lw["raw_first_ts"] = l.has_raw ? ordered_json(l.raw_first_ts) : ordered_json(nullptr);
+    if (l.has_incident) {
+      lw["incident"] = {{"from_ns", l.incident_from_ns},
+                        {"to_ns", l.incident_to_ns},
+                        {"lost_s", R(l.incident_lost_s)},
+                        {"typical_lost_s", R(l.typical_lost_s)},
+                        {"calls_per_s", R(l.calls_per_s_incident)}};
+    }
+    lw["main"] = {{"pid", l.main_pid},        {"tid", l.main_tid},
+                  {"active_s", R(l.active_s)}, {"runq_s", R(l.runq_s)},
+                  {"io_s", R(l.io_s)},         {"fault_s", R(l.fault_s)},
+                  {"blocked_s", R(l.blocked_s)}, {"sync_s", R(l.sync_s)},
+                  {"lost_s", R(l.lost_s)},     {"switches", l.switches},
+                  {"calls_per_s_median", R(l.calls_per_s_median)},
+                  {"low_buckets", l.low_buckets}, {"buckets", l.buckets}};
+    lw["other_tracked"] = {{"runq_s", R(l.others_runq_s)},
+                           {"io_s", R(l.others_io_s)},
+                           {"fault_s", R(l.others_fault_s)},
+                           {"switches", l.others_switches}};
+  }
+  j["window_tier"] = std::move(lw);
   return j;
 }
 

@@ -20,6 +20,43 @@ struct ExplainOptions {
   WindowRequest window = WindowRequestWithDefaultSince(kDefaultSinceNs);
   int32_t pid = 0;        // 0 = every tracked process; else that process and its tracked children
   bool evidence = false;  // ReportToText prints each finding's evidence SQL
+  // A window holding more raw rows than this is explained from its rollups, with raw rows read
+  // for its incident only (LongWindowSummary); 0 = always from raw rows (explain --raw).
+  int64_t max_raw_rows = 1'000'000;
+};
+
+// How a long window was answered (issue 19): the whole window from the rollup tier
+// (thread_rollups), the causal chains from the raw rows of its incident, the stretch in which
+// the main thread lost the most time. tier "raw" (the default) = the whole window from raw
+// rows, and nothing else here is set.
+struct LongWindowSummary {
+  std::string tier = "raw";  // "raw" | "rollups+incident" | "rollups" (no raw rows left)
+  int64_t from_ns = 0;       // the whole window, session ns
+  int64_t to_ns = 0;
+  std::string label;           // "last 60 min"
+  int64_t estimated_rows = 0;  // raw rows in the window (op_seconds counts)
+  bool has_raw = false;        // the session has raw rows left
+  int64_t raw_first_ts = 0;    // its oldest (older ones were pruned when after from_ns)
+  bool has_incident = false;
+  int64_t incident_from_ns = 0;
+  int64_t incident_to_ns = 0;
+  double incident_lost_s = 0;  // the main thread's lost time in the incident
+  double typical_lost_s = 0;   // the same per incident length, averaged over the active span
+  int32_t main_pid = 0;        // the process with the most CUDA calls
+  int32_t main_tid = 0;
+  std::string main_label;
+  double active_s = 0;  // from its first to its last CUDA call in the window
+  // The main thread over the active span (s), from its rollups: lost = runq + io + fault +
+  // blocked beyond its CUDA syncs.
+  double runq_s = 0, blocked_s = 0, io_s = 0, fault_s = 0, sync_s = 0, lost_s = 0;
+  int64_t switches = 0;
+  double calls_per_s_median = 0;    // the main process's CUDA calls (launches excluded) per s
+  double calls_per_s_incident = 0;  // ... in the incident
+  int64_t low_buckets = 0;          // 10 s buckets below half the median
+  int64_t buckets = 0;
+  // Every other tracked process (workers, helpers), all threads (s).
+  double others_runq_s = 0, others_io_s = 0, others_fault_s = 0;
+  int64_t others_switches = 0;
 };
 
 enum class Severity { kLow = 0, kMedium = 1, kHigh = 2 };
@@ -222,6 +259,7 @@ struct Report {
   std::vector<CallerSection> callers;
   CallerSection sched_victims;
   KernelSummary kernels;  // launches per kernel (op_seconds; empty without launches)
+  LongWindowSummary long_window;  // tier "raw" unless the window was too long for raw rows
 };
 
 // ---- diff: before/after between two sessions (same or different files) ----

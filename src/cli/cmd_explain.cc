@@ -20,7 +20,12 @@ void AddExplainWindowFlags(FlagSet& flags, bool output_flags) {
   if (!output_flags) return;
   flags.Add({"evidence", FlagKind::kBool, "",
             "print, for each finding, SQL that checks its numbers with `gpuwhy query`", ""})
-      .Add({"json", FlagKind::kBool, "", "print the report as JSON", ""});
+      .Add({"json", FlagKind::kBool, "", "print the report as JSON", ""})
+      .Add({"raw", FlagKind::kBool, "",
+            "read every raw row of the window however long it is (slower, more memory); "
+            "without it a window of more than 1,000,000 rows is answered from its per-thread "
+            "rollups, with raw rows for its incident only",
+            ""});
 }
 
 StatusOr<ExplainOptions> ExplainOptionsFromFlags(const FlagSet& flags) {
@@ -35,6 +40,7 @@ StatusOr<ExplainOptions> ExplainOptionsFromFlags(const FlagSet& flags) {
   if (pid < 0 || pid > 0x7fffffff) return InvalidArgument("--pid must be a process id");
   o.pid = static_cast<int32_t>(pid);
   o.evidence = flags.GetBool("evidence");
+  if (flags.GetBool("raw")) o.max_raw_rows = 0;
   return o;
 }
 

@@ -198,6 +198,32 @@ constexpr const char* kMigrationV6 = R"sql(
 ALTER TABLE sessions ADD COLUMN launch_duty INTEGER;
 )sql";
 
+// Version 7 (additive): per-thread rollups kept at ingest, for explaining long windows
+// without reading their raw rows (src/analysis/long_window.cc) and kept longer than raw rows
+// under --max-db. One row per (10 s bucket, thread) with rows in it; every interval and call is
+// counted in the bucket it starts in. Docs: docs/schema.md.
+constexpr const char* kMigrationV7 = R"sql(
+CREATE TABLE thread_rollups(
+  session INTEGER NOT NULL,
+  sec INTEGER NOT NULL,
+  pid INTEGER NOT NULL,
+  tid INTEGER NOT NULL,
+  switches INTEGER NOT NULL,
+  preempted INTEGER NOT NULL,
+  runq_ns INTEGER NOT NULL,
+  blocked_ns INTEGER NOT NULL,
+  io_ns INTEGER NOT NULL,
+  fault_ns INTEGER NOT NULL,
+  woken_irq INTEGER NOT NULL,
+  woken_same INTEGER NOT NULL,
+  woken_other INTEGER NOT NULL,
+  cuda_calls INTEGER NOT NULL,
+  syncs INTEGER NOT NULL,
+  sync_ns INTEGER NOT NULL,
+  PRIMARY KEY(session, sec, pid, tid)
+) WITHOUT ROWID;
+)sql";
+
 Status WriteOpNames(sqlite3* db) {
   size_t n = 0;
   const OpInfo* ops = AllOps(&n);
@@ -261,6 +287,7 @@ Status CreateOrMigrateSchema(sqlite3* db) {
     if (version < 4) RETURN_IF_ERROR(Exec(db, kMigrationV4));
     if (version < 5) RETURN_IF_ERROR(Exec(db, kMigrationV5));
     if (version < 6) RETURN_IF_ERROR(Exec(db, kMigrationV6));
+    if (version < 7) RETURN_IF_ERROR(Exec(db, kMigrationV7));
     RETURN_IF_ERROR(Exec(db, "UPDATE meta SET value='" + std::to_string(kSchemaVersion) +
                                  "' WHERE key='schema_version'"));
     return WriteOpNames(db);

@@ -34,11 +34,13 @@ class SchemaMigrationTest : public ::testing::Test {
 
 // Version 2 only added `stacks` and `stack_frames` to version 1, and version 3 the waker
 // columns (with the views that show them) and sessions.tracer_pid, version 4 the NVML tables
-// version 5 sessions.launches_once and version 6 sessions.launch_duty: a v1 file is the current file without them, with
-// version 1's views and schema_version 1.
+// version 5 sessions.launches_once, version 6 sessions.launch_duty and version 7
+// thread_rollups: a v1 file is the current file without them, with version 1's views and
+// schema_version 1.
 void DowngradeToV1(sqlite3* db) {
   ASSERT_TRUE(Exec(db,
                    "DROP TABLE gpu_devices; DROP TABLE gpu_samples; DROP TABLE gpu_process_samples; "
+                   "DROP TABLE thread_rollups; "
                    "DROP VIEW stack_frames; DROP TABLE stacks; DROP VIEW events; "
                    "DROP VIEW events_all; "
                    "ALTER TABLE event_rows DROP COLUMN waker_pid; "
@@ -137,6 +139,13 @@ TEST_F(SchemaMigrationTest, V1FileBecomesCurrentWithDataIntact) {
                        "(SELECT launches_once FROM sessions ORDER BY id)",
                        ""),
             "null,1");
+  // Version 7: the new session's switch is in its thread's rollup; the old rows get none (a
+  // long window of an older session is explained from raw rows).
+  EXPECT_EQ(*QueryText(db.get(),
+                       "SELECT GROUP_CONCAT(session || ':' || switches || ':' || woken_same) "
+                       "FROM thread_rollups WHERE pid = 7 AND tid = 8",
+                       ""),
+            "2:1:1");
   // Opening again is a no-op (already current).
   auto w = StoreWriter::Create(path_, {});
   ASSERT_TRUE(w.ok()) << w.status().message();

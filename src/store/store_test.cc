@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -456,6 +457,123 @@ TEST_F(StoreTest, MaxDbPrunesOldestRowsToStayUnderTheCap) {
   ASSERT_TRUE(t.ok());
   EXPECT_GT(std::get<int64_t>(t->rows[0][0]), 0);  // the oldest rows are gone
   EXPECT_EQ(std::get<int64_t>(t->rows[0][1]), int64_t{399999} * 1000000);  // newest kept
+  std::ifstream f(path_, std::ios::binary | std::ios::ate);
+  EXPECT_LE(static_cast<int64_t>(f.tellg()), o.max_db_bytes);
+}
+
+// Issue 19: thread_rollups, kept at ingest, say what a GROUP BY over the raw rows says, for
+// every cause, waker class and CUDA counter — also for sleeps reported long after they began
+// (a row arrives when the thread runs again) and for rows that arrive out of order.
+TEST_F(StoreTest, ThreadRollupsAgreeWithTheRawRows) {
+  auto w = NewWriter();
+  ASSERT_TRUE(w->BeginSession({}).ok());
+  std::vector<Event> all;
+  uint64_t x = 12345;
+  auto rnd = [&](uint64_t n) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (x >> 33) % n;
+  };
+  for (int i = 0; i < 60000; ++i) {
+    Event e;
+    e.ts_ns = int64_t{i} * 1'000'000 + static_cast<int64_t>(rnd(900'000));  // 60 s, jittered
+    e.pid = 100 + static_cast<int32_t>(rnd(3));
+    e.tid = e.pid + static_cast<int32_t>(rnd(3));
+    uint64_t r = rnd(10);
+    if (r < 6) {
+      e.op = Op::kSchedSwitch;
+      e.duration_ns = static_cast<int64_t>(rnd(3'000'000));
+      if (rnd(50) == 0) e.duration_ns = 25'000'000'000;  // a long sleep, reported late
+      e.kind = static_cast<int64_t>(rnd(4));
+      e.runq_ns = e.kind == 0 ? e.duration_ns : static_cast<int64_t>(rnd(100'000));
+      e.runq_ns = std::min(e.runq_ns, e.duration_ns);
+      if (e.kind != 0 && rnd(4) != 0) {
+        uint64_t c = rnd(3);
+        e.waker_pid = c == 0 ? 0 : c == 1 ? e.pid : 999;
+        e.waker_tid = e.waker_pid;
+      }
+    } else if (r < 8) {
+      e.op = Op::kCudaStreamSync;
+      e.duration_ns = static_cast<int64_t>(rnd(5'000'000));
+    } else if (r < 9) {
+      e.op = Op::kCudaMemcpyAsync;
+      e.duration_ns = 20'000;
+    } else {
+      e.op = Op::kCudaLaunchKernel;  // launches are counted elsewhere, not here
+      e.duration_ns = 3'000;
+    }
+    all.push_back(e);
+  }
+  // Handed over as a tracer does: by end time, in batches.
+  std::stable_sort(all.begin(), all.end(), [](const Event& a, const Event& b) {
+    return a.ts_ns + a.duration_ns < b.ts_ns + b.duration_ns;
+  });
+  for (size_t i = 0; i < all.size(); i += 4096) {
+    w->AppendEvents(all.data() + i, std::min<size_t>(4096, all.size() - i));
+    ASSERT_TRUE(w->Flush().ok());
+  }
+  ASSERT_TRUE(w->Close().ok());
+  auto reader = StoreReader::Open(path_);
+  ASSERT_TRUE(reader.ok());
+  const std::string raw = R"sql(
+    SELECT (ts / 1000000000) / 10 * 10 AS sec, pid, tid,
+      SUM(op = 200), SUM(op = 200 AND kind = 0), SUM(CASE WHEN op = 200 THEN runq_ns ELSE 0 END),
+      SUM(CASE WHEN op = 200 AND kind = 1 THEN duration_ns - runq_ns ELSE 0 END),
+      SUM(CASE WHEN op = 200 AND kind = 2 THEN duration_ns - runq_ns ELSE 0 END),
+      SUM(CASE WHEN op = 200 AND kind = 3 THEN duration_ns - runq_ns ELSE 0 END),
+      SUM(op = 200 AND kind > 0 AND waker_pid = 0),
+      SUM(op = 200 AND kind > 0 AND waker_pid = pid),
+      SUM(op = 200 AND kind > 0 AND waker_pid NOT IN (0, pid)),
+      SUM(op IN (18, 11)), SUM(op = 18), SUM(CASE WHEN op = 18 THEN duration_ns ELSE 0 END)
+    FROM event_rows WHERE op <> 1 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3)sql";
+  const std::string rolled =
+      "SELECT sec, pid, tid, switches, preempted, runq_ns, blocked_ns, io_ns, fault_ns, "
+      "woken_irq, woken_same, woken_other, cuda_calls, syncs, sync_ns FROM thread_rollups "
+      "ORDER BY 1, 2, 3";
+  auto a = (*reader)->Query(raw);
+  auto b = (*reader)->Query(rolled);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  ASSERT_GT(a->rows.size(), 50u);
+  ASSERT_EQ(a->rows.size(), b->rows.size());
+  for (size_t i = 0; i < a->rows.size(); ++i) {
+    for (size_t c = 0; c < a->rows[i].size(); ++c) {
+      ASSERT_EQ(std::get<int64_t>(a->rows[i][c]), std::get<int64_t>(b->rows[i][c]))
+          << "bucket row " << i << " column " << b->columns[c];
+    }
+  }
+}
+
+// Issue 19, tiered retention: under --max-db the raw rows go first and the rollups stay for
+// far longer, within their share of the cap.
+TEST_F(StoreTest, MaxDbKeepsRollupsLongerThanRawRows) {
+  WriterOptions o;
+  o.max_db_bytes = 2 << 20;  // 2 MiB
+  auto w = NewWriter(o);
+  ASSERT_TRUE(w->BeginSession({}).ok());
+  std::vector<Event> batch;
+  for (int i = 0; i < 400000; ++i) {
+    Event e = Switch(int64_t{i} * 1000000, 1 + i % 5, 1000 + i);
+    e.addr = 0x7f0000000000 + i;
+    batch.push_back(e);
+    if (batch.size() == 20000) {
+      w->AppendEvents(batch.data(), batch.size());
+      batch.clear();
+      ASSERT_TRUE(w->Flush().ok());
+    }
+  }
+  ASSERT_TRUE(w->Close().ok());
+  EXPECT_GT(w->stats().rows_pruned, 0);
+  auto r = StoreReader::Open(path_);
+  ASSERT_TRUE(r.ok());
+  auto t = (*r)->Query(
+      "SELECT (SELECT MIN(ts) FROM event_rows), (SELECT MIN(sec) FROM thread_rollups), "
+      "(SELECT MIN(sec) FROM op_seconds), (SELECT MAX(sec) FROM thread_rollups)");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  int64_t raw_from_s = std::get<int64_t>(t->rows[0][0]) / 1'000'000'000;
+  EXPECT_GT(raw_from_s, 60);                           // raw rows of the first minute pruned
+  EXPECT_EQ(std::get<int64_t>(t->rows[0][1]), 0);      // their rollups kept
+  EXPECT_EQ(std::get<int64_t>(t->rows[0][2]), 0);
+  EXPECT_EQ(std::get<int64_t>(t->rows[0][3]), 390);    // up to the newest bucket
   std::ifstream f(path_, std::ios::binary | std::ios::ate);
   EXPECT_LE(static_cast<int64_t>(f.tellg()), o.max_db_bytes);
 }

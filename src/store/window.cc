@@ -6,6 +6,7 @@
 
 #include "base/saturating.h"
 #include "store/reader.h"
+#include "store/thread_rollups.h"
 
 namespace gw {
 
@@ -127,19 +128,56 @@ StatusOr<int64_t> ResolveSession(StoreReader& reader, int64_t session) {
   return session;
 }
 
+bool TierSpan::raw_pruned() const {
+  // A bucket holds the rollups of rows that start in it: one that ends before the oldest raw
+  // row had rows of its own, since deleted.
+  return has_rollups &&
+         (!has_raw || rollup_first + kThreadRollupSeconds * 1'000'000'000 <= raw_first);
+}
+
+StatusOr<TierSpan> ReadTierSpan(StoreReader& reader, int64_t session) {
+  TierSpan span;
+  // One statement each: each is one seek in a (session, ts|sec, …) key; MIN and MAX in one
+  // statement would scan the session.
+  auto bound = [&](const char* sql, int64_t* out, bool* found) {
+    return reader.ForEach(sql, {session}, [&](sqlite3_stmt* s) {
+      if (sqlite3_column_type(s, 0) == SQLITE_NULL) return;
+      *out = sqlite3_column_int64(s, 0);
+      *found = true;
+    });
+  };
+  bool unused = false;
+  RETURN_IF_ERROR(bound("SELECT MIN(ts) FROM event_rows WHERE session = ?1", &span.raw_first,
+                        &span.has_raw));
+  RETURN_IF_ERROR(bound("SELECT MAX(ts) FROM event_rows WHERE session = ?1", &span.raw_last,
+                        &unused));
+  ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
+  if (version < 7) return span;
+  int64_t first_sec = 0, last_sec = 0;
+  RETURN_IF_ERROR(bound("SELECT MIN(sec) FROM thread_rollups WHERE session = ?1", &first_sec,
+                        &span.has_rollups));
+  RETURN_IF_ERROR(bound("SELECT MAX(sec) FROM thread_rollups WHERE session = ?1", &last_sec,
+                        &unused));
+  span.rollup_first = first_sec * 1'000'000'000;
+  span.rollup_last = (last_sec + kThreadRollupSeconds) * 1'000'000'000 - 1;
+  return span;
+}
+
 StatusOr<SessionWindow> ResolveWindow(StoreReader& reader, const WindowRequest& request) {
   RETURN_IF_ERROR(ValidateWindowRequest(request));
   ASSIGN_OR_RETURN(int64_t session, ResolveSession(reader, request.session));
-  // Two statements: each is one seek in the (session, ts, seq) key; MIN and MAX in one
-  // statement would scan the session.
+  ASSIGN_OR_RETURN(TierSpan span, ReadTierSpan(reader, session));
   std::optional<int64_t> first, last;
-  auto bound = [&](const char* sql, std::optional<int64_t>* out) {
-    return reader.ForEach(sql, {session}, [&](sqlite3_stmt* s) {
-      if (sqlite3_column_type(s, 0) != SQLITE_NULL) *out = sqlite3_column_int64(s, 0);
-    });
-  };
-  RETURN_IF_ERROR(bound("SELECT MIN(ts) FROM event_rows WHERE session = ?1", &first));
-  RETURN_IF_ERROR(bound("SELECT MAX(ts) FROM event_rows WHERE session = ?1", &last));
+  if (span.has_raw) {
+    first = span.raw_first;
+    last = span.raw_last;
+  }
+  // Under --max-db the rollup tier outlives the raw rows: the session then begins where its
+  // oldest rollup does, and one whose raw rows are all gone ends with its rollups.
+  if (span.raw_pruned()) {
+    first = span.rollup_first;
+    if (!last) last = span.rollup_last;
+  }
   if (!first || !last) {
     return NotFound("session " + std::to_string(session) + " in " + reader.path() +
                     " has no events — hint: was the traced job running? check `gpuwhy query "

@@ -76,6 +76,20 @@ Status ValidateWindowRequest(const WindowRequest& request);
 StatusOr<SessionWindow> WindowOfSession(const WindowRequest& request, int64_t session,
                                         int64_t first_ts_ns, int64_t last_ts_ns);
 
+// Where a session's two tiers begin and end (session ns): raw rows (event_rows) and the
+// rollups that outlive them under --max-db (thread_rollups buckets, schema 7).
+struct TierSpan {
+  bool has_raw = false;
+  int64_t raw_first = 0;
+  int64_t raw_last = 0;
+  bool has_rollups = false;
+  int64_t rollup_first = 0;  // the first bucket's start
+  int64_t rollup_last = 0;   // the last bucket's end - 1
+  // Raw rows of the session were pruned: its rollups reach further back than its raw rows.
+  bool raw_pruned() const;
+};
+StatusOr<TierSpan> ReadTierSpan(StoreReader& reader, int64_t session);
+
 // 0 = the newest session; NotFound (listing the sessions there are) when `session` is not there.
 StatusOr<int64_t> ResolveSession(StoreReader& reader, int64_t session);
 

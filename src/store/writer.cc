@@ -184,6 +184,22 @@ Status StoreWriter::PrepareStatements() {
                            "total_ns, max_ns) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT DO UPDATE SET "
                            "count=count+excluded.count, total_ns=total_ns+excluded.total_ns, "
                            "max_ns=MAX(max_ns, excluded.max_ns)"));
+  ASSIGN_OR_RETURN(upsert_thread_rollup_,
+                   Prepare(db,
+                           "INSERT INTO thread_rollups(session, sec, pid, tid, switches, "
+                           "preempted, runq_ns, blocked_ns, io_ns, fault_ns, woken_irq, "
+                           "woken_same, woken_other, cuda_calls, syncs, sync_ns) VALUES "
+                           "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO UPDATE SET "
+                           "switches=switches+excluded.switches, "
+                           "preempted=preempted+excluded.preempted, "
+                           "runq_ns=runq_ns+excluded.runq_ns, "
+                           "blocked_ns=blocked_ns+excluded.blocked_ns, "
+                           "io_ns=io_ns+excluded.io_ns, fault_ns=fault_ns+excluded.fault_ns, "
+                           "woken_irq=woken_irq+excluded.woken_irq, "
+                           "woken_same=woken_same+excluded.woken_same, "
+                           "woken_other=woken_other+excluded.woken_other, "
+                           "cuda_calls=cuda_calls+excluded.cuda_calls, "
+                           "syncs=syncs+excluded.syncs, sync_ns=sync_ns+excluded.sync_ns"));
   ASSIGN_OR_RETURN(insert_string_,
                    Prepare(db, "INSERT OR IGNORE INTO strings(id, text) VALUES (?,?)"));
   ASSIGN_OR_RETURN(insert_stack_,
@@ -515,6 +531,7 @@ void StoreWriter::Aggregate(const Event& e) {
   v.total_ns += e.duration_ns;
   v.max_ns = std::max(v.max_ns, e.duration_ns);
   newest_sec_ = std::max(newest_sec_, sec);
+  thread_rollups_.Add(e);
 }
 
 Status StoreWriter::WriteRollups(bool all) {
@@ -537,7 +554,16 @@ Status StoreWriter::WriteRollups(bool all) {
     RETURN_IF_ERROR(StepDone(db, s, "write op_seconds"));
     it = rollups_.erase(it);
   }
-  return Status::Ok();
+  return thread_rollups_.Flush(all, [&](const ThreadRollupKey& k, const ThreadRollup& r) {
+    sqlite3_stmt* u = upsert_thread_rollup_.get();
+    int i = 0;
+    for (int64_t v : {session_id_, k.sec, int64_t{k.pid}, int64_t{k.tid}, r.switches, r.preempted,
+                      r.runq_ns, r.blocked_ns, r.io_ns, r.fault_ns, r.woken_irq, r.woken_same,
+                      r.woken_other, r.cuda_calls, r.syncs, r.sync_ns}) {
+      sqlite3_bind_int64(u, ++i, v);
+    }
+    return StepDone(db, u, "write thread_rollups");
+  });
 }
 
 // Rows are clustered by (session, ts, seq): inserting each batch in key order keeps every
@@ -816,6 +842,87 @@ Status StoreWriter::WriteFailure(const Status& failed, const std::string& what) 
   return Status(failed.code(), "recording stopped: " + what + ": " + failed.message() + hint);
 }
 
+namespace {
+
+// The rollup tier: what long windows are explained from once their raw rows are gone.
+constexpr const char* kRollupTables[] = {"op_seconds", "thread_rollups", "system_snapshots"};
+
+StatusOr<int64_t> RollupTierBytes(sqlite3* db) {
+  // dbstat walks the pages of the rollup tables only (a fifth of the file at most).
+  return QueryInt(db,
+                  "SELECT COALESCE(SUM(pgsize), 0) FROM dbstat WHERE name IN ('op_seconds', "
+                  "'thread_rollups', 'system_snapshots')",
+                  0);
+}
+
+// The cut for a tier whose oldest rows are in `oldest` (session): the whole session when a
+// newer one exists, else the oldest tenth of its time span (at least one second, never its
+// newest row). `min_ts`/`max_ts`: that session's span in the tier, ns.
+int64_t CutOf(int64_t oldest, int64_t current, int64_t min_ts, int64_t max_ts) {
+  if (oldest != current) return INT64_MAX;
+  int64_t cut = min_ts + std::max<int64_t>((max_ts - min_ts) / 10, 1'000'000'000);
+  return std::min(cut, max_ts);
+}
+
+}  // namespace
+
+StatusOr<int64_t> StoreWriter::PruneOldestRaw(sqlite3* db, int64_t oldest) {
+  std::string sess = std::to_string(oldest);
+  ASSIGN_OR_RETURN(int64_t min_ts,
+                   QueryInt(db, "SELECT MIN(ts) FROM event_rows WHERE session = " + sess, 0));
+  ASSIGN_OR_RETURN(int64_t max_ts,
+                   QueryInt(db, "SELECT MAX(ts) FROM event_rows WHERE session = " + sess, 0));
+  std::string cut = std::to_string(CutOf(oldest, session_id_, min_ts, max_ts));
+  RETURN_IF_ERROR(Exec(db, "BEGIN"));
+  Status st = Exec(db, "DELETE FROM event_rows WHERE session = " + sess + " AND ts < " + cut);
+  int64_t deleted = sqlite3_changes(db);
+  if (st.ok()) {
+    st = Exec(db, "DELETE FROM gpu_samples WHERE session < " + sess + " OR (session = " + sess +
+                      " AND ts < " + cut + "); DELETE FROM gpu_process_samples WHERE session < " +
+                      sess + " OR (session = " + sess + " AND ts < " + cut + ");");
+  }
+  if (!st.ok()) {
+    (void)Exec(db, "ROLLBACK");
+    return st.WithContext("prune " + path_);
+  }
+  RETURN_IF_ERROR(Exec(db, "COMMIT"));
+  rows_pruned_ += deleted;
+  return deleted;
+}
+
+StatusOr<int64_t> StoreWriter::PruneOldestRollups(sqlite3* db) {
+  ASSIGN_OR_RETURN(int64_t oldest, QueryInt(db, "SELECT MIN(session) FROM op_seconds", 0));
+  ASSIGN_OR_RETURN(int64_t oldest_t, QueryInt(db, "SELECT MIN(session) FROM thread_rollups", 0));
+  if (oldest == 0 || (oldest_t != 0 && oldest_t < oldest)) oldest = oldest_t;
+  if (oldest == 0) return 0;
+  std::string sess = std::to_string(oldest);
+  ASSIGN_OR_RETURN(int64_t min_sec,
+                   QueryInt(db, "SELECT MIN(sec) FROM op_seconds WHERE session = " + sess, 0));
+  ASSIGN_OR_RETURN(int64_t max_sec,
+                   QueryInt(db, "SELECT MAX(sec) FROM op_seconds WHERE session = " + sess, 0));
+  int64_t cut_ns = CutOf(oldest, session_id_, min_sec * 1'000'000'000, max_sec * 1'000'000'000);
+  std::string cut_sec = std::to_string(cut_ns == INT64_MAX ? INT64_MAX : cut_ns / 1'000'000'000);
+  std::string cut = std::to_string(cut_ns);
+  RETURN_IF_ERROR(Exec(db, "BEGIN"));
+  int64_t deleted = 0;
+  Status st = Status::Ok();
+  for (const char* table : kRollupTables) {
+    bool by_sec = std::string(table) != "system_snapshots";
+    if (st.ok()) {
+      st = Exec(db, std::string("DELETE FROM ") + table + " WHERE session < " + sess +
+                        " OR (session = " + sess + " AND " + (by_sec ? "sec < " + cut_sec
+                                                                     : "ts < " + cut) + ")");
+      deleted += sqlite3_changes(db);
+    }
+  }
+  if (!st.ok()) {
+    (void)Exec(db, "ROLLBACK");
+    return st.WithContext("prune " + path_);
+  }
+  RETURN_IF_ERROR(Exec(db, "COMMIT"));
+  return deleted;
+}
+
 Status StoreWriter::PruneIfNeeded() {
   sqlite3* db = db_.get();
   // Cheap test first: page_count covers the main file plus pages still in the WAL; the WAL file
@@ -839,43 +946,16 @@ Status StoreWriter::PruneIfNeeded() {
         pages * page_size + wal_bytes <= options_.max_db_bytes) {
       return Status::Ok();
     }
-    // Oldest first: a whole older session, else the oldest tenth of the current session's
-    // time span (at least one second). Both bounds come from the primary key: no scan.
-    ASSIGN_OR_RETURN(int64_t oldest, QueryInt(db, "SELECT MIN(session) FROM event_rows", 0));
-    if (oldest == 0) {
+    // Two tiers (docs/schema.md): rollups may hold up to a fifth of the cap and outlive the
+    // raw rows; raw rows take the rest. The tier over its share loses its oldest rows first.
+    ASSIGN_OR_RETURN(int64_t rollup_bytes, RollupTierBytes(db));
+    ASSIGN_OR_RETURN(int64_t oldest_raw, QueryInt(db, "SELECT MIN(session) FROM event_rows", 0));
+    bool prune_rollups = rollup_bytes > options_.max_db_bytes / kRollupShareDivisor || oldest_raw == 0;
+    ASSIGN_OR_RETURN(int64_t deleted, prune_rollups ? PruneOldestRollups(db) : PruneOldestRaw(db, oldest_raw));
+    if (deleted == 0) {
       (void)Exec(db, "PRAGMA incremental_vacuum");
-      return Status::Ok();
+      return Status::Ok();  // nothing left to give back
     }
-    std::string sess = std::to_string(oldest);
-    int64_t cut_ts = INT64_MAX;  // delete the whole session
-    if (oldest == session_id_) {
-      ASSIGN_OR_RETURN(int64_t min_ts,
-                       QueryInt(db, "SELECT MIN(ts) FROM event_rows WHERE session = " + sess, 0));
-      ASSIGN_OR_RETURN(int64_t max_ts,
-                       QueryInt(db, "SELECT MAX(ts) FROM event_rows WHERE session = " + sess, 0));
-      cut_ts = min_ts + std::max<int64_t>((max_ts - min_ts) / 10, 1'000'000'000);
-      if (cut_ts > max_ts) cut_ts = max_ts;  // never delete the newest row
-    }
-    std::string cut = std::to_string(cut_ts);
-    std::string cut_sec = std::to_string(cut_ts / 1'000'000'000);
-    RETURN_IF_ERROR(Exec(db, "BEGIN"));
-    Status st = Exec(db, "DELETE FROM event_rows WHERE session = " + sess + " AND ts < " + cut);
-    int64_t deleted = sqlite3_changes(db);
-    if (st.ok()) {
-      st = Exec(db, "DELETE FROM op_seconds WHERE session < " + sess + " OR (session = " + sess +
-                        " AND sec < " + cut_sec + "); DELETE FROM system_snapshots WHERE session < " +
-                        sess + " OR (session = " + sess + " AND ts < " + cut + ");" +
-                        "DELETE FROM gpu_samples WHERE session < " + sess + " OR (session = " +
-                        sess + " AND ts < " + cut + "); DELETE FROM gpu_process_samples WHERE "
-                        "session < " + sess + " OR (session = " + sess + " AND ts < " + cut + ");");
-    }
-    if (!st.ok()) {
-      (void)Exec(db, "ROLLBACK");
-      return st.WithContext("prune " + path_);
-    }
-    RETURN_IF_ERROR(Exec(db, "COMMIT"));
-    rows_pruned_ += deleted;
-    if (deleted == 0) return Status::Ok();  // nothing left to give back
     RETURN_IF_ERROR(Exec(db, "PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(TRUNCATE)"));
   }
   return Status::Ok();

@@ -26,8 +26,14 @@
 #include "store/event_batch.h"
 #include "store/outbox.h"
 #include "store/sqlite_util.h"
+#include "store/thread_rollups.h"
 
 namespace gw {
+
+// Under --max-db the rollup tier (op_seconds, thread_rollups, system_snapshots) may take up to
+// 1/kRollupShareDivisor of the cap; raw rows (event_rows, GPU samples) take the rest, so
+// rollups outlive the raw rows of the same time by far.
+inline constexpr int64_t kRollupShareDivisor = 5;
 
 struct WriterOptions {
   int64_t max_db_bytes = 0;         // 0 = no cap; else prune the oldest rows to stay under it
@@ -127,6 +133,9 @@ class StoreWriter {
   void Aggregate(const Event& e);
   Status WriteRollups(bool all);
   Status PruneIfNeeded();
+  // One pruning step of a tier (rows deleted; 0 = nothing left in it).
+  StatusOr<int64_t> PruneOldestRaw(sqlite3* db, int64_t oldest_session);
+  StatusOr<int64_t> PruneOldestRollups(sqlite3* db);
   // Refuses a batch that would leave the filesystem without the room needed to close the
   // session (and the WAL its final checkpoint needs).
   Status CheckFreeSpace(size_t events);
@@ -139,6 +148,7 @@ class StoreWriter {
   EventBatch batch_;  // what gw_event_batch shows; declared before db_ so it outlives it
   ScopedDb db_;
   ScopedStmt insert_event_, upsert_process_, insert_snapshot_, upsert_rollup_, insert_string_;
+  ScopedStmt upsert_thread_rollup_;
   ScopedStmt insert_stack_;
   ScopedStmt insert_gpu_device_, insert_gpu_sample_, insert_gpu_process_;
   ScopedStmt insert_batch_;  // INSERT ... SELECT FROM gw_event_batch (reads batch_)
@@ -205,6 +215,7 @@ class StoreWriter {
     int64_t max_ns = 0;
   };
   std::unordered_map<RollupKey, RollupValue, RollupKeyHash> rollups_;
+  ThreadRollups thread_rollups_;
   int64_t newest_sec_ = 0;
   int64_t newest_ts_ = kNull;  // newest event_rows.ts committed in this session
   std::vector<BatchRow> batch_rows_;  // the batch being committed, in key order
