@@ -355,11 +355,35 @@ StatusOr<Report> ExplainFromRollups(StoreReader& reader, const ExplainOptions& o
   return report;
 }
 
+// --pid must name a process of the session: anything else would "explain" a thread that
+// never ran as one that ran all the time.
+Status CheckPidInSession(StoreReader& reader, int64_t session, int32_t pid) {
+  std::map<int32_t, ProcessRecord> processes;
+  RETURN_IF_ERROR(ReadProcesses(reader, session, &processes));
+  if (processes.count(pid) > 0) return Status::Ok();
+  std::string tracked;
+  int listed = 0;
+  for (const auto& [p, rec] : processes) {
+    if (!rec.tracked || listed == 8) continue;
+    tracked += (tracked.empty() ? "" : ", ") + std::to_string(p) + " " + rec.name;
+    ++listed;
+  }
+  return NotFound("process " + std::to_string(pid) + " is not in session " +
+                  std::to_string(session) + " of " + reader.path() + " (traced processes: " +
+                  (tracked.empty() ? "none" : tracked) +
+                  ") — hint: `gpuwhy query \"SELECT pid, name FROM process_names\"` lists "
+                  "every process the recording saw");
+}
+
 }  // namespace
 
 StatusOr<Report> Explain(StoreReader& reader, const ExplainOptions& options) {
   Report report;
   bool done = false;
+  if (options.pid != 0) {
+    ASSIGN_OR_RETURN(SessionWindow window, ResolveWindow(reader, options.window));
+    RETURN_IF_ERROR(CheckPidInSession(reader, window.session, options.pid));
+  }
   if (options.max_raw_rows > 0) {
     ASSIGN_OR_RETURN(SessionWindow window, ResolveWindow(reader, options.window));
     ASSIGN_OR_RETURN(int64_t rows, EstimateWindowRows(reader, window));

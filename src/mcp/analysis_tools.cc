@@ -46,9 +46,16 @@ StatusOr<ToolOutput> RunExplain(ReaderSource& source, const Json& json_args) {
   ASSIGN_OR_RETURN(Report report, Explain(*reader, options));
   ToolOutput out;
   out.structured = Json(ReportJson(report));
+  const LongWindowSummary& tier = report.long_window;
+  std::string scope = tier.tier == "raw"
+                          ? report.window.label
+                          : tier.label + ", answered from per-thread rollups" +
+                                (tier.has_incident ? " with the causal chains of its " +
+                                                         report.window.label
+                                                   : " only (no raw rows left)");
   out.summary = std::to_string(report.findings.size()) + " finding" +
-                (report.findings.size() == 1 ? "" : "s") + " for " + report.window.label +
-                " of session " + std::to_string(report.window.session) +
+                (report.findings.size() == 1 ? "" : "s") + " for " + scope + " of session " +
+                std::to_string(report.window.session) +
                 (report.findings.empty() ? "." : "; the most severe first.") +
                 " Each finding's evidence SQL can be re-run with query_sql.";
   return out;
@@ -175,7 +182,10 @@ void AddAnalysisTools(McpServer& server, ReaderSource& source, const StoreToolLi
       "evidence SQL you can re-run with query_sql; plus where the GPU-feeding threads' time "
       "went (running, run-queue wait, I/O, page faults, memcpy, sync), the system context and "
       "the top processes. Start an investigation here. Default range: the last 120 s; pid "
-      "narrows it to one process and its tracked children.";
+      "narrows it to one process and its tracked children. A range of more than 1,000,000 raw "
+      "rows (an hour or a day) is answered from per-thread rollups, with the causal chains of "
+      "its incident (the stretch in which the job's main thread lost the most time): "
+      "window_tier says how, so ask again with from_s/to_s to look closer elsewhere.";
   Json props = WindowSchemaProperties();
   props["since_s"]["description"] =
       "Analyse the last N seconds before to_s, or before the newest event (default 120).";

@@ -441,6 +441,7 @@ Status StoreWriter::Close() {
   upsert_process_.Reset();
   insert_snapshot_.Reset();
   upsert_rollup_.Reset();
+  upsert_thread_rollup_.Reset();
   insert_string_.Reset();
   insert_stack_.Reset();
   insert_gpu_device_.Reset();

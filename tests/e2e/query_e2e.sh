@@ -73,5 +73,12 @@ echo "$out" | grep -q '^1$' && pass "GPUWHY_DB" || fail "GPUWHY_DB: $out"
 "$GPUWHY" frobnicate >/dev/null 2>&1; [ $? -eq 2 ] && pass "unknown command exit 2" || fail "unknown command"
 "$GPUWHY" query --help | grep -q -- '--csv' && pass "help lists flags" || fail "help"
 
+# explain --pid of a process the recording never saw is an error naming the traced ones, not
+# a report about a thread that "ran all the time".
+out=$("$GPUWHY" explain --db "$tmp/f.db" --pid 999999 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q 'process 999999 is not in session 1' \
+  && echo "$out" | grep -q 'traced processes: ' && ! echo "$out" | grep -q 'Causal Chains' \
+  && pass "explain --pid of an unknown process" || fail "explain --pid unknown: rc=$rc $out"
+
 if [ $failures -eq 0 ]; then echo "query e2e: all passed"; exit 0; fi
 echo "query e2e: $failures failed"; exit 1
