@@ -632,7 +632,9 @@ TEST_F(StoreTest, DeleteSessionsRemovesEveryRowOfThoseSessionsOnly) {
       "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM event_rows), "
       "(SELECT COUNT(*) FROM processes), (SELECT COUNT(*) FROM system_snapshots), "
       "(SELECT COUNT(*) FROM op_seconds WHERE session = 2), "
-      "(SELECT COUNT(*) FROM event_rows WHERE session = 2)");
+      "(SELECT COUNT(*) FROM event_rows WHERE session = 2), "
+      "(SELECT COUNT(*) FROM thread_rollups WHERE session = 2), "
+      "(SELECT COUNT(*) FROM thread_rollups)");
   ASSERT_TRUE(rows.ok()) << rows.status().message();
   EXPECT_EQ(std::get<int64_t>(rows->rows[0][0]), 2);
   EXPECT_EQ(std::get<int64_t>(rows->rows[0][1]), 2000);
@@ -640,6 +642,8 @@ TEST_F(StoreTest, DeleteSessionsRemovesEveryRowOfThoseSessionsOnly) {
   EXPECT_EQ(std::get<int64_t>(rows->rows[0][3]), 2);
   EXPECT_EQ(std::get<int64_t>(rows->rows[0][4]), 0);
   EXPECT_EQ(std::get<int64_t>(rows->rows[0][5]), 0);
+  EXPECT_EQ(std::get<int64_t>(rows->rows[0][6]), 0);  // its thread rollups went with it
+  EXPECT_EQ(std::get<int64_t>(rows->rows[0][7]), 2);  // the other two sessions' stay
 }
 
 // An open session whose tracer pid is alive on this host is "recording"; one whose tracer is

@@ -980,8 +980,8 @@ StatusOr<StoreWriter::RemovedSessions> StoreWriter::RemoveSessions(
   RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE").WithContext("prune " + path_));
   Status st = Exec(db, "DELETE FROM event_rows WHERE session" + in);
   removed.event_rows = sqlite3_changes(db);
-  for (const char* table : {"op_seconds", "processes", "system_snapshots", "stacks", "gpu_devices",
-                            "gpu_samples", "gpu_process_samples"}) {
+  for (const char* table : {"op_seconds", "thread_rollups", "processes", "system_snapshots",
+                            "stacks", "gpu_devices", "gpu_samples", "gpu_process_samples"}) {
     if (st.ok()) st = Exec(db, std::string("DELETE FROM ") + table + " WHERE session" + in);
   }
   if (st.ok()) {
