@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <random>
 #include <string>
 #include <vector>
@@ -97,6 +98,7 @@ int Main(int argc, char** argv) {
   }
   SessionInfo info;
   info.kind = "trace";
+  info.wall_start_ns = static_cast<int64_t>(time(nullptr)) * kS;
   info.cores = 8;
   info.command_line = "gw_recorder_bench";
   if (!(*writer)->BeginSession(info).ok()) return 1;
@@ -188,6 +190,7 @@ int Main(int argc, char** argv) {
   }
   SessionTotals totals;
   totals.events = rows;
+  totals.wall_stop_ns = info.wall_start_ns + end;
   totals.drops_detail = "{}";
   if (!(*writer)->EndSession(totals).ok() || !(*writer)->Close().ok()) return 1;
   double secs = Now() - t0;

@@ -1,10 +1,13 @@
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <map>
 
 #include "base/text.h"
 #include "cli/commands.h"
 #include "store/reader.h"
 #include "store/session_admin.h"
+#include "store/window.h"
 
 namespace gw {
 
@@ -57,6 +60,21 @@ int RunSessions(const Args& args) {
   if (!usage.ok()) return ReportError(usage.status());
   const std::string& path = (*reader)->path();
 
+  // Tiered retention: where each session's raw rows begin once --max-db pruned the oldest.
+  std::map<int64_t, TierSpan> spans;
+  for (const SessionSummary& s : *sessions) {
+    auto span = ReadTierSpan(**reader, s.id);
+    if (!span.ok()) return ReportError(span.status());
+    spans[s.id] = *span;
+  }
+  // "all", "last 8.1 h" (older raw rows pruned, rollups kept), "none" (rollups only).
+  auto raw_text = [&](int64_t id) -> std::string {
+    const TierSpan& t = spans[id];
+    if (!t.raw_pruned()) return "all";
+    if (!t.has_raw) return "none";
+    int64_t kept = std::max(t.raw_last, t.rollup_last) + 1 - t.raw_first;
+    return "last " + HumanSpan((kept + 500'000'000) / 1'000'000'000 * 1'000'000'000);
+  };
   if (flags.GetBool("json")) {
     std::string out = "{\"database\": \"" + JsonEscape(path) +
                       "\", \"file_bytes\": " + std::to_string(usage->file_bytes) +
@@ -75,6 +93,11 @@ int RunSessions(const Args& args) {
              std::to_string(rows == usage->rows_by_session.end() ? 0 : rows->second) +
              ", \"drops\": " + std::to_string(s.drops) +
              ", \"estimated_bytes\": " + std::to_string(usage->EstimatedSessionBytes(s.id)) +
+             ", \"raw_rows_pruned\": " + (spans[s.id].raw_pruned() ? "true" : "false") +
+             ", \"raw_first_ts\": " +
+             (spans[s.id].has_raw ? std::to_string(spans[s.id].raw_first) : "null") +
+             ", \"rollups_first_ts\": " +
+             (spans[s.id].has_rollups ? std::to_string(spans[s.id].rollup_first) : "null") +
              ", \"state\": \"" + SessionStateName(StateOf(s)) +
              "\", \"ended_cleanly\": " + (s.ended ? "true" : "false") +
              ", \"tracer_pid\": " + std::to_string(s.tracer_pid) + ", \"host\": \"" +
@@ -94,7 +117,8 @@ int RunSessions(const Args& args) {
   std::printf(", %zu session%s\n", sessions->size(), sessions->size() == 1 ? "" : "s");
   if (sessions->empty()) return kExitOk;
   Table table;
-  table.columns = {"session", "kind", "started", "span", "events", "drops", "~size", "state"};
+  table.columns = {"session", "kind", "started", "span", "events", "drops", "~size", "raw rows",
+                   "state"};
   int64_t used = (usage->pages - usage->free_pages) * usage->page_bytes;
   for (const SessionSummary& s : *sessions) {
     int64_t bytes = usage->EstimatedSessionBytes(s.id);
@@ -102,7 +126,7 @@ int RunSessions(const Args& args) {
     if (used > 0) size += " (" + std::to_string(bytes * 100 / used) + "%)";
     table.rows.push_back({std::to_string(s.id), TerminalSafe(s.kind), LocalTime(s.wall_start_ns),
                           HumanSpan(s.wall_stop_ns - s.wall_start_ns), WithThousands(s.events),
-                          WithThousands(s.drops), size, StateText(s)});
+                          WithThousands(s.drops), size, raw_text(s.id), StateText(s)});
   }
   std::fputs(FormatTable(table, TableFormat::kText).c_str(), stdout);
   return kExitOk;

@@ -54,6 +54,13 @@ ok=$(jq_ "$tmp/pruned.json" "int(d['window_tier']['answered_from'] == 'rollups+i
   && pass "pruned raw rows: incident from what is left, rollups for the whole window" \
   || fail "pruned: $(jq_ "$tmp/pruned.json" "d['window_tier']") $(head -4 "$tmp/pruned.txt")"
 
+# gpuwhy sessions says how much of the session still has raw rows.
+"$GPUWHY" sessions --db "$tmp/long.db" > "$tmp/sessions.txt" 2>&1
+"$GPUWHY" sessions --db "$tmp/long.db" --json > "$tmp/sessions.json" 2>&1
+ok=$(jq_ "$tmp/sessions.json" "int(d['sessions'][0]['raw_rows_pruned'] and 499e9 < d['sessions'][0]['raw_first_ts'] < 501e9 and d['sessions'][0]['rollups_first_ts'] == 0)")
+[ "$ok" = 1 ] && grep -q "| last 5m 0s " "$tmp/sessions.txt" \
+  && pass "sessions shows where raw rows begin" || fail "sessions: $(cat "$tmp/sessions.txt")"
+
 # A short window (under 1 M rows) reaching back before the raw rows: rollups too, never the
 # pruned stretch counted as idle time.
 "$GPUWHY" explain --db "$tmp/long.db" --from 400s --to 560s --json > "$tmp/short.json" 2>&1
