@@ -433,23 +433,29 @@ TEST_F(StoreTest, ReaderNeverChangesTheFile) {
   EXPECT_EQ(before, after);
 }
 
+// 400 s of one switch per ms from `pids` processes, flushed every 20,000 rows (so a capped
+// writer prunes as it goes), then closed.
+void WriteSwitchesUnderACap(StoreWriter& w, int pids) {
+  ASSERT_TRUE(w.BeginSession({}).ok());
+  std::vector<Event> batch;
+  for (int i = 0; i < 400000; ++i) {
+    Event e = Switch(int64_t{i} * 1000000, 1 + i % pids, 1000 + i);
+    e.addr = 0x7f0000000000 + i;
+    batch.push_back(e);
+    if (batch.size() == 20000) {
+      w.AppendEvents(batch.data(), batch.size());
+      batch.clear();
+      ASSERT_TRUE(w.Flush().ok());
+    }
+  }
+  ASSERT_TRUE(w.Close().ok());
+}
+
 TEST_F(StoreTest, MaxDbPrunesOldestRowsToStayUnderTheCap) {
   WriterOptions o;
   o.max_db_bytes = 2 << 20;  // 2 MiB
   auto w = NewWriter(o);
-  ASSERT_TRUE(w->BeginSession({}).ok());
-  std::vector<Event> batch;
-  for (int i = 0; i < 400000; ++i) {
-    Event e = Switch(int64_t{i} * 1000000, 1 + i % 50, 1000 + i);
-    e.addr = 0x7f0000000000 + i;
-    batch.push_back(e);
-    if (batch.size() == 20000) {
-      w->AppendEvents(batch.data(), batch.size());
-      batch.clear();
-      ASSERT_TRUE(w->Flush().ok());
-    }
-  }
-  ASSERT_TRUE(w->Close().ok());
+  WriteSwitchesUnderACap(*w, 50);
   EXPECT_GT(w->stats().rows_pruned, 0);
   auto r = StoreReader::Open(path_);
   ASSERT_TRUE(r.ok());
@@ -549,19 +555,7 @@ TEST_F(StoreTest, MaxDbKeepsRollupsLongerThanRawRows) {
   WriterOptions o;
   o.max_db_bytes = 2 << 20;  // 2 MiB
   auto w = NewWriter(o);
-  ASSERT_TRUE(w->BeginSession({}).ok());
-  std::vector<Event> batch;
-  for (int i = 0; i < 400000; ++i) {
-    Event e = Switch(int64_t{i} * 1000000, 1 + i % 5, 1000 + i);
-    e.addr = 0x7f0000000000 + i;
-    batch.push_back(e);
-    if (batch.size() == 20000) {
-      w->AppendEvents(batch.data(), batch.size());
-      batch.clear();
-      ASSERT_TRUE(w->Flush().ok());
-    }
-  }
-  ASSERT_TRUE(w->Close().ok());
+  WriteSwitchesUnderACap(*w, 5);
   EXPECT_GT(w->stats().rows_pruned, 0);
   auto r = StoreReader::Open(path_);
   ASSERT_TRUE(r.ok());

@@ -4,11 +4,9 @@
 # both name the same cause; a window whose oldest raw rows were pruned says where they begin.
 set -uo pipefail
 GPUWHY=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-pass() { echo "ok - $1"; }
-fail() { echo "FAIL - $1"; failures=$((failures + 1)); }
+. "$(dirname "$0")/lib.sh"
+e2e_workdir long_window
+tmp=$WORK
 jq_() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
 
 # 800 s of the synthetic contention scenario: about 1.8 M rows (over explain's 1 M).
@@ -68,4 +66,4 @@ ok=$(jq_ "$tmp/short.json" "int(d['window_tier']['answered_from'] == 'rollups+in
 [ "$ok" = 1 ] && pass "a window reaching before the raw rows reads the rollups" \
   || fail "short pruned window: $(head -c 600 "$tmp/short.json")"
 
-[ "$failures" -eq 0 ] && echo "all passed" || { echo "$failures failed"; exit 1; }
+e2e_finish long_window_e2e
