@@ -21,6 +21,21 @@ int64_t Lost(const ThreadRollup& r) {
   return r.runq_ns + r.io_ns + r.fault_ns + std::max<int64_t>(0, r.blocked_ns - r.sync_ns);
 }
 
+// Without a job to follow (no CUDA calls in the rollups): the latest stretch that still has raw
+// rows, as a plain explain reads the latest minutes.
+void LatestStretch(const TierSpan& span, const SessionWindow& window, int64_t incident_ns,
+                   LongWindowSummary* s) {
+  if (!span.has_raw) return;
+  int64_t to = std::min(window.end_ns, span.raw_last + 1);
+  int64_t from = std::max({window.begin_ns, span.raw_first, to - incident_ns});
+  if (to <= from) return;
+  s->tier = "rollups+incident";
+  s->has_incident = true;
+  s->incident_latest = true;
+  s->incident_from_ns = from;
+  s->incident_to_ns = to;
+}
+
 }  // namespace
 
 int64_t IncidentLength(int64_t rows, int64_t window_ns, int64_t max_rows) {
@@ -62,7 +77,10 @@ LongWindowSummary SummarizeRollups(const RollupWindow& rollups, const SessionWin
       }
     }
   }
-  if (s.main_pid == 0) return s;
+  if (s.main_pid == 0) {
+    LatestStretch(rollups.span, window, incident_ns, &s);
+    return s;
+  }
   auto proc = rollups.processes.find(s.main_pid);
   s.main_label = (proc != rollups.processes.end() && !proc->second.name.empty()
                       ? proc->second.name
@@ -106,7 +124,10 @@ LongWindowSummary SummarizeRollups(const RollupWindow& rollups, const SessionWin
     first = std::min(first, sec);
     last = std::max(last, sec);
   }
-  if (first > last) return s;
+  if (first > last) {
+    LatestStretch(rollups.span, window, incident_ns, &s);
+    return s;
+  }
   std::vector<int64_t> secs;
   for (int64_t b = first; b <= last; b += kThreadRollupSeconds) secs.push_back(b);
   s.buckets = static_cast<int64_t>(secs.size());

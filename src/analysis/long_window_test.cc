@@ -91,9 +91,15 @@ TEST(LongWindowTest, TheIncidentStaysInsideTheRawRowsThatAreLeft) {
 }
 
 TEST(LongWindowTest, APidChoosesTheJobAndTheWindowClipsTheSpan) {
+  // --pid 11, a worker without CUDA calls: no job to follow, so the latest 2 min, as a plain
+  // explain of the window would read.
   LongWindowSummary s = SummarizeRollups(Hour(), Window(1000, 1600), 11, 120 * kS);
-  EXPECT_EQ(s.main_pid, 11);  // --pid 11: no CUDA calls, so nothing to explain
-  EXPECT_FALSE(s.has_incident);
+  EXPECT_EQ(s.main_pid, 11);
+  ASSERT_TRUE(s.has_incident);
+  EXPECT_EQ(s.incident_from_ns, 1480 * kS);
+  EXPECT_EQ(s.incident_to_ns, 1600 * kS);
+  EXPECT_TRUE(s.incident_latest);
+  EXPECT_EQ(s.buckets, 0);
   s = SummarizeRollups(Hour(), Window(1005, 1600), 0, 120 * kS);
   EXPECT_DOUBLE_EQ(s.active_s, 595);
   EXPECT_GE(s.incident_from_ns, 1005 * kS);

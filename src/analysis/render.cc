@@ -157,7 +157,14 @@ std::string LongWindowText(const LongWindowSummary& l) {
                "rollups are kept)\n",
                static_cast<double>(l.raw_first_ts) / 1e9);
   }
-  if (l.main_pid == 0) return out + "  No CUDA process in this window's rollups.\n";
+  if (l.buckets == 0) {
+    out += l.main_pid == 0 ? "  No CUDA process in this window's rollups"
+                           : "  No CUDA calls of " + l.main_label + " in this window's rollups";
+    return out + (l.has_incident ? Fmt("; the causal chains are from the latest stretch with "
+                                       "raw rows, %s.\n\n",
+                                       Span(l.incident_from_ns, l.incident_to_ns).c_str())
+                                 : ".\n\n");
+  }
   if (l.has_incident) {
     out += Fmt("  Incident:      %s — where the main thread lost the most time: %.1f s "
                "(%.1f s in a typical stretch as long)\n",
@@ -425,7 +432,8 @@ nlohmann::ordered_json ReportJson(const Report& r) {
                         {"to_ns", l.incident_to_ns},
                         {"lost_s", R(l.incident_lost_s)},
                         {"typical_lost_s", R(l.typical_lost_s)},
-                        {"calls_per_s", R(l.calls_per_s_incident)}};
+                        {"calls_per_s", R(l.calls_per_s_incident)},
+                        {"chosen_as", l.incident_latest ? "latest" : "most_lost"}};
     }
     lw["main"] = {{"pid", l.main_pid},        {"tid", l.main_tid},
                   {"active_s", R(l.active_s)}, {"runq_s", R(l.runq_s)},

@@ -38,6 +38,7 @@ struct LongWindowSummary {
   bool has_raw = false;        // the session has raw rows left
   int64_t raw_first_ts = 0;    // its oldest (older ones were pruned when after from_ns)
   bool has_incident = false;
+  bool incident_latest = false;  // no job to follow: the latest stretch with raw rows
   int64_t incident_from_ns = 0;
   int64_t incident_to_ns = 0;
   double incident_lost_s = 0;  // the main thread's lost time in the incident
