@@ -390,12 +390,15 @@ StatusOr<Report> Explain(StoreReader& reader, const ExplainOptions& options) {
     ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
     // A window beyond what raw rows are left (pruned under --max-db) reads rollups too: raw
     // rows alone would count the pruned stretch as time in which nothing happened.
-    bool before_raw = false;
+    // A session recorded before schema 7 (in a file migrated since) has no rollups: its raw
+    // rows are all there is, however long the window.
+    bool before_raw = false, has_rollups = false;
     if (version >= 7) {
       ASSIGN_OR_RETURN(TierSpan span, ReadTierSpan(reader, window.session));
+      has_rollups = span.has_rollups;
       before_raw = span.raw_pruned() && (!span.has_raw || window.begin_ns < span.raw_first);
     }
-    if (version >= 7 && (rows > options.max_raw_rows || before_raw)) {
+    if (has_rollups && (rows > options.max_raw_rows || before_raw)) {
       ASSIGN_OR_RETURN(report, ExplainFromRollups(reader, options, window, rows));
       done = true;
     }

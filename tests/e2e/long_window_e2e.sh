@@ -66,4 +66,17 @@ ok=$(jq_ "$tmp/short.json" "int(d['window_tier']['answered_from'] == 'rollups+in
 [ "$ok" = 1 ] && pass "a window reaching before the raw rows reads the rollups" \
   || fail "short pruned window: $(head -c 600 "$tmp/short.json")"
 
+# A session without rollups (recorded before schema 7, in a file migrated since) is read from
+# its raw rows, however long the window: they are all it has.
+python3 - "$tmp/long.db" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("DELETE FROM thread_rollups")
+db.commit()
+PY
+"$GPUWHY" explain --db "$tmp/long.db" --from 0s --to 800s --json > "$tmp/old.json" 2>&1
+[ "$(jq_ "$tmp/old.json" "d['window_tier']['answered_from']")" = raw ] \
+  && pass "a session without rollups is read from its raw rows" \
+  || fail "no rollups: $(head -c 400 "$tmp/old.json")"
+
 e2e_finish long_window_e2e
