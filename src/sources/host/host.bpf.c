@@ -283,14 +283,17 @@ int BPF_PROG(gw_sched_switch, bool preempt, struct task_struct *prev, struct tas
 // An entry whose exit is never seen leaves the depth up for good: the programs attach one by one,
 // so an interrupt that starts between an entry program's attach and its exit program's is
 // counted in and never out, and from then on every wake-up on that CPU would read as an
-// interrupt's (seen on the H200: 70% of a job's wake-ups). So the depth carries the time of its
-// latest entry and is stale past GW_IRQ_STALE_NS: no interrupt handler, softirq round or hrtimer
-// callback runs that long (softirq processing yields to ksoftirqd after 2 ms).
+// interrupt's (seen on the H200: 70% of a job's wake-ups). So the depth carries the time it last
+// rose from 0 — when the outermost interrupt began — and is stale once that is GW_IRQ_STALE_NS
+// old: no interrupt handler, softirq round or hrtimer callback runs that long (softirq
+// processing yields to ksoftirqd after 2 ms). Not the time of the latest entry: on a busy CPU
+// the timer interrupt comes every few ms, and each of its entries would keep a stuck level
+// fresh forever.
 #define GW_IRQ_STALE_NS 20000000ULL
 struct irq_state {
   __s32 depth;
   __u32 pad;
-  __u64 entered_ns;  // latest entry
+  __u64 since_ns;  // when depth last rose from 0
 };
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -305,17 +308,17 @@ static __always_inline void irq_enter(int delta) {
   if (!s) return;
   __u64 now = bpf_ktime_get_ns();
   __s32 depth = s->depth;
-  if (depth > 0 && now - s->entered_ns > GW_IRQ_STALE_NS) depth = 0;  // an exit never seen
+  if (depth > 0 && now - s->since_ns > GW_IRQ_STALE_NS) depth = 0;  // an exit never seen
+  if (delta > 0 && depth == 0) s->since_ns = now;
   depth += delta;
   s->depth = depth < 0 ? 0 : depth;  // an exit seen without its entry (attached mid-interrupt)
-  if (delta > 0) s->entered_ns = now;
 }
 
 // Whether this CPU is inside an interrupt now (a stale depth is not).
 static __always_inline bool in_interrupt_now(void) {
   __u32 zero = 0;
   struct irq_state *s = bpf_map_lookup_elem(&irq_depth, &zero);
-  return s && s->depth > 0 && bpf_ktime_get_ns() - s->entered_ns <= GW_IRQ_STALE_NS;
+  return s && s->depth > 0 && bpf_ktime_get_ns() - s->since_ns <= GW_IRQ_STALE_NS;
 }
 
 SEC("tp_btf/irq_handler_entry")

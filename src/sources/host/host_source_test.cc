@@ -279,6 +279,9 @@ TEST(HostSourceTest, BlockedRowsNameTheirWaker) {
 // ended before its exit program was attached) must not make every later wake-up on that CPU
 // an interrupt's. Trigger: leave every CPU's depth at 1 with an old entry time, as such a missed
 // exit does, then ping-pong through a pipe. Assert: the reads still name the writer.
+// A stuck interrupt depth (an exit never seen) goes stale even on CPUs that keep taking
+// interrupts: busy CPUs take a timer interrupt every few ms, and each of those entries must not
+// keep the stuck level alive (it did: every wake-up on a busy CPU read as an interrupt's).
 TEST(HostSourceTest, AMissedInterruptExitDoesNotHideWakers) {
   GW_REQUIRE_ROOT();
   Capture cap;
@@ -291,15 +294,30 @@ TEST(HostSourceTest, AMissedInterruptExitDoesNotHideWakers) {
   struct IrqState {
     int32_t depth;
     uint32_t pad;
-    uint64_t entered_ns;
+    uint64_t since_ns;
   };
   int cpus = libbpf_num_possible_cpus();
   ASSERT_GT(cpus, 0);
-  std::vector<IrqState> stuck(static_cast<size_t>(cpus), IrqState{1, 0, 1});
+  // Keep every CPU busy (so its timer interrupt keeps firing) while the ping-pong runs.
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> spinners;
+  for (int i = 0; i < cpus; ++i) {
+    spinners.emplace_back([&stop] {
+      (void)nice(19);
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  }
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);  // bpf_ktime_get_ns's clock
+  uint64_t now_ns = static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+  std::vector<IrqState> stuck(static_cast<size_t>(cpus), IrqState{1, 0, now_ns});
   uint32_t zero = 0;
   ASSERT_EQ(bpf_map_update_elem(fd, &zero, stuck.data(), BPF_ANY), 0);
   pid_t reader = 0, writer = 0;
   PipePingPong(cap, 10, 40'000, /*timer_sleeps=*/0, &reader, &writer);
+  stop = true;
+  for (std::thread& t : spinners) t.join();
   cap.Stop();
   int pipe_wakes = 0;
   for (const Event& e : cap.sink().EventsOf(Op::kSchedSwitch, reader)) {
