@@ -327,8 +327,9 @@ namespace {
 // A window too long for its raw rows: the whole window from the rollup tier, the causal chains
 // from the raw rows of its incident (long_window.h).
 StatusOr<Report> ExplainFromRollups(StoreReader& reader, const ExplainOptions& options,
-                                    const SessionWindow& window, int64_t rows) {
-  ASSIGN_OR_RETURN(RollupWindow rollups, ReadRollupWindow(reader, window));
+                                    const SessionWindow& window, const TierSpan& span,
+                                    int64_t rows) {
+  ASSIGN_OR_RETURN(RollupWindow rollups, ReadRollupWindow(reader, window, span));
   LongWindowSummary summary = SummarizeRollups(
       rollups, window, options.pid,
       IncidentLength(rows, window.end_ns - window.begin_ns, options.max_raw_rows));
@@ -345,11 +346,10 @@ StatusOr<Report> ExplainFromRollups(StoreReader& reader, const ExplainOptions& o
     report = Analyze(w, inner);
   } else {
     report.window = {window.session, window.begin_ns, window.end_ns, window.label};
+    // SummarizeRollups finds an incident wherever raw rows overlap the window.
     report.notes.push_back(
-        !rollups.span.has_raw || rollups.span.raw_first >= window.end_ns
-            ? "no raw rows are left for this window (pruned under --max-db): no causal chains, "
-              "the rollups below only"
-            : "no CUDA calls of the job in this window's rollups: nothing to explain");
+        "no raw rows are left for this window (pruned under --max-db): no causal chains, the "
+        "rollups above only");
   }
   report.long_window = std::move(summary);
   return report;
@@ -380,27 +380,21 @@ Status CheckPidInSession(StoreReader& reader, int64_t session, int32_t pid) {
 StatusOr<Report> Explain(StoreReader& reader, const ExplainOptions& options) {
   Report report;
   bool done = false;
-  if (options.pid != 0) {
+  if (options.pid != 0 || options.max_raw_rows > 0) {
     ASSIGN_OR_RETURN(SessionWindow window, ResolveWindow(reader, options.window));
-    RETURN_IF_ERROR(CheckPidInSession(reader, window.session, options.pid));
-  }
-  if (options.max_raw_rows > 0) {
-    ASSIGN_OR_RETURN(SessionWindow window, ResolveWindow(reader, options.window));
-    ASSIGN_OR_RETURN(int64_t rows, EstimateWindowRows(reader, window));
-    ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
-    // A window beyond what raw rows are left (pruned under --max-db) reads rollups too: raw
-    // rows alone would count the pruned stretch as time in which nothing happened.
-    // A session recorded before schema 7 (in a file migrated since) has no rollups: its raw
-    // rows are all there is, however long the window.
-    bool before_raw = false, has_rollups = false;
-    if (version >= 7) {
-      ASSIGN_OR_RETURN(TierSpan span, ReadTierSpan(reader, window.session));
-      has_rollups = span.has_rollups;
-      before_raw = span.raw_pruned() && (!span.has_raw || window.begin_ns < span.raw_first);
-    }
-    if (has_rollups && (rows > options.max_raw_rows || before_raw)) {
-      ASSIGN_OR_RETURN(report, ExplainFromRollups(reader, options, window, rows));
-      done = true;
+    if (options.pid != 0) RETURN_IF_ERROR(CheckPidInSession(reader, window.session, options.pid));
+    // A session without rollups (older than schema 7, or recorded before a file was migrated)
+    // has only its raw rows, however long the window. A window reaching back before the raw
+    // rows that are left (pruned under --max-db) reads the rollups even when short: raw rows
+    // alone would count the pruned stretch as time in which nothing happened.
+    ASSIGN_OR_RETURN(TierSpan span, ReadTierSpan(reader, window.session));
+    if (options.max_raw_rows > 0 && span.has_rollups) {
+      bool before_raw = span.raw_pruned() && (!span.has_raw || window.begin_ns < span.raw_first);
+      ASSIGN_OR_RETURN(int64_t rows, EstimateWindowRows(reader, window));
+      if (rows > options.max_raw_rows || before_raw) {
+        ASSIGN_OR_RETURN(report, ExplainFromRollups(reader, options, window, span, rows));
+        done = true;
+      }
     }
   }
   if (!done) {

@@ -4,7 +4,6 @@
 #include <map>
 #include <vector>
 
-#include "analysis/facts.h"
 
 namespace gw {
 
@@ -173,7 +172,10 @@ LongWindowSummary SummarizeRollups(const RollupWindow& rollups, const SessionWin
     }
     if (end == secs.size()) break;  // later starts would only be shorter
   }
-  if (best_sum < 0) return s;
+  if (best_sum < 0) {  // the job's buckets all lie before the raw rows left
+    LatestStretch(span, window, incident_ns, &s);
+    return s;
+  }
   s.tier = "rollups+incident";
   s.has_incident = true;
   s.incident_from_ns = std::max({window.begin_ns, secs[best_at] * kNsPerS, span.raw_first});

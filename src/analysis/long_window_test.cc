@@ -14,7 +14,6 @@ constexpr int64_t kS = 1'000'000'000;
 // loses 1 s per bucket, except 30 s per bucket in [2000 s, 2120 s).
 RollupWindow Hour() {
   RollupWindow r;
-  r.available = true;
   r.tracer_pid = 99;
   r.processes[10] = ProcessRecord{10, 1, "python3 (train.py)", "", true};
   r.processes[11] = ProcessRecord{11, 10, "pt_data_worker:0", "", true};

@@ -16,16 +16,14 @@ StatusOr<int64_t> EstimateWindowRows(StoreReader& reader, const SessionWindow& w
   return rows;
 }
 
-StatusOr<RollupWindow> ReadRollupWindow(StoreReader& reader, const SessionWindow& window) {
+StatusOr<RollupWindow> ReadRollupWindow(StoreReader& reader, const SessionWindow& window,
+                                        const TierSpan& span) {
   RollupWindow out;
-  ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
-  if (version < 7) return out;
-  out.available = true;
+  out.span = span;
   RETURN_IF_ERROR(ReadProcesses(reader, window.session, &out.processes));
   RETURN_IF_ERROR(reader.ForEach(
       "SELECT COALESCE(tracer_pid, 0) FROM sessions WHERE id = ?1", {window.session},
       [&](sqlite3_stmt* s) { out.tracer_pid = static_cast<int32_t>(sqlite3_column_int64(s, 0)); }));
-  ASSIGN_OR_RETURN(out.span, ReadTierSpan(reader, window.session));
   // A bucket overlaps [begin, end) when it starts before end and ends after begin.
   int64_t first_bucket = window.begin_ns / 1'000'000'000 - kThreadRollupSeconds + 1;
   RETURN_IF_ERROR(reader.ForEach(

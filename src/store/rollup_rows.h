@@ -23,7 +23,6 @@ struct ThreadRollupRow {
 };
 
 struct RollupWindow {
-  bool available = false;  // the file has thread_rollups (schema 7 or newer)
   std::vector<ThreadRollupRow> threads;  // buckets overlapping the window, by (sec, pid, tid)
   std::map<int32_t, ProcessRecord> processes;
   TierSpan span;  // where the session's raw rows and rollups begin and end
@@ -34,8 +33,9 @@ struct RollupWindow {
 // rows), read from op_seconds alone.
 StatusOr<int64_t> EstimateWindowRows(StoreReader& reader, const SessionWindow& window);
 
-// The window's thread rollups, processes and raw-row span. available = false (and nothing
-// read) in a file older than schema 7.
-StatusOr<RollupWindow> ReadRollupWindow(StoreReader& reader, const SessionWindow& window);
+// The window's thread rollups and the session's processes; `span` (ReadTierSpan, read by the
+// caller) is kept with them. Only for sessions that have rollups (span.has_rollups).
+StatusOr<RollupWindow> ReadRollupWindow(StoreReader& reader, const SessionWindow& window,
+                                        const TierSpan& span);
 
 }  // namespace gw

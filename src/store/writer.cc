@@ -850,9 +850,11 @@ constexpr const char* kRollupTables[] = {"op_seconds", "thread_rollups", "system
 
 StatusOr<int64_t> RollupTierBytes(sqlite3* db) {
   // dbstat walks the pages of the rollup tables only (a fifth of the file at most).
-  return QueryInt(db,
-                  "SELECT COALESCE(SUM(pgsize), 0) FROM dbstat WHERE name IN ('op_seconds', "
-                  "'thread_rollups', 'system_snapshots')",
+  std::string names;
+  for (const char* table : kRollupTables) {
+    names += std::string(names.empty() ? "'" : ", '") + table + "'";
+  }
+  return QueryInt(db, "SELECT COALESCE(SUM(pgsize), 0) FROM dbstat WHERE name IN (" + names + ")",
                   0);
 }
 
@@ -951,8 +953,14 @@ Status StoreWriter::PruneIfNeeded() {
     // raw rows; raw rows take the rest. The tier over its share loses its oldest rows first.
     ASSIGN_OR_RETURN(int64_t rollup_bytes, RollupTierBytes(db));
     ASSIGN_OR_RETURN(int64_t oldest_raw, QueryInt(db, "SELECT MIN(session) FROM event_rows", 0));
-    bool prune_rollups = rollup_bytes > options_.max_db_bytes / kRollupShareDivisor || oldest_raw == 0;
-    ASSIGN_OR_RETURN(int64_t deleted, prune_rollups ? PruneOldestRollups(db) : PruneOldestRaw(db, oldest_raw));
+    int64_t deleted = 0;
+    if (rollup_bytes > options_.max_db_bytes / kRollupShareDivisor || oldest_raw == 0) {
+      ASSIGN_OR_RETURN(deleted, PruneOldestRollups(db));
+    }
+    // Raw rows too when the rollups had nothing left to give (a single second of them).
+    if (deleted == 0 && oldest_raw != 0) {
+      ASSIGN_OR_RETURN(deleted, PruneOldestRaw(db, oldest_raw));
+    }
     if (deleted == 0) {
       (void)Exec(db, "PRAGMA incremental_vacuum");
       return Status::Ok();  // nothing left to give back
