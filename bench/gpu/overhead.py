@@ -13,9 +13,27 @@ the thread that makes the CUDA calls, so the one that pays for the probes). Each
 confidence interval (10,000 resamples of the per-phase ratios, fixed seed): many short phases
 resolve what a few long ones cannot, because the loop's own drift is slow next to a phase.
 
+Probe accounting (--accounting): a phase's throughput cannot resolve a few tenths of a percent
+on a loop whose own phase-to-phase noise is ±2%, so after the alternating phases each traced
+mode gets one more phase with kernel.bpf_stats_enabled=1, and the run and time counters of
+every BPF program the agent loaded (found as the programs that appeared after it started) are
+read over the measured part. Per training step that gives the exact number of uprobe,
+uretprobe and tracepoint hits and the BPF run time; with the trap cost of one uprobe and one
+uretprobe on the same machine (`gw_uprobe_cost`'s bare entry and bare pair columns, --trap-ns)
+the cost the probes add per step is bounded from above: every hit is charged to the training
+process's critical path, tracepoint hits of other processes included. `--summarize DIR`
+recomputes the summary from DIR/phases.jsonl (e.g. with the trap costs measured later).
+
+Every phase is appended to DIR/phases.jsonl as it ends, and --deadline S stops starting phases
+once one more would not end S seconds after the start, so a time limit still leaves a summary
+(SIGTERM also ends the phases; the summary is then written with the signal ignored).
+
 Usage (as root):
   python3 overhead.py --gpuwhy ./gpuwhy --bare ./gw_bare_probes --out DIR
-                      [--phase 12] [--settle 3] [--rounds 8] [--modes untraced,gpuwhy,bare]
+                      [--phase 13] [--settle 3] [--rounds 8] [--deadline S]
+                      [--modes untraced,gpuwhy,bare] [--train-arg=--data=gpu ...]
+                      [--accounting [--bpftool PATH]] [--trap-ns ENTRY,RET]
+  python3 overhead.py --summarize DIR [--trap-ns ENTRY,RET]
 """
 import argparse
 import json
@@ -111,25 +129,114 @@ def start_mode(mode, args, pid, rt, drv, out, idx):
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
 
+BPF_STATS = "/proc/sys/kernel/bpf_stats_enabled"
+# The agent's uprobe programs that run at a function's entry, and those at its return, as
+# name prefixes (bpf_prog_info cuts names to 15 characters; bpftool prints BTF's full name). Every other program it loads is a tracepoint.
+ENTRY_PROGS = ("gw_cuda_enter", "gw_cuda_count", "gw_cuda_launch")
+RETURN_PROGS = ("gw_cuda_exit", "gw_cuda_name_ex", "gw_cuda_registe")
+
+
+def bpf_progs(bpftool):
+    """{id: (name, run_cnt, run_time_ns)} of every loaded BPF program (bpftool -j prog show)."""
+    out = subprocess.run([bpftool, "-j", "prog", "show"], capture_output=True, text=True,
+                         check=True).stdout
+    return {p["id"]: (p.get("name", ""), p.get("run_cnt", 0), p.get("run_time_ns", 0))
+            for p in json.loads(out)}
+
+
+def prog_class(name):
+    if name.startswith(ENTRY_PROGS):
+        return "uprobe"
+    if name.startswith(RETURN_PROGS):
+        return "uretprobe"
+    return "tracepoint"
+
+
+def run_phase(mode, args, train, rt, drv, steps_log, idx, accounting=False):
+    """One phase: start `mode`, settle, measure, stop. With `accounting`, BPF run counters of
+    the programs the agent loaded are read over the measured part too."""
+    before_ids = set(bpf_progs(args.bpftool)) if accounting else set()
+    proc = start_mode(mode, args, train.pid, rt, drv, args.out, idx)
+    t0 = time.monotonic_ns() + int(args.settle * 1e9)
+    time.sleep(args.settle)
+    cpu0, _ = agent_usage(proc.pid) if proc is not None else (None, None)
+    stats0 = {k: v for k, v in bpf_progs(args.bpftool).items() if k not in before_ids} \
+        if accounting else {}
+    train_cpu0 = process_cpu_s(train.pid)
+    time.sleep(args.phase - args.settle)
+    t1 = time.monotonic_ns()
+    train_cpu1 = process_cpu_s(train.pid)
+    stats1 = bpf_progs(args.bpftool) if accounting else {}
+    cpu1, rss = agent_usage(proc.pid) if proc is not None else (None, None)
+    agent = {}
+    if cpu0 is not None and cpu1 is not None:
+        agent = {"agent_cpu_pct": 100 * (cpu1 - cpu0) / ((t1 - t0) / 1e9),
+                 "agent_peak_rss_mb": rss}
+    if proc is not None:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    n = steps_between(steps_log, t0, t1)
+    phase = {"mode": mode, "t0": t0, "t1": t1, "steps": n,
+             "steps_per_s": n / ((t1 - t0) / 1e9),
+             "train_cpu_ms_per_step": 1e3 * (train_cpu1 - train_cpu0) / n if n else 0,
+             **agent}
+    if accounting:
+        progs = {}
+        for pid_, (name, cnt0, ns0) in stats0.items():
+            if pid_ in stats1:
+                _, cnt1, ns1 = stats1[pid_]
+                cls = progs.setdefault(name, {"class": prog_class(name), "hits": 0, "run_ns": 0})
+                cls["hits"] += cnt1 - cnt0
+                cls["run_ns"] += ns1 - ns0
+        phase["accounting"] = True
+        phase["progs"] = progs
+    return phase
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--gpuwhy", required=True)
-    p.add_argument("--bare", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--phase", type=float, default=12)
+    p.add_argument("--gpuwhy")
+    p.add_argument("--bare")
+    p.add_argument("--out")
+    p.add_argument("--phase", type=float, default=13,
+                   help="seconds per phase; the measured part (phase - settle) should be a "
+                        "multiple of the launch duty cycle (10 s)")
     p.add_argument("--settle", type=float, default=3)
     p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--modes", default="untraced,gpuwhy,bare")
+    p.add_argument("--deadline", type=float, default=0,
+                   help="seconds from start after which no phase may end (0: no limit)")
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--train-arg", action="append", default=[],
                    help="passed on to torch_train.py (e.g. --train-arg=--d-model=2048)")
+    p.add_argument("--trainer", default=os.path.join(HERE, "torch_train.py"),
+                   help="the training script (its --duration/--log/--workers interface)")
+    p.add_argument("--accounting", action="store_true",
+                   help="end with one phase per traced mode under kernel.bpf_stats_enabled")
+    p.add_argument("--bpftool", default="bpftool")
+    p.add_argument("--trap-ns", default="",
+                   help="ENTRY,RET: ns one uprobe and one uretprobe cost beyond their program "
+                        "(gw_uprobe_cost: bare entry, bare pair minus bare entry)")
+    p.add_argument("--summarize", metavar="DIR",
+                   help="only recompute the summary of an earlier run from DIR/phases.jsonl")
     args = p.parse_args()
+    if args.summarize:
+        with open(os.path.join(args.summarize, "phases.jsonl")) as f:
+            phases = [json.loads(line) for line in f if line.strip()]
+        summarize(phases, args.summarize, args.trap_ns)
+        return
+    if not (args.gpuwhy and args.bare and args.out):
+        p.error("--gpuwhy, --bare and --out are needed (or --summarize DIR)")
     os.makedirs(args.out, exist_ok=True)
     modes = args.modes.split(",")
+    traced_modes = [m for m in dict.fromkeys(modes) if m not in ("untraced", "bare")]
     steps_log = os.path.join(args.out, "steps.txt")
     # Each phase also waits for detach (1 s) and the tracer's exit; warm-up takes up to a minute.
+    started = time.monotonic()
     total = args.rounds * len(modes) * (args.phase + 3) + 120
-    train = subprocess.Popen([sys.executable, os.path.join(HERE, "torch_train.py"), "--duration",
+    if args.deadline > 0:
+        total = min(total, args.deadline + 30)
+    train = subprocess.Popen([sys.executable, args.trainer, "--duration",
                               str(total), "--log", steps_log, "--workers", str(args.workers)]
                              + args.train_arg)
     # Warm up: wait for steady steps (CUDA context, cuBLAS handles, workers).
@@ -143,49 +250,71 @@ def main():
     idx = 0
     # A time limit (SIGTERM) or Ctrl-C ends the phases early; the summary covers those done.
     signal.signal(signal.SIGTERM, on_sigterm)
+    phase_log = open(os.path.join(args.out, "phases.jsonl"), "w", buffering=1)
+    # What one phase past its measured part costs: the tracer's stop, the detach pause.
+    tail_s = 4.0
+    # The accounting phases come last and are kept time for.
+    reserve = (args.phase + tail_s) * len(traced_modes) if args.accounting else 0
+    stats_was = None
     try:
         for r in range(args.rounds):
             order = modes[r % len(modes):] + modes[:r % len(modes)]
             for mode in order:
-                proc = start_mode(mode, args, train.pid, rt, drv, args.out, idx)
-                t0 = time.monotonic_ns() + int(args.settle * 1e9)
-                time.sleep(args.settle)
-                cpu0, _ = agent_usage(proc.pid) if proc is not None else (None, None)
-                train_cpu0 = process_cpu_s(train.pid)
-                time.sleep(args.phase - args.settle)
-                t1 = time.monotonic_ns()
-                train_cpu1 = process_cpu_s(train.pid)
-                cpu1, rss = agent_usage(proc.pid) if proc is not None else (None, None)
-                agent = {}
-                if cpu0 is not None and cpu1 is not None:
-                    agent = {"agent_cpu_pct": 100 * (cpu1 - cpu0) / ((t1 - t0) / 1e9),
-                             "agent_peak_rss_mb": rss}
-                if proc is not None:
-                    proc.send_signal(signal.SIGINT)
-                    proc.wait(timeout=60)
-                n = steps_between(steps_log, t0, t1)
-                phases.append({"mode": mode, "t0": t0, "t1": t1, "steps": n,
-                               "steps_per_s": n / ((t1 - t0) / 1e9),
-                               "train_cpu_ms_per_step": 1e3 * (train_cpu1 - train_cpu0) / n if n else 0,
-                               **agent})
-                print(f"phase {idx:3d} {mode:13s} {phases[-1]['steps_per_s']:8.2f} steps/s", flush=True)
+                if args.deadline > 0 and (time.monotonic() - started + args.phase + tail_s
+                                          + reserve > args.deadline):
+                    raise StopIteration
+                phases.append(run_phase(mode, args, train, rt, drv, steps_log, idx))
+                phase_log.write(json.dumps(phases[-1]) + "\n")
+                print(f"phase {idx:3d} {mode:13s} {phases[-1]['steps_per_s']:8.2f} steps/s",
+                      flush=True)
                 idx += 1
                 time.sleep(1)  # detach fully before the next phase starts its clock
+    except StopIteration:
+        pass
     except KeyboardInterrupt:
-        print(f"interrupted after {len(phases)} phases", flush=True)
+        reserve = 0
+        print(f"phases ended after {len(phases)} phases", flush=True)
+    try:
+        if reserve:
+            with open(BPF_STATS) as f:
+                stats_was = f.read().strip()
+            with open(BPF_STATS, "w") as f:
+                f.write("1")
+            for mode in traced_modes:
+                phases.append(run_phase(mode, args, train, rt, drv, steps_log, idx, True))
+                phase_log.write(json.dumps(phases[-1]) + "\n")
+                print(f"phase {idx:3d} {mode:13s} accounting", flush=True)
+                idx += 1
+                time.sleep(1)
+    except KeyboardInterrupt:
+        print("accounting phases cut short", flush=True)
+    except (OSError, subprocess.CalledProcessError, FileNotFoundError) as e:
+        print(f"no probe accounting: {e}", flush=True)
+    finally:
+        if stats_was is not None:
+            with open(BPF_STATS, "w") as f:
+                f.write(stats_was)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the summary is written whatever comes now
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     train.send_signal(signal.SIGINT)
     try:
         train.wait(timeout=30)
     except subprocess.TimeoutExpired:
         train.kill()
+    summarize(phases, args.out, args.trap_ns)
+
+
+def summarize(phases, out, trap_ns):
+    ab = [q for q in phases if not q.get("accounting")]
+    modes = list(dict.fromkeys(q["mode"] for q in ab))
     # Each non-untraced phase against the mean of the nearest untraced phase before and after.
     ratios = {m: [] for m in modes if m != "untraced"}
     cpu_ratios = {m: [] for m in modes if m != "untraced"}
-    for i, ph in enumerate(phases):
+    for i, ph in enumerate(ab):
         if ph["mode"] == "untraced":
             continue
-        before = next((q for q in reversed(phases[:i]) if q["mode"] == "untraced"), None)
-        after = next((q for q in phases[i + 1:] if q["mode"] == "untraced"), None)
+        before = next((q for q in reversed(ab[:i]) if q["mode"] == "untraced"), None)
+        after = next((q for q in ab[i + 1:] if q["mode"] == "untraced"), None)
         refs = [q["steps_per_s"] for q in (before, after) if q and q["steps_per_s"] > 0]
         if refs and ph["steps_per_s"] > 0:
             ratios[ph["mode"]].append(ph["steps_per_s"] / statistics.mean(refs))
@@ -205,15 +334,35 @@ def main():
                 cmean, clo, chi = mean_ci([100 * (r - 1) for r in cpu_ratios[m]])
                 summary[m]["train_cpu_per_step_increase_pct"] = cmean
                 summary[m]["train_cpu_per_step_ci95_pct"] = [clo, chi]
-            cpu = [q["agent_cpu_pct"] for q in phases if q["mode"] == m and "agent_cpu_pct" in q]
-            rss = [q["agent_peak_rss_mb"] for q in phases if q["mode"] == m and "agent_peak_rss_mb" in q]
+            cpu = [q["agent_cpu_pct"] for q in ab if q["mode"] == m and "agent_cpu_pct" in q]
+            rss = [q["agent_peak_rss_mb"] for q in ab if q["mode"] == m and "agent_peak_rss_mb" in q]
             if cpu:
                 summary[m]["agent_cpu_pct_median"] = statistics.median(cpu)
+                summary[m]["agent_cpu_pct_max"] = max(cpu)
                 summary[m]["agent_peak_rss_mb_max"] = max(rss)
-    untraced = [q["steps_per_s"] for q in phases if q["mode"] == "untraced" and q["steps_per_s"] > 0]
-    summary["untraced_steps_per_s"] = {"median": statistics.median(untraced), "min": min(untraced),
-                                       "max": max(untraced)}
-    with open(os.path.join(args.out, "overhead.json"), "w") as f:
+    untraced = [q["steps_per_s"] for q in ab if q["mode"] == "untraced" and q["steps_per_s"] > 0]
+    if untraced:
+        summary["untraced_steps_per_s"] = {"median": statistics.median(untraced),
+                                           "min": min(untraced), "max": max(untraced)}
+    trap = [float(x) for x in trap_ns.split(",")] if trap_ns else None
+    for q in phases:
+        if not q.get("accounting") or not q["steps"]:
+            continue
+        per_step = {c: {"hits": 0.0, "run_ns": 0.0} for c in ("uprobe", "uretprobe", "tracepoint")}
+        for prog in q["progs"].values():
+            per_step[prog["class"]]["hits"] += prog["hits"] / q["steps"]
+            per_step[prog["class"]]["run_ns"] += prog["run_ns"] / q["steps"]
+        acc = {"steps": q["steps"], "per_step": per_step,
+               "bpf_run_us_per_step": sum(c["run_ns"] for c in per_step.values()) / 1e3}
+        if trap and untraced:
+            step_us = 1e6 / statistics.median(untraced)
+            cost_us = (acc["bpf_run_us_per_step"] + (per_step["uprobe"]["hits"] * trap[0]
+                       + per_step["uretprobe"]["hits"] * trap[1]) / 1e3)
+            acc.update({"trap_ns": trap, "untraced_step_us": step_us,
+                        "cost_us_per_step_bound": cost_us,
+                        "loss_bound_pct": 100 * cost_us / (step_us + cost_us)})
+        summary.setdefault(q["mode"], {})["accounting"] = acc
+    with open(os.path.join(out, "overhead.json"), "w") as f:
         json.dump({"phases": phases, "summary": summary}, f, indent=1)
     print(json.dumps(summary, indent=1))
     for m, v in summary.items():
@@ -223,6 +372,17 @@ def main():
                   f"{v['phases']} phases; CPU/step "
                   f"{v.get('train_cpu_per_step_increase_pct', float('nan')):+.2f}% "
                   f"{[round(x, 2) for x in v.get('train_cpu_per_step_ci95_pct', [])]}")
+        acc = v.get("accounting") if isinstance(v, dict) else None
+        if acc:
+            ps = acc["per_step"]
+            line = (f"{m:13s} per step: {ps['uprobe']['hits']:.1f} uprobe + "
+                    f"{ps['uretprobe']['hits']:.1f} uretprobe + {ps['tracepoint']['hits']:.1f} "
+                    f"tracepoint hits, BPF {acc['bpf_run_us_per_step']:.1f} us")
+            if "loss_bound_pct" in acc:
+                line += (f"; cost <= {acc['cost_us_per_step_bound']:.1f} us of a "
+                         f"{acc['untraced_step_us']:.0f} us step: loss <= "
+                         f"{acc['loss_bound_pct']:.2f}%")
+            print(line)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,13 @@ processes (each sample costs a little real CPU work, like decoding/augmentation)
 ends with torch.cuda.synchronize(); the end time of every step (CLOCK_MONOTONIC, ns) is
 appended to --log so a controller can compute throughput over any time window afterwards.
 
-Usage: python3 torch_train.py --duration 300 --log steps.txt [--workers 4] [--batch 64] [--compile]
+`--data gpu` drops the DataLoader: each batch is drawn on the GPU (torch.randint), so the
+process is one thread launching kernels with nothing else competing for the CPU — the quiet
+launch-heavy shape that overhead runs need. `--d-model 2048 --layers 8 --seq 512` makes the
+kernels large (a GPU-bound loop).
+
+Usage: python3 torch_train.py --duration 300 --log steps.txt [--workers 4] [--batch 64]
+                              [--data loader|gpu] [--d-model 256] [--layers 4] [--compile]
 """
 import argparse
 import os
@@ -52,6 +58,10 @@ def main():
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--cpu-work", type=int, default=2000)
+    p.add_argument("--data", choices=("loader", "gpu"), default="loader",
+                   help="loader: DataLoader workers make each batch; gpu: drawn on the GPU")
+    p.add_argument("--d-model", type=int, default=256)
+    p.add_argument("--layers", type=int, default=4)
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the model (Inductor: Triton kernels)")
     args = p.parse_args()
@@ -59,13 +69,20 @@ def main():
     torch.manual_seed(0)
     dev = torch.device("cuda")
     vocab = 8192
-    model = Model(vocab, 256, 4).to(dev)
+    model = Model(vocab, args.d_model, args.layers).to(dev)
     step_model = torch.compile(model) if args.compile else model
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     loss_fn = nn.CrossEntropyLoss()
-    data = SyntheticTokens(10_000_000, args.seq, vocab, args.cpu_work)
-    loader = DataLoader(data, batch_size=args.batch, num_workers=args.workers,
-                        pin_memory=True, persistent_workers=args.workers > 0, shuffle=False)
+    if args.data == "gpu":
+        def gpu_batches():
+            while True:
+                x = torch.randint(0, vocab, (args.batch, args.seq), device=dev)
+                yield x, (x + 1) % vocab
+        loader = gpu_batches()
+    else:
+        data = SyntheticTokens(10_000_000, args.seq, vocab, args.cpu_work)
+        loader = DataLoader(data, batch_size=args.batch, num_workers=args.workers,
+                            pin_memory=True, persistent_workers=args.workers > 0, shuffle=False)
     deadline = time.monotonic() + args.duration
     with open(args.log, "w", buffering=1) as log:
         log.write(f"# pid {os.getpid()} batch {args.batch}\n")

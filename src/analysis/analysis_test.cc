@@ -564,6 +564,58 @@ TEST(MemcpyTest, ShareBoundariesAndPinnedBit) {
   }
 }
 
+// `loss.item()`: a 4-byte device-to-host copy that waits for the kernels queued before it is a
+// sync, not a data transfer. 30% of the window in such copies is no memcpy-bottleneck, and the
+// main thread's critical path counts the time as sync; the same copies moving 8 MB each are.
+TEST(MemcpyTest, ReadbackWaitingForTheStreamIsASync) {
+  for (int64_t bytes : {int64_t{4}, int64_t{8} << 20}) {
+    Builder b;
+    for (int i = 0; i < 1000; ++i) {
+      RawEvent c = Call(kMain, Op::kCudaMemcpyAsync, i * 100 * kMs + 6 * kMs, 30 * kMs);
+      c.bytes = bytes;
+      c.kind = static_cast<int64_t>(CopyKind::kDeviceToHost);
+      b.Add(c);
+    }
+    std::sort(b.w.events.begin(), b.w.events.end(),
+              [](const RawEvent& x, const RawEvent& y) { return x.ts < y.ts; });
+    Facts f = ComputeFacts(b.w, ExplainOptions{});
+    Report r = Analyze(b.w, ExplainOptions{});
+    if (bytes == 4) {
+      EXPECT_EQ(Find(r, "memcpy-bottleneck"), nullptr);
+      EXPECT_GE(At(f.path, FeedCause::kSync), 30 * kSec);
+      EXPECT_EQ(At(f.path, FeedCause::kMemcpy), 0);
+    } else {
+      ASSERT_NE(Find(r, "memcpy-bottleneck"), nullptr) << "8 MB in 30 ms is a transfer";
+      EXPECT_GE(At(f.path, FeedCause::kMemcpy), 30 * kSec);
+    }
+  }
+}
+
+// Copies short enough for the row budget to count them in the kernel have no rows: 8% of the
+// window in host-device ones is a finding; device-to-device ones and other processes' are not.
+TEST(MemcpyTest, ShortCopiesCountedInTheKernelCount) {
+  Builder b;
+  b.w.copy_aggregates.push_back({kMain, Op::kCudaMemcpyAsync, "HtoD", 800'000, 15 * kSec, 1 << 30});
+  b.w.copy_aggregates.push_back({kMain, Op::kCudaMemcpyAsync, "DtoH", 200'000, 5 * kSec, 1 << 20});
+  Report r = b.Run();
+  const Finding* f = Find(r, "memcpy-bottleneck");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kMedium);
+  EXPECT_NEAR(f->lost_s, 20.0, 0.01);
+  ASSERT_FALSE(f->root.empty());
+  EXPECT_NE(f->root[0].find("1,000,000"), std::string::npos) << f->root[0];
+  bool sql = false;
+  for (const EvidenceQuery& q : f->evidence) {
+    sql |= q.sql.find("op_stats_seconds") != std::string::npos;
+  }
+  EXPECT_TRUE(sql) << "the evidence reads the aggregates";
+
+  Builder other;
+  other.w.copy_aggregates.push_back({kMain, Op::kCudaMemcpyAsync, "DtoD", 800'000, 20 * kSec, 0});
+  other.w.copy_aggregates.push_back({kMain + 1, Op::kCudaMemcpyAsync, "HtoD", 8, 20 * kSec, 0});
+  EXPECT_EQ(Find(other.Run(), "memcpy-bottleneck"), nullptr);
+}
+
 // ---- CUDA-side rules -------------------------------------------------------------------------
 
 TEST(SyncHeavyTest, ManySyncsFewLaunches) {

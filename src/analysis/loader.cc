@@ -40,6 +40,7 @@ StatusOr<WindowData> LoadWindow(StoreReader& reader, const WindowRequest& reques
   w.carry_in = std::move(rows.carry_in);
   w.launch_samples = std::move(rows.launch_samples);
   w.op_seconds = std::move(rows.op_seconds);
+  w.copy_aggregates = std::move(rows.copy_aggregates);
   w.kernel_launches = std::move(rows.kernel_launches);
   w.switch_totals = std::move(rows.switch_totals);
   w.snapshots = std::move(rows.snapshots);

@@ -56,17 +56,7 @@ std::string OpNames(std::initializer_list<Op> ops) {
 }
 
 // Every op `pred` holds for, as OpNames does.
-std::string OpNamesWhere(bool (*pred)(Op)) {
-  size_t n = 0;
-  const OpInfo* ops = AllOps(&n);
-  std::string out;
-  for (size_t i = 0; i < n; ++i) {
-    if (!pred(ops[i].op)) continue;
-    if (!out.empty()) out += ", ";
-    out += "'" + std::string(ops[i].name) + "'";
-  }
-  return out;
-}
+std::string OpNamesWhere(bool (*pred)(Op)) { return OpSqlList(pred, OpListForm::kNames); }
 
 // "CUDA ops" (the analysis's IsCudaOp: every op of the two CUDA layers), as a condition on an
 // op name column.

@@ -9,6 +9,7 @@
 
 #include "analysis/format.h"
 #include "analysis/rules.h"
+#include "analysis/timeline.h"
 
 namespace gw::rules {
 
@@ -93,6 +94,7 @@ void MemcpyBottleneck(const Facts& f, std::vector<Finding>* out) {
   for (const RawEvent& e : f.events) {
     // The main thread's host↔device copies: what its memcpy time was spent on.
     if (e.tid != f.main_tid || !IsMemcpy(e.op)) continue;
+    if (CopyWaitedForStream(e)) continue;  // a readback waiting for the stream: a sync
     bool pinned = e.kind != kNull && (e.kind & kCopyPinnedHost) != 0;
     int64_t dir = e.kind == kNull ? 4 : (e.kind & ~kCopyPinnedHost);
     if (dir == static_cast<int64_t>(CopyKind::kDeviceToDevice)) continue;
@@ -108,8 +110,23 @@ void MemcpyBottleneck(const Facts& f, std::vector<Finding>* out) {
       pageable_ns += static_cast<double>(e.duration);
     }
   }
+  // Short copies the row budget counted in the kernel instead of writing rows: they are on no
+  // path, so the process's host-device ones are added (per process: their thread is unknown).
+  int64_t short_n = 0, short_ns = 0;
+  double short_bytes = 0;
+  for (const CopyAggregateRow& a : f.w->copy_aggregates) {
+    if (a.pid != f.main_pid ||
+        a.direction == CopyKindName(static_cast<int64_t>(CopyKind::kDeviceToDevice))) {
+      continue;
+    }
+    short_n += a.count;
+    short_ns = SaturatingAdd(short_ns, a.total_ns);
+    short_bytes += static_cast<double>(a.bytes);
+  }
   // The main thread's own copies, plus copies of the helper threads it waited for.
-  int64_t main_memcpy = At(f.path, FeedCause::kMemcpy);
+  int64_t main_memcpy = SaturatingAdd(At(f.path, FeedCause::kMemcpy), short_ns);
+  n += short_n;
+  bytes += short_bytes;
   double share = Share(static_cast<double>(main_memcpy), static_cast<double>(f.window_ns));
   std::optional<Severity> graded =
       Ladder(share, th::kMemcpyHighShare, th::kMemcpyMediumShare, th::kMemcpyLowShare);
@@ -128,6 +145,12 @@ void MemcpyBottleneck(const Facts& f, std::vector<Finding>* out) {
           "clock), %s moved",
           FormatCount(n).c_str(), FormatSeconds(Sec(main_memcpy)).c_str(),
           FormatSeconds(f.window_s).c_str(), FormatPct(share).c_str(), FormatBytes(bytes).c_str()));
+  if (short_n > 0) {
+    x.root.push_back(
+        Fmt("%s of them short enough to be counted in the kernel, not written as "
+            "rows (%s s, any thread of the process)",
+            FormatCount(short_n).c_str(), FormatSeconds(Sec(short_ns)).c_str()));
+  }
   if (pageable_bytes > 0) {
     std::string pinned_bw =
         pinned_ns > 0 ? Fmt(" vs pinned %.1f GB/s", pinned_bytes / pinned_ns) : std::string();
@@ -171,6 +194,16 @@ void MemcpyBottleneck(const Facts& f, std::vector<Finding>* out) {
                 OpNamesWhere(IsMemcpy) +
                 ") AND timestamp >= {F} AND timestamp < {T} GROUP BY op, kind ORDER BY seconds "
                 "DESC")}});
+  if (short_n > 0) {
+    x.evidence.push_back(
+        {"short copies counted in the kernel, not rows, by op and direction",
+         Sql(f,
+             "SELECT op, name AS direction, SUM(count) AS copies, SUM(bytes) AS bytes, "
+             "ROUND(SUM(total_ns) / 1e9, 3) AS seconds FROM op_stats_seconds WHERE session = "
+             "{S} AND pid = {P} AND sec >= {FS} AND sec < {TS} AND name IS NOT NULL AND op "
+             "IN (" +
+                 OpNamesWhere(IsMemcpy) + ") GROUP BY op, name ORDER BY seconds DESC")});
+  }
   out->push_back(std::move(x));
 }
 

@@ -63,6 +63,12 @@ inline constexpr double kMemcpyHighShare = 0.30;
 inline constexpr double kMemcpyMediumShare = 0.15;
 inline constexpr double kMemcpyLowShare = 0.05;
 inline constexpr double kPageableBytesShareMin = 0.5;
+// A copy that lasted at least kCopyWaitMinNs and moved less than kCopyWaitMaxBytesPerNs (bytes
+// per ns = GB/s; 0.1 GB/s is far below any PCIe or NVLink transfer, pageable included) spent its
+// time waiting for the work queued before it on the stream, not moving data: `loss.item()`'s
+// device-to-host copy. Its time counts as a sync.
+inline constexpr int64_t kCopyWaitMinNs = 50'000;
+inline constexpr double kCopyWaitMaxBytesPerNs = 0.1;
 
 // Sync-heavy loop: syncs per second with few launches per sync.
 inline constexpr double kSyncHeavyPerSec = 200.0;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "analysis/thresholds.h"
+
 namespace gw {
 
 namespace {
@@ -39,7 +41,7 @@ void AppendIntervals(const RawEvent& e, std::vector<Interval>* out) {
     if (runq > 0) out->push_back({wake, e.End(), FeedCause::kRunqWait, other});
     return;
   }
-  if (IsSync(e.op)) {
+  if (IsSync(e.op) || CopyWaitedForStream(e)) {
     out->push_back({e.ts, e.End(), FeedCause::kSync, 0});
   } else if (IsMemcpy(e.op)) {
     out->push_back({e.ts, e.End(), FeedCause::kMemcpy, 0});
@@ -49,6 +51,12 @@ void AppendIntervals(const RawEvent& e, std::vector<Interval>* out) {
 }
 
 }  // namespace
+
+bool CopyWaitedForStream(const RawEvent& e) {
+  if (!IsMemcpy(e.op) || e.bytes == kNull || e.duration < thresholds::kCopyWaitMinNs) return false;
+  return static_cast<double>(e.bytes) <
+         thresholds::kCopyWaitMaxBytesPerNs * static_cast<double>(e.duration);
+}
 
 int CausePrecedence(FeedCause cause) {
   switch (cause) {

@@ -54,6 +54,9 @@ class ThreadTimeline {
 
 // Precedence rank (higher wins) used by Build; exposed for tests and docs.
 int CausePrecedence(FeedCause cause);
+// A memcpy row that waited for its stream rather than moving data (thresholds.h,
+// kCopyWait*): its time is a sync on the critical path, and memcpy-bottleneck leaves it out.
+bool CopyWaitedForStream(const RawEvent& e);
 
 inline int64_t& At(CauseTimes& t, FeedCause c) { return t[static_cast<size_t>(c)]; }
 inline int64_t At(const CauseTimes& t, FeedCause c) { return t[static_cast<size_t>(c)]; }

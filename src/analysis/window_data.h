@@ -41,6 +41,8 @@ struct WindowData {
   int64_t launch_duty = 1;
   std::vector<RawEvent> launch_samples;  // a bounded sample of launch rows (durations)
   std::vector<OpSecondRow> op_seconds;   // window seconds, every pid
+  // Short copies aggregated in the kernel (no rows), per pid, op and direction.
+  std::vector<CopyAggregateRow> copy_aggregates;
   std::vector<KernelLaunchRow> kernel_launches;  // per (pid, op, kernel), most launched first
   std::vector<SwitchTotals> switch_totals;  // every pid with sched_switch rows in the window
   std::vector<SystemSnapshot> snapshots;    // window

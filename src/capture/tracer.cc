@@ -65,6 +65,8 @@ Status Tracer::Start() {
   set.cuda = options_.cuda;
   set.cuda_libs = options_.cuda_libs;
   set.launch_duty = options_.launch_duty;
+  set.cuda_row_budget = !options_.cuda_all_rows;
+  set.cuda_row_min_ns = options_.cuda_row_min_ns;
   if (options_.observer && options_.cuda) options_.observer->OnLaunchDuty(options_.launch_duty);
   ASSIGN_OR_RETURN(std::vector<RegisteredSource> sources, CreateSources(set));
 
@@ -173,12 +175,15 @@ void Tracer::WatchStacksOf(int32_t pid) {
 }
 
 void Tracer::StackLoop() {
+  std::unique_lock<std::mutex> lock(stop_stacks_mu_);
   while (!stop_stacks_.load(std::memory_order_relaxed)) {
+    lock.unlock();
     DrainStacks();
-    // Python code objects can only be read while their process lives: drain often.
-    for (int i = 0; i < 10 && !stop_stacks_.load(std::memory_order_relaxed); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    lock.lock();
+    // Python code objects can only be read while their process lives: drain often (20 times a
+    // second), and wake only for that or for the stop.
+    stop_stacks_cv_.wait_for(lock, std::chrono::milliseconds(50),
+                             [this] { return stop_stacks_.load(std::memory_order_relaxed); });
   }
 }
 
@@ -309,14 +314,19 @@ StatusOr<TraceSummary> Tracer::Stop() {
   stop_drain_ = true;
   if (drain_.joinable()) drain_.join();
   if (stacks_) {
-    stop_stacks_ = true;
+    {
+      std::lock_guard<std::mutex> lock(stop_stacks_mu_);
+      stop_stacks_ = true;
+    }
+    stop_stacks_cv_.notify_all();
     if (stack_thread_.joinable()) stack_thread_.join();
     DrainStacks();  // stacks of the final drain's events
     summary.stacks = stacks_stored_;
     StackStats st = stacks_->Stats();
     std::lock_guard<std::mutex> lock(notes_mu_);
     notes_.push_back("stacks: " + WithThousands(st.captures) + " captured, " +
-                     WithThousands(stacks_stored_) + " distinct" +
+                     WithThousands(stacks_stored_) + " distinct (process maps read " +
+                     WithThousands(stacks_->symbolizer().maps_reads()) + " times)" +
                      (st.map_full + st.busy > 0
                           ? ", " + WithThousands(st.map_full + st.busy) +
                                 " events without a stack (stack map full or capture busy)"

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -53,6 +54,9 @@ struct TracerOptions {
   bool cuda = true;            // start the CUDA source
   // Count kernel launches in one second of every N (CudaSourceOptions::launch_duty).
   uint32_t launch_duty = 1;
+  // The CUDA row budget (CudaSourceOptions::row_budget, call_row_min_ns); all_rows: off.
+  bool cuda_all_rows = false;
+  int64_t cuda_row_min_ns = 20'000;
   bool json = false;           // stream every event as a JSON line on `json_out`
   bool stacks = false;         // trace --stack: caller stacks on CUDA calls and off-CPU switches
   // How often the drain thread empties the ring buffers. Each poll costs a few syscalls per
@@ -159,6 +163,8 @@ class Tracer : public EventSink {
   std::unique_ptr<StackRegistry> stacks_;
   std::thread stack_thread_;
   std::atomic<bool> stop_stacks_{false};
+  std::mutex stop_stacks_mu_;
+  std::condition_variable stop_stacks_cv_;  // wakes StackLoop at stop
   std::mutex watch_mu_;
   std::vector<int32_t> watch_queue_;          // guarded by watch_mu_
   std::unordered_set<int32_t> watch_seen_;    // Start, then the drain thread only

@@ -198,6 +198,17 @@ int RunTrace(const Args& all_args) {
              "window that falls between counting seconds has no launch counts. 1: count every "
              "launch (exact, a few percent slower on launch-heavy loops)",
              "10"});
+  flags.Add({"row-min", FlagKind::kString, "DUR",
+             "the row budget: async copies and stream waits shorter than this become full rows "
+             "only as outliers (8× their recent average) or 1 in 64 samples, at most 200 a "
+             "second per thread; the rest are counted with their time, bytes and a log2 latency "
+             "histogram (op_seconds, op_latency). Slow or failed calls always get their row",
+             "20us"});
+  flags.Add({"all-rows", FlagKind::kBool, "",
+             "no row budget: every probed CUDA call is a full row (cudaMemsetAsync included, "
+             "and driver calls made inside runtime calls too); costs more probe time on "
+             "launch-heavy jobs",
+             ""});
   flags.Add({"nvml-lib", FlagKind::kString, "PATH",
              "load NVML from this file instead of libnvidia-ml.so.1 (tests, unusual installs)",
              ""});
@@ -296,6 +307,16 @@ int RunTrace(const Args& all_args) {
                                        ": a whole number of seconds from 1 to 3600"));
   } else {
     options.launch_duty = static_cast<uint32_t>(duty);
+  }
+  options.cuda_all_rows = flags.GetBool("all-rows", false);
+  if (std::string text = flags.GetString("row-min", "20us"); !text.empty()) {
+    StatusOr<int64_t> ns = ParseDurationNs(text);
+    if (!ns.ok() || *ns < 1'000 || *ns > 10'000'000'000) {
+      return ReportError(InvalidArgument("--row-min " + text +
+                                         ": a duration between 1us and 10s (--all-rows: "
+                                         "every call a row)"));
+    }
+    options.cuda_row_min_ns = *ns;
   }
   options.db_path = DatabasePath(flags);
   options.version = VersionString();

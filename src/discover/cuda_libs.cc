@@ -11,6 +11,8 @@
 #include <map>
 #include <regex>
 
+#include "base/proc_status.h"
+
 namespace gw {
 
 namespace {
@@ -165,10 +167,30 @@ std::vector<std::string> MappedFiles(int32_t pid, const std::string& proc_root) 
   return files;
 }
 
+bool MapsScanFilter::Changed(int32_t pid, const std::string& proc_root) {
+  int64_t vm_lib = ReadProcStatusKb(proc_root, pid, "VmLib");
+  auto [it, inserted] = vm_lib_kb_.try_emplace(pid, vm_lib);
+  if (inserted) return vm_lib >= 0;
+  if (it->second == vm_lib) return false;
+  it->second = vm_lib;
+  return vm_lib >= 0;
+}
+
+void MapsScanFilter::Retain(const std::vector<int32_t>& live) {
+  std::unordered_map<int32_t, int64_t> kept;
+  for (int32_t pid : live) {
+    auto it = vm_lib_kb_.find(pid);
+    if (it != vm_lib_kb_.end()) kept.emplace(pid, it->second);
+  }
+  vm_lib_kb_ = std::move(kept);
+}
+
 std::vector<CudaLibrary> FindCudaLibraries(const std::vector<std::string>& extra_paths,
-                                           const std::string& proc_root) {
+                                           const std::string& proc_root, MapsScanFilter* filter) {
   std::map<std::string, CudaLibrary> found;
-  for (int32_t pid : ListPids(proc_root)) {
+  std::vector<int32_t> pids = ListPids(proc_root);
+  for (int32_t pid : pids) {
+    if (filter != nullptr && !filter->Changed(pid, proc_root)) continue;
     for (const std::string& file : MappedFiles(pid, proc_root)) {
       CudaLibKind kind;
       if (!ClassifyCudaLibrary(file, &kind)) continue;
@@ -183,6 +205,7 @@ std::vector<CudaLibrary> FindCudaLibraries(const std::vector<std::string>& extra
       it->second.pids.insert(pid);
     }
   }
+  if (filter != nullptr) filter->Retain(pids);
   for (const char* dir : kStandardDirs) ScanDir(dir, &found);
   for (const std::string& extra : extra_paths) {
     struct stat st;

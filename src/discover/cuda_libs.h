@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace gw {
@@ -22,10 +23,29 @@ bool ClassifyCudaLibrary(const std::string& path, CudaLibKind* kind);
 // Mapped libraries of one process from /proc/<pid>/maps (file-backed, deduplicated).
 std::vector<std::string> MappedFiles(int32_t pid, const std::string& proc_root = "/proc");
 
+// For scans repeated every second (a tracer's rediscovery): which processes' maps to read
+// again. A process's maps are read when it is first seen or when its shared-library code
+// (VmLib in /proc/<pid>/status: an exec, a dlopen) changed since; otherwise the libraries it
+// maps were found by an earlier scan. Reading maps costs in proportion to the mappings (a
+// PyTorch process has thousands); reading status does not.
+class MapsScanFilter {
+ public:
+  // True when `pid`'s maps should be read now; remembers what it saw. Processes not listed in
+  // the latest scan are forgotten by Retain.
+  bool Changed(int32_t pid, const std::string& proc_root);
+  void Retain(const std::vector<int32_t>& live);
+
+ private:
+  std::unordered_map<int32_t, int64_t> vm_lib_kb_;  // -1: no VmLib line (kernel thread)
+};
+
 // Every CUDA library mapped by a running process, plus copies in standard paths and in
 // `extra_paths` (files or directories, e.g. from --cuda-lib). One entry per distinct file.
+// With `filter`, only processes it says changed are read: the others' libraries and pids are
+// not in the result (a repeated scan wants only what is new).
 std::vector<CudaLibrary> FindCudaLibraries(const std::vector<std::string>& extra_paths = {},
-                                           const std::string& proc_root = "/proc");
+                                           const std::string& proc_root = "/proc",
+                                           MapsScanFilter* filter = nullptr);
 
 // The CPython version a process runs ("3.12"), from its mapped libpython or its executable
 // name; "" when it is not a Python process.

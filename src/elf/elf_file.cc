@@ -42,6 +42,59 @@ std::unordered_map<uint16_t, std::string> ReadVersionDefinitions(Elf* elf, Elf_S
   return names;
 }
 
+// The sections the symbol readers use: the two symbol tables and .dynsym's version sections.
+struct SymbolSections {
+  Elf_Scn* dynsym = nullptr;
+  Elf_Scn* symtab = nullptr;
+  Elf_Scn* versym = nullptr;
+  Elf_Scn* verdef = nullptr;
+  size_t verdef_strtab = 0;
+};
+
+SymbolSections FindSymbolSections(Elf* elf) {
+  SymbolSections out;
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr) continue;
+    switch (shdr.sh_type) {
+      case SHT_DYNSYM:
+        if (out.dynsym == nullptr) out.dynsym = scn;
+        break;
+      case SHT_SYMTAB:
+        if (out.symtab == nullptr) out.symtab = scn;
+        break;
+      case SHT_GNU_versym:
+        out.versym = scn;
+        break;
+      case SHT_GNU_verdef:
+        out.verdef = scn;
+        out.verdef_strtab = shdr.sh_link;
+        break;
+      default:
+        break;
+    }
+  }
+  return out;
+}
+
+// Calls visit(index, symbol, string table section) for each defined symbol of `scn`
+// (st_shndx != SHN_UNDEF, st_value != 0), in table order. Entries past the section's data are
+// not read.
+template <typename Visit>
+void WalkDefinedSymbols(Elf_Scn* scn, Visit&& visit) {
+  GElf_Shdr shdr;
+  if (scn == nullptr || gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_entsize == 0) return;
+  Elf_Data* data = elf_getdata(scn, nullptr);
+  if (data == nullptr) return;
+  size_t count = std::min<size_t>(shdr.sh_size, data->d_size) / shdr.sh_entsize;
+  for (size_t i = 0; i < count; ++i) {
+    GElf_Sym sym;
+    if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) continue;
+    if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
+    visit(i, sym, static_cast<size_t>(shdr.sh_link));
+  }
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<ElfFile>> ElfFile::Open(const std::string& path) {
@@ -68,27 +121,30 @@ StatusOr<std::unique_ptr<ElfFile>> ElfFile::Open(const std::string& path) {
   }
   file->elf_.Reset(elf.Release());
 
-  file->ForEachSymbol([&](const ElfSymbolEntry& sym) {
-    if (sym.type == STT_FUNC || sym.type == STT_GNU_IFUNC) {
-      file->functions_.push_back({std::string(sym.name), sym.address, sym.size});
-    }
-    if (sym.type == STT_FUNC || sym.type == STT_OBJECT || sym.type == STT_GNU_IFUNC) {
-      file->symbols_.emplace_back(std::string(sym.name), sym.address);
-    }
-  });
-  auto by_address = [](const ElfFunction& a, const ElfFunction& b) {
-    if (a.address != b.address) return a.address < b.address;
-    if ((a.size == 0) != (b.size == 0)) return a.size != 0;  // sized symbols first
-    return a.name < b.name;
-  };
-  std::sort(file->functions_.begin(), file->functions_.end(), by_address);
-  // .symtab and .dynsym repeat most symbols: keep one per address.
+  // Function symbols of both tables (.dynsym first), by address, without reading their names
+  // (see ElfFunction).
+  SymbolSections sections = FindSymbolSections(file->elf_.get());
+  for (Elf_Scn* table : {sections.dynsym, sections.symtab}) {
+    WalkDefinedSymbols(table, [&](size_t, const GElf_Sym& sym, size_t strtab) {
+      int type = GELF_ST_TYPE(sym.st_info);
+      if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_name == 0) return;
+      file->functions_.push_back(
+          {sym.st_value, sym.st_size, sym.st_name, static_cast<uint32_t>(strtab)});
+    });
+  }
+  // One function per address: a sized symbol before an unsized one; among equals the first in
+  // table order (.dynsym's plain name before .symtab's versioned spelling).
+  std::stable_sort(file->functions_.begin(), file->functions_.end(),
+                   [](const ElfFunction& a, const ElfFunction& b) {
+                     if (a.address != b.address) return a.address < b.address;
+                     return (a.size != 0) > (b.size != 0);
+                   });
   file->functions_.erase(std::unique(file->functions_.begin(), file->functions_.end(),
                                      [](const ElfFunction& a, const ElfFunction& b) {
                                        return a.address == b.address;
                                      }),
                          file->functions_.end());
-  std::sort(file->symbols_.begin(), file->symbols_.end());
+  file->functions_.shrink_to_fit();
 
   Dwarf* dwarf = dwarf_begin_elf(file->elf_.get(), DWARF_C_READ, nullptr);  // nullptr: no DWARF
   file->fd_ = std::move(fd);
@@ -98,49 +154,18 @@ StatusOr<std::unique_ptr<ElfFile>> ElfFile::Open(const std::string& path) {
 
 bool ElfFile::ForEachSymbol(const std::function<void(const ElfSymbolEntry&)>& visit) const {
   Elf* elf = elf_.get();
-  // The symbol tables and the version sections that go with .dynsym.
-  Elf_Scn* dynsym = nullptr;
-  Elf_Scn* symtab = nullptr;
-  Elf_Scn* versym = nullptr;
-  Elf_Scn* verdef = nullptr;
-  size_t verdef_strtab = 0;
-  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
-    GElf_Shdr shdr;
-    if (gelf_getshdr(scn, &shdr) == nullptr) continue;
-    switch (shdr.sh_type) {
-      case SHT_DYNSYM:
-        dynsym = scn;
-        break;
-      case SHT_SYMTAB:
-        symtab = scn;
-        break;
-      case SHT_GNU_versym:
-        versym = scn;
-        break;
-      case SHT_GNU_verdef:
-        verdef = scn;
-        verdef_strtab = shdr.sh_link;
-        break;
-      default:
-        break;
-    }
-  }
+  SymbolSections sections = FindSymbolSections(elf);
   std::unordered_map<uint16_t, std::string> versions;
-  if (verdef != nullptr) versions = ReadVersionDefinitions(elf, verdef, verdef_strtab);
-  Elf_Data* versym_data = versym != nullptr ? elf_getdata(versym, nullptr) : nullptr;
+  if (sections.verdef != nullptr) {
+    versions = ReadVersionDefinitions(elf, sections.verdef, sections.verdef_strtab);
+  }
+  Elf_Data* versym_data =
+      sections.versym != nullptr ? elf_getdata(sections.versym, nullptr) : nullptr;
 
   auto walk = [&](Elf_Scn* scn, bool is_dynsym) {
-    GElf_Shdr shdr;
-    if (scn == nullptr || gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_entsize == 0) return;
-    Elf_Data* data = elf_getdata(scn, nullptr);
-    if (data == nullptr) return;
-    size_t count = shdr.sh_size / shdr.sh_entsize;
-    for (size_t i = 0; i < count; ++i) {
-      GElf_Sym sym;
-      if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) continue;
-      if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
-      const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
-      if (name == nullptr || *name == '\0') continue;
+    WalkDefinedSymbols(scn, [&](size_t i, const GElf_Sym& sym, size_t strtab) {
+      const char* name = elf_strptr(elf, strtab, sym.st_name);
+      if (name == nullptr || *name == '\0') return;
       ElfSymbolEntry e;
       e.name = name;
       e.address = sym.st_value;
@@ -160,11 +185,11 @@ bool ElfFile::ForEachSymbol(const std::function<void(const ElfSymbolEntry&)>& vi
         }
       }
       visit(e);
-    }
+    });
   };
-  walk(dynsym, true);
-  walk(symtab, false);
-  return dynsym != nullptr || symtab != nullptr;
+  walk(sections.dynsym, true);
+  walk(sections.symtab, false);
+  return sections.dynsym != nullptr || sections.symtab != nullptr;
 }
 
 std::optional<std::string_view> ElfFile::FileBytes(uint64_t offset, size_t size) const {
@@ -199,10 +224,24 @@ const ElfFunction* ElfFile::FindFunction(uint64_t address) const {
   return &*it;
 }
 
+std::string_view ElfFile::FunctionName(const ElfFunction& function) const {
+  const char* name = elf_strptr(elf_.get(), function.strtab, function.name);
+  return name == nullptr ? std::string_view() : std::string_view(name);
+}
+
 std::optional<uint64_t> ElfFile::SymbolAddress(std::string_view name) const {
-  auto it = std::lower_bound(
-      symbols_.begin(), symbols_.end(), name,
-      [](const std::pair<std::string, uint64_t>& s, std::string_view n) { return s.first < n; });
+  if (!symbols_built_) {
+    symbols_built_ = true;
+    ForEachSymbol([&](const ElfSymbolEntry& sym) {
+      if (sym.type == STT_FUNC || sym.type == STT_OBJECT || sym.type == STT_GNU_IFUNC) {
+        symbols_.emplace_back(sym.name, sym.address);
+      }
+    });
+    std::sort(symbols_.begin(), symbols_.end());
+  }
+  auto it = std::lower_bound(symbols_.begin(), symbols_.end(), name,
+                             [](const std::pair<std::string_view, uint64_t>& s,
+                                std::string_view n) { return s.first < n; });
   if (it == symbols_.end() || it->first != name) return std::nullopt;
   return it->second;
 }

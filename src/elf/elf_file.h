@@ -22,10 +22,14 @@
 
 namespace gw {
 
+// A function symbol, 24 bytes: its name stays in the file's string table (read through
+// ElfFile::FunctionName only for the functions a lookup lands on), so indexing a library with a
+// million symbols (libtorch) neither copies nor touches a million names.
 struct ElfFunction {
-  std::string name;
   uint64_t address = 0;  // ELF virtual address (st_value)
   uint64_t size = 0;
+  uint32_t name = 0;    // st_name: offset into the string table `strtab`
+  uint32_t strtab = 0;  // section index of that string table (sh_link of the symbol table)
 };
 
 // A defined symbol as its table holds it (st_shndx != SHN_UNDEF, st_value != 0, a name).
@@ -67,7 +71,10 @@ class ElfFile {
   std::optional<uint64_t> AddressToFileOffset(uint64_t address) const;
   // The function symbol covering `address` (or the nearest one below it when sizes are 0).
   const ElfFunction* FindFunction(uint64_t address) const;
-  // First symbol (any type) named `name`: its ELF virtual address.
+  // The name of a function FindFunction returned ("" when the string table is unreadable).
+  std::string_view FunctionName(const ElfFunction& function) const;
+  // First symbol (any type) named `name`: its ELF virtual address. The by-name index is built
+  // on the first call (reading every name), not at Open.
   std::optional<uint64_t> SymbolAddress(std::string_view name) const;
   // The file offset at which a uprobe on function `name` goes.
   std::optional<uint64_t> FunctionFileOffset(std::string_view name) const;
@@ -95,8 +102,10 @@ class ElfFile {
   ScopedResource<Elf*, EndElf, nullptr> elf_;
   ScopedResource<Dwarf*, EndDwarf, nullptr> dwarf_;
   std::vector<ElfSegment> segments_;
-  std::vector<ElfFunction> functions_;                     // sorted by address
-  std::vector<std::pair<std::string, uint64_t>> symbols_;  // sorted by name: every defined symbol
+  std::vector<ElfFunction> functions_;  // sorted by address
+  // Every defined symbol, sorted by name (names point into the mapped file); built lazily.
+  mutable std::vector<std::pair<std::string_view, uint64_t>> symbols_;
+  mutable bool symbols_built_ = false;
 };
 
 }  // namespace gw

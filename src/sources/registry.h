@@ -17,6 +17,8 @@ struct SourceSetOptions {
   bool cuda = true;                    // the CUDA source (uprobes on libcudart/libcuda)
   std::vector<std::string> cuda_libs;  // extra library files or directories (--cuda-lib)
   uint32_t launch_duty = 1;            // CudaSourceOptions::launch_duty
+  bool cuda_row_budget = true;         // CudaSourceOptions::row_budget
+  int64_t cuda_row_min_ns = 20'000;    // CudaSourceOptions::call_row_min_ns
 };
 
 struct RegisteredSource {

@@ -1,6 +1,7 @@
 // The typed records that flow from capture (or the demo generator) into the store.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -11,6 +12,13 @@ namespace gw {
 
 // Marks an optional argument as absent; stored as SQL NULL.
 inline constexpr int64_t kNull = std::numeric_limits<int64_t>::min();
+// Log2 latency buckets of op_seconds' histograms (op_latency): [2^i, 2^(i+1)) ns.
+inline constexpr size_t kLatencyBuckets = 32;
+inline size_t LatencyBucket(int64_t ns) {
+  if (ns <= 1) return 0;
+  size_t b = static_cast<size_t>(63 - __builtin_clzll(static_cast<uint64_t>(ns)));
+  return b < kLatencyBuckets ? b : kLatencyBuckets - 1;
+}
 
 // One row of `events`. Which optional arguments an op fills is documented in docs/schema.md.
 struct Event {
@@ -106,6 +114,9 @@ struct OpCount {
   int64_t count = 0;
   int64_t total_ns = 0;  // sum of durations where known (0 when only counted)
   int64_t max_ns = 0;
+  int64_t bytes = 0;     // copy and memset sizes summed (0: none or not known)
+  // Durations in log2 buckets: [2^i, 2^(i+1)) ns, bucket 0 also 0 (all 0 when only counted).
+  std::array<int64_t, kLatencyBuckets> log2_hist{};
 };
 
 // What a session records about the machine and the run (the `sessions` table).

@@ -87,6 +87,17 @@ bool IsFree(Op op) {
   return op == Op::kCudaFree || op == Op::kCudaFreeAsync || op == Op::kCuMemFree;
 }
 
+std::string OpSqlList(bool (*pred)(Op), OpListForm form) {
+  std::string out;
+  for (const OpInfo& info : kOps) {
+    if (!pred(info.op)) continue;
+    if (!out.empty()) out += ", ";
+    out += form == OpListForm::kNames ? "'" + std::string(info.name) + "'"
+                                      : std::to_string(static_cast<int>(info.op));
+  }
+  return out;
+}
+
 std::string_view CopyKindName(int64_t kind) {
   switch (kind) {
     case 0: return "HtoH";

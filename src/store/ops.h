@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace gw {
@@ -96,6 +97,11 @@ bool IsFree(Op op);
 // Memcpy direction, stored in the `kind` column of memcpy rows (cudaMemcpyKind numbering).
 enum class CopyKind : int64_t { kHostToHost = 0, kHostToDevice = 1, kDeviceToHost = 2, kDeviceToDevice = 3, kDefault = 4 };
 std::string_view CopyKindName(int64_t kind);
+
+// Every op `pred` holds for, as an SQL list: quoted names ('cudaMemcpy', 'cudaMemcpyAsync'),
+// the way evidence SQL shows them to users, or ids (10, 11) for queries on the tables.
+enum class OpListForm { kNames, kIds };
+std::string OpSqlList(bool (*pred)(Op), OpListForm form);
 
 // Memcpy rows: `kind` = CopyKind | kCopyPinnedHost when the host buffer is known to be
 // page-locked (allocated with cudaMallocHost/cudaHostAlloc); pageable copies lack the bit.

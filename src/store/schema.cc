@@ -224,6 +224,32 @@ CREATE TABLE thread_rollups(
 ) WITHOUT ROWID;
 )sql";
 
+// Version 8 (additive): the CUDA row budget. Short calls that are not rows are aggregated in
+// the kernel: op_seconds gains the bytes they moved, and op_latency holds log2 histograms of
+// every CUDA call's duration (rows and aggregated calls alike) per (second, pid, op).
+constexpr const char* kMigrationV8 = R"sql(
+ALTER TABLE op_seconds ADD COLUMN bytes INTEGER;
+CREATE TABLE op_latency(
+  session INTEGER NOT NULL,
+  sec INTEGER NOT NULL,
+  pid INTEGER NOT NULL,
+  op INTEGER NOT NULL,
+  log2_ns INTEGER NOT NULL,
+  count INTEGER NOT NULL,
+  PRIMARY KEY(session, sec, pid, op, log2_ns)
+) WITHOUT ROWID;
+DROP VIEW op_stats_seconds;
+CREATE VIEW op_stats_seconds AS
+  SELECT q.session AS session, q.sec AS sec, q.pid AS pid, o.name AS op, s.text AS name,
+         q.count AS count, q.total_ns AS total_ns, q.max_ns AS max_ns, q.bytes AS bytes
+  FROM op_seconds q JOIN op_names o ON o.id = q.op LEFT JOIN strings s ON s.id = q.name_id;
+CREATE VIEW op_latency_hist AS
+  SELECT h.session AS session, h.sec AS sec, h.pid AS pid, o.name AS op,
+         CASE WHEN h.log2_ns = 0 THEN 0 ELSE 1 << h.log2_ns END AS from_ns,
+         1 << (h.log2_ns + 1) AS to_ns, h.count AS count
+  FROM op_latency h JOIN op_names o ON o.id = h.op;
+)sql";
+
 Status WriteOpNames(sqlite3* db) {
   size_t n = 0;
   const OpInfo* ops = AllOps(&n);
@@ -288,6 +314,7 @@ Status CreateOrMigrateSchema(sqlite3* db) {
     if (version < 5) RETURN_IF_ERROR(Exec(db, kMigrationV5));
     if (version < 6) RETURN_IF_ERROR(Exec(db, kMigrationV6));
     if (version < 7) RETURN_IF_ERROR(Exec(db, kMigrationV7));
+    if (version < 8) RETURN_IF_ERROR(Exec(db, kMigrationV8));
     RETURN_IF_ERROR(Exec(db, "UPDATE meta SET value='" + std::to_string(kSchemaVersion) +
                                  "' WHERE key='schema_version'"));
     return WriteOpNames(db);

@@ -12,7 +12,7 @@
 
 namespace gw {
 
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 
 // Creates the schema in an empty database, or migrates an older one in place. Refuses a file
 // written by a newer gpuwhy and a SQLite file that is not a gpuwhy database.

@@ -34,13 +34,19 @@ class SchemaMigrationTest : public ::testing::Test {
 
 // Version 2 only added `stacks` and `stack_frames` to version 1, and version 3 the waker
 // columns (with the views that show them) and sessions.tracer_pid, version 4 the NVML tables
-// version 5 sessions.launches_once, version 6 sessions.launch_duty and version 7
-// thread_rollups: a v1 file is the current file without them, with version 1's views and
+// version 5 sessions.launches_once, version 6 sessions.launch_duty, version 7 thread_rollups
+// and version 8 op_latency, op_seconds.bytes and their views: a v1 file is the current file without them, with version 1's views and
 // schema_version 1.
 void DowngradeToV1(sqlite3* db) {
   ASSERT_TRUE(Exec(db,
                    "DROP TABLE gpu_devices; DROP TABLE gpu_samples; DROP TABLE gpu_process_samples; "
-                   "DROP TABLE thread_rollups; "
+                   "DROP TABLE thread_rollups; DROP TABLE op_latency; "
+                   "DROP VIEW op_latency_hist; DROP VIEW op_stats_seconds; "
+                   "ALTER TABLE op_seconds DROP COLUMN bytes; "
+                   "CREATE VIEW op_stats_seconds AS SELECT q.session AS session, q.sec AS sec, "
+                   "q.pid AS pid, o.name AS op, s.text AS name, q.count AS count, q.total_ns AS "
+                   "total_ns, q.max_ns AS max_ns FROM op_seconds q JOIN op_names o ON o.id = "
+                   "q.op LEFT JOIN strings s ON s.id = q.name_id; "
                    "DROP VIEW stack_frames; DROP TABLE stacks; DROP VIEW events; "
                    "DROP VIEW events_all; "
                    "ALTER TABLE event_rows DROP COLUMN waker_pid; "
@@ -119,6 +125,9 @@ TEST_F(SchemaMigrationTest, V1FileBecomesCurrentWithDataIntact) {
             80);
   EXPECT_EQ(*QueryText(db.get(), "SELECT value FROM meta WHERE key='schema_version'", ""),
             std::to_string(kSchemaVersion));
+  // Version 8: the latency histograms and the bytes of aggregated calls.
+  EXPECT_EQ(*QueryInt(db.get(), "SELECT COUNT(*) FROM op_latency_hist", -1), 0);
+  EXPECT_EQ(*QueryInt(db.get(), "SELECT COUNT(bytes) FROM op_stats_seconds", -1), 0);
   EXPECT_EQ(*QueryInt(db.get(), "SELECT COUNT(*) FROM event_rows", -1), 2);
   EXPECT_EQ(*QueryInt(db.get(), "SELECT duration_ns FROM event_rows WHERE ts=42", -1), 1000);
   EXPECT_EQ(*QueryText(db.get(), "SELECT location FROM stacks WHERE id=-5", ""), "/x/train.py:12");

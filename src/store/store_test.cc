@@ -1,18 +1,21 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <thread>
-#include <unistd.h>
-
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <thread>
+#include <tuple>
 
 #include "store/reader.h"
 #include "store/schema.h"
 #include "store/session_admin.h"
 #include "store/sqlite_util.h"
+#include "store/window.h"
+#include "store/window_rows.h"
 #include "store/writer.h"
 
 namespace gw {
@@ -467,9 +470,109 @@ TEST_F(StoreTest, MaxDbPrunesOldestRowsToStayUnderTheCap) {
   EXPECT_LE(static_cast<int64_t>(f.tellg()), o.max_db_bytes);
 }
 
+// Copies the row budget aggregated are named by their direction in op_seconds; the analysis
+// reads them per process, op and direction (device-to-device too), and rows stay apart.
+TEST_F(StoreTest, AggregatedCopiesAreReadByDirection) {
+  auto w = NewWriter();
+  auto session = w->BeginSession({});
+  ASSERT_TRUE(session.ok());
+  Event row;
+  row.ts_ns = 2'000'000'000;
+  row.pid = 7;
+  row.tid = 7;
+  row.op = Op::kCudaMemcpyAsync;
+  row.duration_ns = 40'000;
+  row.bytes = 1000;
+  row.kind = 1;
+  w->AppendEvents(&row, 1);
+  std::vector<OpCount> counts;
+  for (auto [sec, dir, n] : {std::tuple{2, "HtoD", 10}, {3, "HtoD", 5}, {3, "DtoD", 7}}) {
+    OpCount c;
+    c.sec = sec;
+    c.pid = 7;
+    c.op = Op::kCudaMemcpyAsync;
+    c.name_id = w->InternString(dir);
+    c.count = n;
+    c.total_ns = n * 3'000;
+    c.max_ns = 4'000;
+    c.bytes = n * 4096;
+    counts.push_back(c);
+  }
+  OpCount launch;
+  launch.sec = 2;
+  launch.pid = 7;
+  launch.op = Op::kCudaLaunchKernel;
+  launch.name_id = w->InternString("gemm");
+  launch.count = 100;
+  counts.push_back(launch);
+  w->AppendOpCounts(counts);
+  ASSERT_TRUE(w->Close().ok());
+  auto reader = StoreReader::Open(path_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  SessionWindow window;
+  window.session = *session;
+  window.begin_ns = 0;
+  window.end_ns = 10'000'000'000;
+  auto rows = ReadWindowRows(**reader, window, {});
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  std::map<std::string, std::pair<int64_t, int64_t>> got;  // direction -> (count, bytes)
+  for (const CopyAggregateRow& a : rows->copy_aggregates) {
+    EXPECT_EQ(a.pid, 7);
+    EXPECT_EQ(a.op, Op::kCudaMemcpyAsync);
+    got[a.direction] = {a.count, a.bytes};
+  }
+  EXPECT_EQ(got.size(), 2u) << "the row and the launch are not aggregated copies";
+  EXPECT_EQ(got["HtoD"], std::make_pair(int64_t{15}, int64_t{15 * 4096}));
+  EXPECT_EQ(got["DtoD"], std::make_pair(int64_t{7}, int64_t{7 * 4096}));
+}
+
 // Issue 19: thread_rollups, kept at ingest, say what a GROUP BY over the raw rows says, for
 // every cause, waker class and CUDA counter — also for sleeps reported long after they began
 // (a row arrives when the thread runs again) and for rows that arrive out of order.
+// The row budget's aggregates and the rows of the same second meet in one op_seconds row:
+// counts, time and bytes add up, and op_latency holds one histogram of both.
+TEST_F(StoreTest, AggregatedCallsAndRowsShareOneSecondAndHistogram) {
+  auto w = NewWriter();
+  ASSERT_TRUE(w->BeginSession({}).ok());
+  std::vector<Event> rows;
+  for (int i = 0; i < 3; ++i) {
+    Event e;
+    e.ts_ns = 5'000'000'000 + i * 1000;
+    e.pid = 7;
+    e.tid = 7;
+    e.op = Op::kCudaMemcpyAsync;
+    e.duration_ns = 40'000;  // slow: rows (bucket 15: 32,768-65,535 ns)
+    e.bytes = 1000;
+    rows.push_back(e);
+  }
+  w->AppendEvents(rows.data(), rows.size());
+  OpCount c;
+  c.sec = 5;
+  c.pid = 7;
+  c.op = Op::kCudaMemcpyAsync;
+  c.count = 10;
+  c.total_ns = 30'000;
+  c.max_ns = 4'000;
+  c.bytes = 10 * 4096;
+  c.log2_hist[11] = 6;  // 2,048-4,095 ns
+  c.log2_hist[15] = 4;
+  w->AppendOpCounts({c});
+  ASSERT_TRUE(w->Close().ok());
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
+  ScopedDb db(raw);
+  EXPECT_EQ(*QueryText(db.get(),
+                       "SELECT count || ' ' || total_ns || ' ' || max_ns || ' ' || bytes FROM "
+                       "op_stats_seconds WHERE op = 'cudaMemcpyAsync' AND sec = 5",
+                       ""),
+            "13 150000 40000 43960");
+  EXPECT_EQ(*QueryText(db.get(),
+                       "SELECT group_concat(from_ns || ':' || count, ' ') FROM (SELECT * FROM "
+                       "op_latency_hist WHERE op = 'cudaMemcpyAsync' ORDER BY from_ns)",
+                       ""),
+            "2048:6 32768:7");
+}
+
 TEST_F(StoreTest, ThreadRollupsAgreeWithTheRawRows) {
   auto w = NewWriter();
   ASSERT_TRUE(w->BeginSession({}).ok());

@@ -202,6 +202,25 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
   w.launch_duty = kernels.launch_duty;
 
   RETURN_IF_ERROR(reader.ForEach(
+      "SELECT q.pid, q.op, s.text, SUM(q.count), SUM(q.total_ns), SUM(COALESCE(q.bytes, 0)) "
+      "FROM op_seconds q JOIN strings s ON s.id = q.name_id WHERE q.session = ?1 AND q.sec >= ?2 "
+      "AND q.sec <= ?3 AND q.name_id != 0 AND q.op IN (" +
+          OpSqlList(IsMemcpy, OpListForm::kIds) + ") GROUP BY 1, 2, 3",
+      {session, window.begin_ns / 1'000'000'000, (window.end_ns - 1) / 1'000'000'000},
+      [&](sqlite3_stmt* s) {
+        std::optional<Op> op = OpFromId(sqlite3_column_int64(s, 1));
+        if (!op) return;
+        CopyAggregateRow r;
+        r.pid = static_cast<int32_t>(sqlite3_column_int64(s, 0));
+        r.op = *op;
+        r.direction = ColText(s, 2);
+        r.count = sqlite3_column_int64(s, 3);
+        r.total_ns = sqlite3_column_int64(s, 4);
+        r.bytes = sqlite3_column_int64(s, 5);
+        w.copy_aggregates.push_back(std::move(r));
+      }));
+
+  RETURN_IF_ERROR(reader.ForEach(
       "SELECT sec, pid, op, SUM(count), SUM(total_ns), MAX(max_ns) FROM op_seconds "
       "WHERE session = ?1 AND sec >= ?2 AND sec <= ?3 GROUP BY sec, pid, op ORDER BY sec",
       {session, window.begin_ns / 1'000'000'000, (window.end_ns - 1) / 1'000'000'000},

@@ -58,6 +58,17 @@ struct OpSecondRow {
   int64_t max_ns = 0;
 };
 
+// Copies the CUDA row budget aggregated in the kernel instead of writing rows (op_seconds rows
+// whose name is the copy's direction), per process, op and direction, over the window's seconds.
+struct CopyAggregateRow {
+  int32_t pid = 0;
+  Op op = Op::kCudaMemcpyAsync;
+  std::string direction;  // CopyKindName: HtoD, DtoH, DtoD, HtoH, default
+  int64_t count = 0;
+  int64_t total_ns = 0;
+  int64_t bytes = 0;
+};
+
 // Launches of one kernel by one process over the window (op_seconds: every launch, counted in
 // BPF or sampled as a row), per launch op.
 struct KernelLaunchRow {
@@ -120,8 +131,9 @@ struct WindowRows {
   // before the window and end inside it, by ts.
   std::vector<RawEvent> carry_in;
   std::vector<RawEvent> launch_samples;     // at most max_launch_samples launch rows
-  std::vector<OpSecondRow> op_seconds;
-  std::vector<KernelLaunchRow> kernel_launches;  // by launches, most first      // the window's seconds, every pid, by sec
+  std::vector<OpSecondRow> op_seconds;      // the window's seconds, every pid, by sec
+  std::vector<CopyAggregateRow> copy_aggregates;  // every pid
+  std::vector<KernelLaunchRow> kernel_launches;   // by launches, most first
   std::vector<SwitchTotals> switch_totals;  // every pid with sched_switch rows in the window
   std::vector<SystemSnapshot> snapshots;    // by ts
   int64_t events_in_window = 0;             // every row of the window

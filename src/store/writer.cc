@@ -181,9 +181,16 @@ Status StoreWriter::PrepareStatements() {
   ASSIGN_OR_RETURN(upsert_rollup_,
                    Prepare(db,
                            "INSERT INTO op_seconds(session, sec, pid, op, name_id, count, "
-                           "total_ns, max_ns) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT DO UPDATE SET "
-                           "count=count+excluded.count, total_ns=total_ns+excluded.total_ns, "
-                           "max_ns=MAX(max_ns, excluded.max_ns)"));
+                           "total_ns, max_ns, bytes) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT DO "
+                           "UPDATE SET count=count+excluded.count, "
+                           "total_ns=total_ns+excluded.total_ns, "
+                           "max_ns=MAX(max_ns, excluded.max_ns), "
+                           "bytes=COALESCE(bytes, 0)+COALESCE(excluded.bytes, 0)"));
+  ASSIGN_OR_RETURN(upsert_latency_,
+                   Prepare(db,
+                           "INSERT INTO op_latency(session, sec, pid, op, log2_ns, count) "
+                           "VALUES (?,?,?,?,?,?) ON CONFLICT DO UPDATE SET "
+                           "count=count+excluded.count"));
   ASSIGN_OR_RETURN(upsert_thread_rollup_,
                    Prepare(db,
                            "INSERT INTO thread_rollups(session, sec, pid, tid, switches, "
@@ -531,6 +538,11 @@ void StoreWriter::Aggregate(const Event& e) {
   ++v.count;
   v.total_ns += e.duration_ns;
   v.max_ns = std::max(v.max_ns, e.duration_ns);
+  Layer layer = OpLayer(e.op);
+  if ((layer == Layer::kCudaRuntime || layer == Layer::kCudaDriver) && !IsLaunch(e.op)) {
+    if (e.bytes != kNull && e.bytes > 0) v.bytes += e.bytes;
+    ++v.log2_hist[LatencyBucket(e.duration_ns)];
+  }
   newest_sec_ = std::max(newest_sec_, sec);
   thread_rollups_.Add(e);
 }
@@ -552,7 +564,23 @@ Status StoreWriter::WriteRollups(bool all) {
     sqlite3_bind_int64(s, 6, it->second.count);
     sqlite3_bind_int64(s, 7, it->second.total_ns);
     sqlite3_bind_int64(s, 8, it->second.max_ns);
+    if (it->second.bytes > 0) {
+      sqlite3_bind_int64(s, 9, it->second.bytes);
+    } else {
+      sqlite3_bind_null(s, 9);
+    }
     RETURN_IF_ERROR(StepDone(db, s, "write op_seconds"));
+    for (size_t b = 0; b < kLatencyBuckets; ++b) {
+      if (it->second.log2_hist[b] == 0) continue;
+      sqlite3_stmt* h = upsert_latency_.get();
+      sqlite3_bind_int64(h, 1, session_id_);
+      sqlite3_bind_int64(h, 2, it->first.sec);
+      sqlite3_bind_int64(h, 3, it->first.pid);
+      sqlite3_bind_int64(h, 4, it->first.op);
+      sqlite3_bind_int64(h, 5, static_cast<int64_t>(b));
+      sqlite3_bind_int64(h, 6, it->second.log2_hist[b]);
+      RETURN_IF_ERROR(StepDone(db, h, "write op_latency"));
+    }
     it = rollups_.erase(it);
   }
   return thread_rollups_.Flush(all, [&](const ThreadRollupKey& k, const ThreadRollup& r) {
@@ -686,6 +714,8 @@ Status StoreWriter::CommitBatch(std::vector<Event>& events, std::vector<ProcessI
       v.count += c.count;
       v.total_ns += c.total_ns;
       v.max_ns = std::max(v.max_ns, c.max_ns);
+      v.bytes += c.bytes;
+      for (size_t b = 0; b < kLatencyBuckets; ++b) v.log2_hist[b] += c.log2_hist[b];
       newest_sec_ = std::max(newest_sec_, c.sec);
     }
     for (const ProcessInfo& p : processes) {
@@ -846,7 +876,8 @@ Status StoreWriter::WriteFailure(const Status& failed, const std::string& what) 
 namespace {
 
 // The rollup tier: what long windows are explained from once their raw rows are gone.
-constexpr const char* kRollupTables[] = {"op_seconds", "thread_rollups", "system_snapshots"};
+constexpr const char* kRollupTables[] = {"op_seconds", "op_latency", "thread_rollups",
+                                         "system_snapshots"};
 
 StatusOr<int64_t> RollupTierBytes(sqlite3* db) {
   // dbstat walks the pages of the rollup tables only (a fifth of the file at most).
@@ -988,7 +1019,8 @@ StatusOr<StoreWriter::RemovedSessions> StoreWriter::RemoveSessions(
   RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE").WithContext("prune " + path_));
   Status st = Exec(db, "DELETE FROM event_rows WHERE session" + in);
   removed.event_rows = sqlite3_changes(db);
-  for (const char* table : {"op_seconds", "thread_rollups", "processes", "system_snapshots",
+  for (const char* table : {"op_seconds", "op_latency", "thread_rollups", "processes",
+                            "system_snapshots",
                             "stacks", "gpu_devices", "gpu_samples", "gpu_process_samples"}) {
     if (st.ok()) st = Exec(db, std::string("DELETE FROM ") + table + " WHERE session" + in);
   }

@@ -6,6 +6,7 @@
 // disk blocks (so loss, if any, happens upstream where it is counted), never silently drops.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -148,6 +149,7 @@ class StoreWriter {
   EventBatch batch_;  // what gw_event_batch shows; declared before db_ so it outlives it
   ScopedDb db_;
   ScopedStmt insert_event_, upsert_process_, insert_snapshot_, upsert_rollup_, insert_string_;
+  ScopedStmt upsert_latency_;  // op_latency
   ScopedStmt upsert_thread_rollup_;
   ScopedStmt insert_stack_;
   ScopedStmt insert_gpu_device_, insert_gpu_sample_, insert_gpu_process_;
@@ -213,6 +215,8 @@ class StoreWriter {
     int64_t count = 0;
     int64_t total_ns = 0;
     int64_t max_ns = 0;
+    int64_t bytes = 0;
+    std::array<int64_t, kLatencyBuckets> log2_hist{};  // CUDA calls only (op_latency)
   };
   std::unordered_map<RollupKey, RollupValue, RollupKeyHash> rollups_;
   ThreadRollups thread_rollups_;

@@ -2,9 +2,11 @@
 // fixtures recorded from the real interpreters' co_lines()), and splicing.
 #include <elf.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -35,6 +37,43 @@ TEST(ProcessMapsTest, ParsesAndFinds) {
   EXPECT_EQ(maps.Find(0x7ffd00000100)->path, "[stack]");
   EXPECT_EQ(maps.Find(0x1000), nullptr);
   EXPECT_EQ(maps.AddressOfFileOffset("/usr/bin/python3.12", 0x1800), 0x55d0c0a01800u);
+}
+
+// A broken frame-pointer chain puts unmapped junk into many stacks: the maps are not re-read
+// for it while the process's executable mappings (VmLib) stay the same, and a library mapped
+// since (VmLib moved) is still found. Trigger: 200 stacks with an address outside every
+// mapping of a fake /proc, then a new mapping. Assert: maps reads, and the frame's module.
+TEST(SymbolizerTest, UnmappedAddressesRereadTheMapsOnlyWhenTheMappingsChanged) {
+  char dir_template[] = "/tmp/gw_symbolize_proc_XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string root = dir_template;
+  const int32_t pid = 4242;
+  ASSERT_EQ(mkdir((root + "/4242").c_str(), 0700), 0);
+  const std::string maps_path = root + "/4242/maps";
+  const std::string status_path = root + "/4242/status";
+  std::ofstream(maps_path) << "00400000-00401000 r-xp 00000000 00:00 0 /nonexistent/app\n";
+  std::ofstream(status_path) << "Name:\tpython3\nVmLib:\t    1200 kB\n";
+  Symbolizer symbolizer(root);
+  ASSERT_TRUE(symbolizer.SnapshotProcess(pid).ok());
+  RawStack stack;
+  stack.pid = pid;
+  stack.native = {0x400010, 0x7f0000001000, 0x7f0000001800};
+  for (int i = 0; i < 200; ++i) {
+    std::vector<Frame> frames = symbolizer.Symbolize(stack);
+    ASSERT_EQ(frames.size(), 3u);
+    EXPECT_EQ(frames[1].module, "[anon]");
+  }
+  EXPECT_EQ(symbolizer.maps_reads(), 1) << "junk alone: no maps read per stack";
+
+  std::ofstream(maps_path, std::ios::app)
+      << "7f0000000000-7f0000002000 r-xp 00000000 00:00 0 /nonexistent/libnew.so\n";
+  std::ofstream(status_path) << "Name:\tpython3\nVmLib:\t    1208 kB\n";
+  std::vector<Frame> frames = symbolizer.Symbolize(stack);
+  ASSERT_EQ(frames.size(), 3u);
+  EXPECT_EQ(frames[1].module, "/nonexistent/libnew.so");
+  EXPECT_EQ(frames[2].module, "/nonexistent/libnew.so");
+  EXPECT_EQ(symbolizer.maps_reads(), 2) << "one read for the new mapping";
+  std::filesystem::remove_all(root);
 }
 
 std::string FromHex(const std::string& hex) {

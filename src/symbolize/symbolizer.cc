@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "base/proc_status.h"
+
 namespace gw {
 
 namespace {
@@ -46,8 +48,12 @@ std::string Frame::Display() const {
 }
 
 Status Symbolizer::SnapshotProcess(int32_t pid) {
+  ++maps_reads_;
+  // Read before the maps: a library mapped in between shows as a change next time.
+  int64_t vm_lib = ReadProcStatusKb(proc_root_, pid, "VmLib");
   ASSIGN_OR_RETURN(ProcessMaps maps, ProcessMaps::Read(pid, proc_root_));
   ProcessState& p = processes_[pid];
+  p.vm_lib_kb = vm_lib;
   p.snapshots.insert(p.snapshots.begin(), std::move(maps));
   if (p.snapshots.size() > 8) p.snapshots.pop_back();
   return Status::Ok();
@@ -64,13 +70,14 @@ void Symbolizer::SetPythonLayout(int32_t pid, const PythonCodeLayout& layout,
 
 void Symbolizer::ForgetProcess(int32_t pid) { processes_.erase(pid); }
 
-ElfFile* Symbolizer::FileFor(const std::string& path) {
+Symbolizer::FileState& Symbolizer::FileFor(const std::string& path) {
   auto it = files_.find(path);
-  if (it != files_.end()) return it->second.get();
-  StatusOr<std::unique_ptr<ElfFile>> file = ElfFile::Open(path);
-  ElfFile* raw = file.ok() ? file->get() : nullptr;
-  files_.emplace(path, file.ok() ? std::move(file).value() : nullptr);
-  return raw;
+  if (it != files_.end()) return it->second;
+  FileState& state = files_[path];
+  if (StatusOr<std::unique_ptr<ElfFile>> file = ElfFile::Open(path); file.ok()) {
+    state.elf = std::move(file).value();
+  }
+  return state;
 }
 
 Frame Symbolizer::SymbolizeNative(ProcessState& process, int32_t pid, uint64_t address,
@@ -83,13 +90,16 @@ Frame Symbolizer::SymbolizeNative(ProcessState& process, int32_t pid, uint64_t a
     region = maps.Find(address);
     if (region != nullptr) break;
   }
-  // An address outside every snapshot: maybe a library mapped since. Re-read the maps at most
-  // once per stack, and never for junk from a broken frame-pointer chain (non-canonical).
+  // An address outside every snapshot: maybe a library mapped since. Look at most once per
+  // stack, never for junk that is not even a user-space address, and re-read the maps only
+  // when the process's executable mappings changed since the newest snapshot.
   constexpr uint64_t kUserSpaceEnd = 0x0000800000000000ULL;
-  if (region == nullptr && !process.refreshed && address < kUserSpaceEnd &&
-      SnapshotProcess(pid).ok()) {
+  if (region == nullptr && !process.refreshed && address < kUserSpaceEnd) {
     process.refreshed = true;
-    region = process.snapshots.front().Find(address);
+    if (ReadProcStatusKb(proc_root_, pid, "VmLib") != process.vm_lib_kb &&
+        SnapshotProcess(pid).ok()) {
+      region = process.snapshots.front().Find(address);
+    }
   }
   if (region == nullptr || region->path.empty() || region->path[0] == '[') {
     f.module = region == nullptr || region->path.empty() ? "[anon]" : region->path;
@@ -98,24 +108,38 @@ Frame Symbolizer::SymbolizeNative(ProcessState& process, int32_t pid, uint64_t a
   }
   f.module = region->path;
   uint64_t file_offset = region->file_offset + (address - region->start);
-  ElfFile* elf = FileFor(region->path);
-  if (elf == nullptr) {
+  FileState& file = FileFor(region->path);
+  if (file.elf == nullptr) {
     f.offset = file_offset;
     return f;
   }
-  std::optional<uint64_t> vaddr = elf->FileOffsetToAddress(file_offset);
+  std::optional<uint64_t> vaddr = file.elf->FileOffsetToAddress(file_offset);
   f.offset = vaddr.value_or(file_offset);
   if (!vaddr) return f;
   // A return address points after the call; look up the call instruction itself.
   uint64_t lookup = is_return ? *vaddr - 1 : *vaddr;
-  if (const ElfFunction* fn = elf->FindFunction(lookup)) {
-    f.function = Demangle(fn->name);
-    f.function_offset = *vaddr - fn->address;
+  auto cached = file.lookups.find(lookup);
+  if (cached == file.lookups.end()) {
+    constexpr size_t kMaxLookupsPerFile = 1 << 18;  // a bound on the cache, not on correctness
+    if (file.lookups.size() >= kMaxLookupsPerFile) file.lookups.clear();
+    NativeSymbol symbol;
+    if (const ElfFunction* fn = file.elf->FindFunction(lookup)) {
+      symbol.function = Demangle(std::string(file.elf->FunctionName(*fn)));
+      symbol.function_address = fn->address;
+    }
+    if (std::optional<SourceLine> line = file.elf->FindLine(lookup)) {
+      symbol.file = std::move(line->file);
+      symbol.line = line->line;
+    }
+    cached = file.lookups.emplace(lookup, std::move(symbol)).first;
   }
-  if (std::optional<SourceLine> line = elf->FindLine(lookup)) {
-    f.file = line->file;
-    f.line = line->line;
+  const NativeSymbol& symbol = cached->second;
+  if (!symbol.function.empty()) {
+    f.function = symbol.function;
+    f.function_offset = *vaddr - symbol.function_address;
   }
+  f.file = symbol.file;
+  f.line = symbol.line;
   return f;
 }
 

@@ -62,6 +62,11 @@ std::vector<Frame> SpliceFrames(const std::vector<Frame>& native, const std::vec
 
 class Symbolizer {
  public:
+  // A process's maps are re-read for an address outside every snapshot only when its
+  // executable mappings changed since the newest snapshot (VmLib in /proc/<pid>/status: a
+  // library mapped since); otherwise the address is junk from a broken frame-pointer chain,
+  // which many stacks hold, and reading the maps of a process with thousands of mappings
+  // costs milliseconds.
   explicit Symbolizer(std::string proc_root = "/proc") : proc_root_(std::move(proc_root)) {}
 
   // Snapshots the process's maps now (call when a pid is first seen, before it can exit).
@@ -80,11 +85,14 @@ class Symbolizer {
   // Where the stack "is", for grouping: the innermost Python frame ("file:line"), else the
   // innermost native frame with a source line, else the innermost resolved native frame.
   static std::string Location(const std::vector<Frame>& frames);
+  // How many times a process's maps were read (snapshots and refreshes), for the trace note.
+  int64_t maps_reads() const { return maps_reads_; }
 
  private:
   struct ProcessState {
     std::vector<ProcessMaps> snapshots;  // newest first
-    bool refreshed = false;  // maps re-read during the current Symbolize() call
+    bool refreshed = false;              // maps re-read during the current Symbolize() call
+    int64_t vm_lib_kb = -1;              // VmLib when the newest snapshot was read
     bool python = false;
     PythonCodeLayout layout;
     std::string interpreter;
@@ -92,11 +100,24 @@ class Symbolizer {
   };
   Frame SymbolizeNative(ProcessState& process, int32_t pid, uint64_t address, bool is_return);
   Frame SymbolizePython(ProcessState& process, int32_t pid, const PythonFrameRef& ref);
-  ElfFile* FileFor(const std::string& path);
+  // What one address of one file resolved to: stacks share most of their frames, so each
+  // address is looked up (symbol, DWARF line, demangling) once per file, not once per stack.
+  struct NativeSymbol {
+    std::string function;  // demangled; "" when no symbol covers the address
+    uint64_t function_address = 0;
+    std::string file;
+    int line = 0;
+  };
+  struct FileState {
+    std::unique_ptr<ElfFile> elf;                        // nullptr: could not open
+    std::unordered_map<uint64_t, NativeSymbol> lookups;  // by lookup address
+  };
+  FileState& FileFor(const std::string& path);
 
   std::string proc_root_;
+  int64_t maps_reads_ = 0;
   std::map<int32_t, ProcessState> processes_;
-  std::map<std::string, std::unique_ptr<ElfFile>> files_;  // nullptr: could not open
+  std::map<std::string, FileState> files_;
 };
 
 }  // namespace gw

@@ -3,7 +3,7 @@
 #   e2e_finish NAME
 failures=0
 pass() { echo "ok - $1"; }
-fail() { echo "FAIL - $1"; failures=$((failures + 1)); }
+fail() { echo "FAIL - $1"; shift; local line; for line in "$@"; do echo "  $line"; done; failures=$((failures + 1)); }
 
 # BPF needs root: without it the script skips loudly (CI runs as root).
 e2e_require_root() {

@@ -68,7 +68,9 @@ size_after=$(stat -c %s "$DB")
   && [ "$(q "$DB" "SELECT group_concat(id) FROM sessions")" = 4 ] && [ "$(rows)" = "$(rows 4)" ] \
   && [ "$size_after" -lt "$size_before" ] \
   && pass "prune --keep 1 --older-than 1h removes 2 and 3, file $size_before -> $size_after bytes" \
-  || fail "prune --keep 1 --older-than 1h: rc=$rc size $size_before -> $size_after $out"
+  || fail "prune --keep 1 --older-than 1h: rc=$rc size $size_before -> $size_after $out" \
+          "sessions left: [$(q "$DB" "SELECT group_concat(id) FROM sessions")]" \
+          "rows: [$(rows)] session 4: [$(rows 4)]"
 out=$("$GPUWHY" explain --db "$DB" 2>&1); rc=$?
 [ $rc -eq 0 ] && pass "explain reads the pruned file" || fail "explain after prune: rc=$rc $out"
 

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "discover/elf_symbols.h"
 #include "elf/elf_file.h"
@@ -27,7 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (uint64_t probe : {uint64_t{0}, uint64_t{0x1000}, uint64_t{0x10f9}, size / 2,
                            uint64_t{~0ull}, uint64_t{~0ull - 7}}) {
       if (const gw::ElfFunction* f = elf.FindFunction(probe)) {
-        (void)elf.FunctionFileOffset(f->name);
+        std::string_view name = elf.FunctionName(*f);
+        if (!name.empty()) (void)elf.FunctionFileOffset(name);
         (void)elf.FindLine(f->address);
         (void)elf.ReadAddress(f->address, 64);
       }

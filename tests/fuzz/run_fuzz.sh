@@ -66,7 +66,7 @@ FUZZ_SECONDS=20 SEEDS="$WORK/seeds_stacks" LIBS="-ldw -lelf" build_and_run fuzz_
   "$SRC/tests/fuzz/fuzz_stacks.cc" "$SRC/src/symbolize/python_code.cc" \
   "$SRC/src/symbolize/symbolizer.cc" "$SRC/src/elf/elf_file.cc" \
   "$SRC/src/symbolize/process_maps.cc" "$SRC/src/sources/stacks/python_offsets.cc" \
-  "$SRC/src/base/status.cc"
+  "$SRC/src/base/status.cc" "$SRC/src/base/proc_status.cc"
 FUZZ_SECONDS=20 SEEDS="$WORK/seeds_elf" MAX_LEN=16384 LIBS="-ldw -lelf" build_and_run fuzz_elf \
   "$SRC/tests/fuzz/fuzz_elf.cc" "$SRC/src/elf/elf_file.cc" \
   "$SRC/src/discover/elf_symbols.cc" "$SRC/src/base/status.cc"

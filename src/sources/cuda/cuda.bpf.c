@@ -7,7 +7,15 @@
 //                                  graphs). Entries are kept in BPF task storage on a small
 //                                  stack per layer (runtime, driver): a runtime call and the
 //                                  driver calls it makes on the same thread pair independently,
-//                                  and so do same-layer calls through the PLT.
+//                                  and so do same-layer calls through the PLT. Under the row
+//                                  budget a driver call nested in a runtime call is not
+//                                  recorded again, and short calls (GW_CUDA_COOKIE_AGGREGATE:
+//                                  async copies, stream waits) are rows only when slow, failed
+//                                  or sampled within the thread's token bucket; the others are
+//                                  aggregated in call_aggs (count, sum, max, bytes, log2
+//                                  histogram per process, function and second).
+//   gw_cuda_count                  entry-only uprobe on calls nothing needs the duration of
+//                                  (cudaMemsetAsync): counted in-kernel like launches.
 //   gw_cuda_launch                 entry-only uprobe on launches: counted in-kernel per
 //                                  (tgid, function, kernel handle); every Nth launch of a thread
 //                                  is also emitted as a sampled row (launch_sample_every). A
@@ -42,6 +50,22 @@ const volatile __u32 capture_stacks = 0;       // trace --stack: stack keys in c
 // launch makes (the runtime's own work before it is a few µs; loading a module on first use
 // can take longer, and such a first launch is then counted on both layers).
 const volatile __u64 launch_nest_ns = 5000000;
+// The row budget (trace --row-min; all 0 with --all-rows: every call a row).
+//   skip_nested_rows     a driver call made inside a runtime call on the same thread is not
+//                        recorded again (the runtime call stands for both)
+//   call_row_min_ns      a short call (GW_CUDA_COOKIE_AGGREGATE) this slow, or failed, is a row
+//   call_sample_every    every Nth short call of a thread is a row (0: none)
+//   row_tokens_per_s     outliers and samples a thread may write per second (its token
+//                        bucket; the burst is one second's worth); the rest are aggregated
+//   session_mono_start_ns  second 0 of the aggregates' session seconds
+const volatile __u32 skip_nested_rows = 0;
+const volatile __u64 call_row_min_ns = 0;
+const volatile __u32 call_sample_every = 0;
+const volatile __u32 row_tokens_per_s = 0;
+const volatile __u64 session_mono_start_ns = 0;
+// A call slower than this many times its function's recent average (on this CPU) is an
+// outlier, written as a row within the token bucket.
+#define OUTLIER_FACTOR 8
 
 #define BPF_LOCAL_STORAGE_GET_F_CREATE_ 1  // uapi value; vmlinux.h has no #defines
 
@@ -126,6 +150,11 @@ struct task_state {
   // The latest runtime launch (entry-only: the driver launch it makes ends it), for pairing.
   __u64 rt_launch_handle;
   __u64 rt_launch_ts;  // 0 = none pending
+  // The row budget of short calls: a token bucket (refilled at row_tokens_per_s, from
+  // tokens_ts) and the count since the last sampled call.
+  __u64 tokens_ts;
+  __u32 tokens;
+  __u32 sample_tick;
 };
 
 // Task storage rather than a hash keyed by tid: ~0.2 µs cheaper per pair (docs/facts.md), and it
@@ -136,6 +165,34 @@ struct {
   __type(key, int);
   __type(value, struct task_state);
 } task_states SEC(".maps");
+
+// Aggregates of short calls that did not become rows (gw_cuda_agg_key → gw_cuda_agg_value).
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 16384);
+  __type(key, struct gw_cuda_agg_key);
+  __type(value, struct gw_cuda_agg_value);
+} call_aggs SEC(".maps");
+
+// Recent average duration per function on this CPU (an exponential moving average, 1/16).
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, GW_FN_MAX);
+  __type(key, __u32);
+  __type(value, __u64);
+} call_avg_ns SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, GW_CUDA_BUDGET_SLOTS);
+  __type(key, __u32);
+  __type(value, __u64);
+} call_budget SEC(".maps");
+
+static __always_inline void count_budget(__u32 slot) {
+  __u64 *n = bpf_map_lookup_elem(&call_budget, &slot);
+  if (n) *n += 1;
+}
 
 static __always_inline void count_drop(__u32 slot) {
   __u64 *n = bpf_map_lookup_elem(&drops, &slot);
@@ -181,9 +238,14 @@ static __always_inline __u64 stack_arg(struct pt_regs *ctx, int index_from_7) {
   return value;
 }
 
+static __always_inline __u32 cookie_fn(struct pt_regs *ctx) {
+  return (__u32)(bpf_get_attach_cookie(ctx) & GW_CUDA_COOKIE_FN_MASK);
+}
+
 SEC("uprobe")
 int gw_cuda_enter(struct pt_regs *ctx) {
-  __u32 fn = (__u32)bpf_get_attach_cookie(ctx);
+  __u64 cookie = bpf_get_attach_cookie(ctx);
+  __u32 fn = (__u32)(cookie & GW_CUDA_COOKIE_FN_MASK);
   __u32 tgid = bpf_get_current_pid_tgid() >> 32;
   struct task_state *t = current_state(1);
   if (!t) return 0;
@@ -198,7 +260,8 @@ int gw_cuda_enter(struct pt_regs *ctx) {
   t->depth[layer] = depth + 1;
   s->fn = fn;
   s->stack_id = 0;
-  if (capture_stacks && !is_name_fn(fn)) {
+  // A short call's stack waits for its return: most of them are aggregated, not rows.
+  if (capture_stacks && !is_name_fn(fn) && !(cookie & GW_CUDA_COOKIE_AGGREGATE)) {
     __u32 outer = t->depth[0];
     if (layer == 1 && outer > 0) {
       s->stack_id = t->slot[0][(outer - 1) & (STACK_DEPTH - 1)].stack_id;
@@ -312,7 +375,137 @@ static __always_inline void decode_args(struct gw_cuda_call_record *r, __u32 fn,
   }
 }
 
-// Pops the entry slot of `fn` and, when `emit`, emits its call record. Returns the slot (still
+// The size argument of a short call (for its aggregate), from the saved entry arguments.
+static __always_inline __u64 copy_bytes(__u32 fn, __u64 *a) {
+  switch (fn) {
+    case GW_FN_CUDA_MEMCPY_ASYNC:
+    case GW_FN_CU_MEMCPY_ASYNC:
+    case GW_FN_CU_MEMCPY_HTOD_ASYNC:
+    case GW_FN_CU_MEMCPY_DTOH_ASYNC:
+    case GW_FN_CU_MEMCPY_DTOD_ASYNC:
+      return a[2];
+    case GW_FN_CUDA_MEMCPY_2D_ASYNC:
+      return a[4] * a[5];
+    case GW_FN_CUDA_MEMCPY_PEER_ASYNC:
+      return a[4];
+    case GW_FN_CUDA_MEMSET_ASYNC:
+      return a[2];
+    default:
+      return 0;
+  }
+}
+
+// The direction of a short copy, for its aggregate key: cudaMemcpyKind + 1, 0 for a call that
+// is not a copy. The runtime passes the kind; the driver's function names it (cuMemcpyAsync,
+// unified addressing, is "default": user space infers the direction of rows only).
+static __always_inline __u16 copy_kind_key(__u32 fn, __u64 *a) {
+  switch (fn) {
+    case GW_FN_CUDA_MEMCPY_ASYNC:
+      return a[3] <= 4 ? (__u16)a[3] + 1 : 5;
+    case GW_FN_CUDA_MEMCPY_2D_ASYNC:
+      return a[6] <= 4 ? (__u16)a[6] + 1 : 5;
+    case GW_FN_CU_MEMCPY_HTOD_ASYNC:
+      return 1 + 1;
+    case GW_FN_CU_MEMCPY_DTOH_ASYNC:
+      return 2 + 1;
+    case GW_FN_CUDA_MEMCPY_PEER_ASYNC:
+    case GW_FN_CU_MEMCPY_DTOD_ASYNC:
+      return 3 + 1;
+    case GW_FN_CU_MEMCPY_ASYNC:
+      return 4 + 1;
+    default:
+      return 0;
+  }
+}
+
+static __always_inline __u32 log2_bucket(__u64 v) {
+  __u32 r = 0;
+  if (v >= (1ull << 32)) { v >>= 32; r += 32; }
+  if (v >= (1ull << 16)) { v >>= 16; r += 16; }
+  if (v >= (1ull << 8)) { v >>= 8; r += 8; }
+  if (v >= (1ull << 4)) { v >>= 4; r += 4; }
+  if (v >= (1ull << 2)) { v >>= 2; r += 2; }
+  if (v >= (1ull << 1)) r += 1;
+  return r < GW_CUDA_HIST_BUCKETS ? r : GW_CUDA_HIST_BUCKETS - 1;
+}
+
+// Takes one token from the thread's bucket. Returns 0 when it is empty.
+static __always_inline int take_token(struct task_state *t, __u64 now) {
+  __u64 refill = (now - t->tokens_ts) * row_tokens_per_s / 1000000000ull;
+  if (refill > 0 || t->tokens_ts == 0) {
+    __u64 tokens = t->tokens_ts == 0 ? row_tokens_per_s : t->tokens + refill;
+    t->tokens = tokens > row_tokens_per_s ? row_tokens_per_s : (__u32)tokens;
+    t->tokens_ts = now;
+  }
+  if (t->tokens == 0) return 0;
+  t->tokens -= 1;
+  return 1;
+}
+
+// Adds one call to its second's aggregate. Returns 0 when the map is full.
+static __always_inline int aggregate_call(__u32 fn, __u64 start, __u64 duration, __u64 bytes,
+                                          __u16 copy_kind) {
+  __u64 since = start > session_mono_start_ns ? start - session_mono_start_ns : 0;
+  struct gw_cuda_agg_key key = {.tgid = bpf_get_current_pid_tgid() >> 32,
+                                .fn = (__u16)fn,
+                                .copy_kind = copy_kind,
+                                .sec = (__u32)(since / 1000000000ull),
+                                .pad2 = 0};
+  struct gw_cuda_agg_value *v = bpf_map_lookup_elem(&call_aggs, &key);
+  if (!v) {
+    struct gw_cuda_agg_value zero = {};
+    bpf_map_update_elem(&call_aggs, &key, &zero, BPF_NOEXIST);  // may race another thread
+    v = bpf_map_lookup_elem(&call_aggs, &key);
+    if (!v) return 0;
+  }
+  __sync_fetch_and_add(&v->count, 1);
+  __sync_fetch_and_add(&v->total_ns, duration);
+  __sync_fetch_and_add(&v->bytes, bytes);
+  __sync_fetch_and_add(&v->hist[log2_bucket(duration) & (GW_CUDA_HIST_BUCKETS - 1)], 1);
+  // Not atomic: two threads racing here can lose one maximum, never a count.
+  if (duration > v->max_ns) v->max_ns = duration;
+  return 1;
+}
+
+// The row budget of one short call: 1 = write its row, 0 = it was aggregated.
+static __always_inline int budget_row(struct task_state *t, __u32 fn, __u64 start, __u64 now,
+                                      __s32 ret, __u64 *args) {
+  __u64 duration = now - start;
+  __u64 *avg = bpf_map_lookup_elem(&call_avg_ns, &fn);
+  __u64 before = avg ? *avg : 0;
+  if (avg) *avg = before == 0 ? duration : before - before / 16 + duration / 16;
+  if (ret != 0 || duration >= call_row_min_ns) {
+    count_budget(GW_CUDA_BUDGET_ROW_SLOW);
+    return 1;
+  }
+  int outlier = before > 0 && duration > OUTLIER_FACTOR * before;
+  int sampled = 0;
+  if (call_sample_every != 0 && ++t->sample_tick >= call_sample_every) {
+    t->sample_tick = 0;
+    sampled = 1;
+  }
+  if (outlier || sampled) {
+    if (take_token(t, now)) {
+      count_budget(outlier ? GW_CUDA_BUDGET_ROW_OUTLIER : GW_CUDA_BUDGET_ROW_SAMPLED);
+      return 1;
+    }
+    count_budget(GW_CUDA_BUDGET_OVER_BUDGET);
+  }
+  if (aggregate_call(fn, start, duration, copy_bytes(fn, args), copy_kind_key(fn, args))) {
+    count_budget(GW_CUDA_BUDGET_AGGREGATED);
+    return 0;
+  }
+  count_budget(GW_CUDA_BUDGET_AGG_FULL);
+  return 1;  // never silently lost: the row is written instead
+}
+
+enum emit_policy {
+  EMIT_NONE = 0,    // pop the entry only
+  EMIT_ROW = 1,     // a full row
+  EMIT_BUDGET = 2,  // a short call: a row only as the row budget says (budget_row)
+};
+
+// Pops the entry slot of `fn` and emits its call record as `emit` says. Returns the slot (still
 // holding the entry arguments) so a caller can emit more, or NULL when there was nothing to
 // pair with.
 static __always_inline struct entry_slot *finish_call(struct pt_regs *ctx, __u32 fn, int emit) {
@@ -332,8 +525,20 @@ static __always_inline struct entry_slot *finish_call(struct pt_regs *ctx, __u32
     depth -= 1;
   }
   t->depth[layer] = depth - 1;
-  if (!emit) return s;
+  if (emit == EMIT_NONE) return s;
   __u64 start = s->ts_ns;
+  if (skip_nested_rows && layer == 1 && t->depth[0] > 0) {
+    // Made by the runtime call still in flight on this thread, whose row stands for both.
+    count_budget(GW_CUDA_BUDGET_NESTED);
+    return s;
+  }
+  if (emit == EMIT_BUDGET) {
+    __s32 ret = (__s32)PT_REGS_RC(ctx);
+    if (!budget_row(t, fn, start, now, ret, s->args)) return s;
+    // The stack of a short call is taken only now that it is a row: at the return, the walk
+    // starts in the caller (the CUDA function's own frame is not in it; call sites skip it).
+    if (capture_stacks) s->stack_id = gw_capture_stack(ctx, GW_STACK_SLOT_UPROBE, 0);
+  }
   struct gw_cuda_call_record *r = bpf_ringbuf_reserve(&events, sizeof *r, 0);
   if (!r) {
     count_drop(GW_CUDA_DROP_RESERVE);
@@ -360,14 +565,16 @@ static __always_inline struct entry_slot *finish_call(struct pt_regs *ctx, __u32
 
 SEC("uretprobe")
 int gw_cuda_exit(struct pt_regs *ctx) {
-  finish_call(ctx, (__u32)bpf_get_attach_cookie(ctx), 1);
+  __u64 cookie = bpf_get_attach_cookie(ctx);
+  finish_call(ctx, (__u32)(cookie & GW_CUDA_COOKIE_FN_MASK),
+              (cookie & GW_CUDA_COOKIE_AGGREGATE) ? EMIT_BUDGET : EMIT_ROW);
   return 0;
 }
 
 SEC("uretprobe")
 int gw_cuda_name_exit(struct pt_regs *ctx) {
-  __u32 fn = (__u32)bpf_get_attach_cookie(ctx);
-  struct entry_slot *s = finish_call(ctx, fn, 1);
+  __u32 fn = cookie_fn(ctx);
+  struct entry_slot *s = finish_call(ctx, fn, EMIT_ROW);
   if (!s || PT_REGS_RC(ctx) != 0) return 0;
   __u64 out_ptr = s->args[0];
   __u64 name_ptr = s->args[2];
@@ -395,7 +602,7 @@ int gw_cuda_name_exit(struct pt_regs *ctx) {
 // runtime has read the string, so the page is present.
 SEC("uretprobe")
 int gw_cuda_register_exit(struct pt_regs *ctx) {
-  struct entry_slot *s = finish_call(ctx, GW_FN_CUDA_REGISTER_FUNCTION, 0);
+  struct entry_slot *s = finish_call(ctx, GW_FN_CUDA_REGISTER_FUNCTION, EMIT_NONE);
   if (!s) return 0;
   __u64 host_fun = s->args[1];
   __u64 device_name = s->args[3];
@@ -477,9 +684,40 @@ static __always_inline void note_pair(__u32 fn, __u32 tgid, __u64 stub, __u64 fu
   bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 }
 
+// Adds one to an in-kernel call counter (launch_counts).
+static __always_inline void count_call(struct gw_cuda_launch_key *key) {
+  struct gw_cuda_launch_count *c = bpf_map_lookup_elem(&launch_counts, key);
+  if (c) {
+    __sync_fetch_and_add(&c->count, 1);
+    return;
+  }
+  struct gw_cuda_launch_count one = {.count = 1};
+  if (bpf_map_update_elem(&launch_counts, key, &one, BPF_NOEXIST) == 0) return;
+  // Lost a race with another thread creating the entry, or the map is full.
+  c = bpf_map_lookup_elem(&launch_counts, key);
+  if (c) {
+    __sync_fetch_and_add(&c->count, 1);
+  } else {
+    count_drop(GW_CUDA_DROP_LAUNCH_MAP);
+  }
+}
+
+// Entry-only probe of a call whose duration and result nothing needs (cudaMemsetAsync): one
+// probe hit, counted in-kernel per (process, function) like launches, every second.
+SEC("uprobe")
+int gw_cuda_count(struct pt_regs *ctx) {
+  __u32 fn = cookie_fn(ctx);
+  __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+  struct task_state *t = current_state(1);
+  if (!t || !should_record(t, tgid)) return 0;
+  struct gw_cuda_launch_key key = {.tgid = tgid, .fn = (__u16)fn, .pad = 0, .handle = 0};
+  count_call(&key);
+  return 0;
+}
+
 SEC("uprobe")
 int gw_cuda_launch(struct pt_regs *ctx) {
-  __u32 fn = (__u32)bpf_get_attach_cookie(ctx);
+  __u32 fn = cookie_fn(ctx);
   __u32 tgid = bpf_get_current_pid_tgid() >> 32;
   struct task_state *t = current_state(1);
   if (!t || !should_record(t, tgid)) return 0;
@@ -509,19 +747,6 @@ int gw_cuda_launch(struct pt_regs *ctx) {
     if (emit_sampled_launch(ctx, fn, handle)) return 0;
   }
   struct gw_cuda_launch_key key = {.tgid = tgid, .fn = (__u16)fn, .pad = 0, .handle = handle};
-  struct gw_cuda_launch_count *c = bpf_map_lookup_elem(&launch_counts, &key);
-  if (c) {
-    __sync_fetch_and_add(&c->count, 1);
-    return 0;
-  }
-  struct gw_cuda_launch_count one = {.count = 1};
-  if (bpf_map_update_elem(&launch_counts, &key, &one, BPF_NOEXIST) == 0) return 0;
-  // Lost a race with another thread creating the entry, or the map is full.
-  c = bpf_map_lookup_elem(&launch_counts, &key);
-  if (c) {
-    __sync_fetch_and_add(&c->count, 1);
-  } else {
-    count_drop(GW_CUDA_DROP_LAUNCH_MAP);
-  }
+  count_call(&key);
   return 0;
 }

@@ -71,6 +71,13 @@ enum gw_cuda_fn {
   GW_FN_MAX = 96,
 };
 
+// A probe's BPF cookie: the function id in the low 16 bits, policy flags above.
+#define GW_CUDA_COOKIE_FN_MASK 0xffffull
+// gw_cuda_exit: the call is a short, frequent one (async copies, stream waits, graph
+// launches): it becomes a full row only when slow, failed or sampled (within the thread's row
+// budget); otherwise it is aggregated in-kernel (call_aggs), per (process, function, second).
+#define GW_CUDA_COOKIE_AGGREGATE (1ull << 32)
+
 // Ring-buffer record types (first byte of every record).
 enum gw_cuda_record_type {
   GW_CUDA_RECORD_CALL = 1,   // struct gw_cuda_call_record
@@ -135,6 +142,40 @@ struct gw_cuda_pair_key {
 // the entry was created (user space diffs successive reads).
 struct gw_cuda_launch_count {
   __u64 count;
+};
+
+// Key of the in-kernel aggregates of short calls (call_aggs): one entry per (process,
+// function, copy direction, session second of the call's entry). User space reads and deletes
+// seconds that are over.
+struct gw_cuda_agg_key {
+  __u32 tgid;
+  __u16 fn;
+  __u16 copy_kind;  // a copy's direction: cudaMemcpyKind + 1 (1 HtoH ... 5 default); 0 otherwise
+  __u32 sec;   // session second of the entry (session_mono_start_ns = second 0)
+  __u32 pad2;  // zero
+};
+
+#define GW_CUDA_HIST_BUCKETS 32  // log2 buckets: [2^i, 2^(i+1)) ns; bucket 0 also holds 0
+
+// Calls of one key that did not become rows.
+struct gw_cuda_agg_value {
+  __u64 count;
+  __u64 total_ns;
+  __u64 max_ns;
+  __u64 bytes;  // copy sizes summed (0 for calls without a size)
+  __u64 hist[GW_CUDA_HIST_BUCKETS];
+};
+
+// Slots of the per-CPU `call_budget` array: what became of the calls the row budget judged.
+enum gw_cuda_budget_slot {
+  GW_CUDA_BUDGET_ROW_SLOW = 0,      // a row: slower than call_row_min_ns, or failed
+  GW_CUDA_BUDGET_ROW_OUTLIER = 1,   // a row: far slower than the function's recent calls
+  GW_CUDA_BUDGET_ROW_SAMPLED = 2,   // a row: every call_sample_every-th call of the thread
+  GW_CUDA_BUDGET_AGGREGATED = 3,    // no row: counted in call_aggs
+  GW_CUDA_BUDGET_OVER_BUDGET = 4,   // an outlier or sample the thread's token bucket refused
+  GW_CUDA_BUDGET_AGG_FULL = 5,      // call_aggs was full: written as a row instead
+  GW_CUDA_BUDGET_NESTED = 6,        // a driver call inside a runtime call: not recorded again
+  GW_CUDA_BUDGET_SLOTS = 7,
 };
 
 // Slots of the per-CPU `launch_nesting` array.

@@ -15,6 +15,9 @@ namespace gw::cuda_internal {
 // How a function is probed.
 enum class ProbeClass {
   kCall,        // uprobe + uretprobe: full row with duration
+  kShortCall,   // uprobe + uretprobe: a row when slow, failed or sampled, else aggregated in
+                // the kernel (the row budget; with --all-rows a kCall)
+  kCount,       // entry-only: counted in the kernel every second (--all-rows: a kCall)
   kLaunch,      // entry-only: counted in the kernel, sampled rows
   kRegister,    // uprobe + uretprobe: __cudaRegisterFunction name record, no row
   kNameLookup,  // uprobe + uretprobe: row + handle → name record

@@ -24,6 +24,7 @@
 #include "sources/cuda/cuda_decode.h"
 #include "sources/cuda/cuda_probes.h"
 #include "sources/stacks/stack_registry.h"
+#include "store/ops.h"
 #include "symbolize/process_maps.h"
 #include "symbolize/symbolizer.h"
 
@@ -128,6 +129,23 @@ std::string Demangle(const char* name) {
   return result;
 }
 
+// Sums each of the first `slots` slots of a per-CPU array of u64 counters over the CPUs.
+// false when the map cannot be read.
+bool SumPerCpuSlots(bpf_map* map, uint32_t slots, uint64_t* out) {
+  int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) return false;
+  std::vector<uint64_t> values(static_cast<size_t>(cpus));
+  for (uint32_t slot = 0; slot < slots; ++slot) {
+    if (bpf_map__lookup_elem(map, &slot, sizeof slot, values.data(),
+                             values.size() * sizeof(uint64_t), 0) != 0) {
+      return false;
+    }
+    out[slot] = 0;
+    for (uint64_t v : values) out[slot] += v;
+  }
+  return true;
+}
+
 int64_t MonotonicNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -197,6 +215,13 @@ Status CudaSource::Configure(const SourceContext& context) {
   cuda_bpf* skel = skel_.get();
   skel->rodata->filter_tracked = (!context.pids.empty() || !context.comms.empty()) ? 1 : 0;
   skel->rodata->launch_sample_every = options_.launch_sample_every;
+  if (options_.row_budget) {
+    skel->rodata->skip_nested_rows = 1;
+    skel->rodata->call_row_min_ns = options_.call_row_min_ns;
+    skel->rodata->call_sample_every = options_.call_sample_every;
+    skel->rodata->row_tokens_per_s = options_.row_tokens_per_s;
+    skel->rodata->session_mono_start_ns = static_cast<uint64_t>(context.clock.mono_start_ns);
+  }
   if (context.stack_registry != nullptr) {
     skel->rodata->capture_stacks = 1;
     RETURN_IF_ERROR(context.stack_registry->ShareMaps(skel->obj));
@@ -350,19 +375,21 @@ Status CudaSource::AttachLibrary(const CudaLibrary& library) {
     std::vector<const char*> symbols;
   };
   cuda_bpf* skel = skel_.get();
-  // Indexes: 0-2 return programs (attached first), 3-4 entry programs.
+  // Indexes: 0-2 return programs (attached first), 3-5 entry programs.
   std::vector<Group> groups = {
       {skel->progs.gw_cuda_exit, true, {}, {}, {}},
       {skel->progs.gw_cuda_name_exit, true, {}, {}, {}},
       {skel->progs.gw_cuda_register_exit, true, {}, {}, {}},
       {skel->progs.gw_cuda_enter, false, {}, {}, {}},
       {skel->progs.gw_cuda_launch, false, {}, {}, {}},
+      {skel->progs.gw_cuda_count, false, {}, {}, {}},
   };
-  auto add = [&](size_t group, const ProbeSpec& spec, uint64_t offset) {
+  auto add = [&](size_t group, const ProbeSpec& spec, uint64_t offset, uint64_t flags = 0) {
     groups[group].offsets.push_back(static_cast<unsigned long>(offset));
-    groups[group].cookies.push_back(spec.fn);
+    groups[group].cookies.push_back(spec.fn | flags);
     groups[group].symbols.push_back(spec.symbol);
   };
+  const bool budget = options_.row_budget;
   for (const ProbeSpec& spec : Probes()) {
     if (spec.library != library.kind) continue;
     const ElfSymbol* symbol = symbols.Find(spec.symbol);
@@ -372,9 +399,21 @@ Status CudaSource::AttachLibrary(const CudaLibrary& library) {
     }
     uint64_t offset = ElfSymbolTable::ProbeOffset(*symbol);
     switch (spec.probe) {
-      case ProbeClass::kCall:
-        add(0, spec, offset);
-        add(3, spec, offset);
+      case ProbeClass::kShortCall:
+      case ProbeClass::kCall: {
+        uint64_t flags =
+            budget && spec.probe == ProbeClass::kShortCall ? GW_CUDA_COOKIE_AGGREGATE : 0;
+        add(0, spec, offset, flags);
+        add(3, spec, offset, flags);
+        break;
+      }
+      case ProbeClass::kCount:
+        if (budget) {
+          add(5, spec, offset);
+        } else {
+          add(0, spec, offset);
+          add(3, spec, offset);
+        }
         break;
       case ProbeClass::kNameLookup:
         add(1, spec, offset);
@@ -466,10 +505,10 @@ void CudaSource::SetLaunchProbes(bool on) {
   }
 }
 
-std::vector<CudaLibrary> CudaSource::Libraries() const {
+std::vector<CudaLibrary> CudaSource::Libraries() {
   std::vector<std::string> extra = options_.libraries;
   extra.insert(extra.end(), context_.cuda_libs.begin(), context_.cuda_libs.end());
-  if (options_.discover) return FindCudaLibraries(extra);
+  if (options_.discover) return FindCudaLibraries(extra, "/proc", &maps_filter_);
   // Only the named files (tests, benchmarks): no /proc scan, no standard directories.
   std::vector<CudaLibrary> named;
   for (const std::string& path : extra) {
@@ -530,17 +569,8 @@ void CudaSource::DetachNestedRuntimeLaunches() {
     }
     if (!any) return;  // no runtime launch probe attached that could be retired
   }
-  int cpus = libbpf_num_possible_cpus();
-  if (cpus <= 0) return;
-  std::vector<uint64_t> values(static_cast<size_t>(cpus));
   uint64_t totals[GW_CUDA_NEST_SLOTS] = {};
-  for (uint32_t slot = 0; slot < GW_CUDA_NEST_SLOTS; ++slot) {
-    if (bpf_map__lookup_elem(skel_.get()->maps.launch_nesting, &slot, sizeof slot,
-                             values.data(), values.size() * sizeof(uint64_t), 0) != 0) {
-      return;
-    }
-    for (uint64_t v : values) totals[slot] += v;
-  }
+  if (!SumPerCpuSlots(skel_.get()->maps.launch_nesting, GW_CUDA_NEST_SLOTS, totals)) return;
   uint64_t runtime = totals[GW_CUDA_NEST_RUNTIME] - nesting_seen_[GW_CUDA_NEST_RUNTIME];
   uint64_t paired = totals[GW_CUDA_NEST_PAIRED] - nesting_seen_[GW_CUDA_NEST_PAIRED];
   if (runtime < kNestingProofLaunches) return;  // keep accumulating
@@ -566,18 +596,11 @@ void CudaSource::DetachNestedRuntimeLaunches() {
 DropCounts CudaSource::Drops() const {
   DropCounts drops{{"cuda_bpf_reserve", 0}};
   if (!started_) return drops;
-  int cpus = libbpf_num_possible_cpus();
-  if (cpus <= 0) return drops;
-  std::vector<uint64_t> values(static_cast<size_t>(cpus));
-  for (uint32_t slot = 0; slot < GW_CUDA_DROP_SLOTS; ++slot) {
-    if (bpf_map__lookup_elem(skel_.get()->maps.drops, &slot, sizeof slot, values.data(),
-                             values.size() * sizeof(uint64_t), 0) != 0) {
-      continue;
-    }
-    int64_t sum = 0;
-    for (uint64_t v : values) sum += static_cast<int64_t>(v);
-    if (slot == GW_CUDA_DROP_RESERVE) drops["cuda_bpf_reserve"] = sum;
-    if (slot == GW_CUDA_DROP_LAUNCH_MAP && sum > 0) drops["cuda_launch_map_full"] = sum;
+  uint64_t n[GW_CUDA_DROP_SLOTS] = {};
+  if (!SumPerCpuSlots(skel_.get()->maps.drops, GW_CUDA_DROP_SLOTS, n)) return drops;
+  drops["cuda_bpf_reserve"] = static_cast<int64_t>(n[GW_CUDA_DROP_RESERVE]);
+  if (n[GW_CUDA_DROP_LAUNCH_MAP] > 0) {
+    drops["cuda_launch_map_full"] = static_cast<int64_t>(n[GW_CUDA_DROP_LAUNCH_MAP]);
   }
   return drops;
 }
@@ -612,6 +635,13 @@ int64_t CudaSource::Poll() {
       if (!LaunchSecond(now_sec)) SetLaunchProbes(false);
     }
     if (stopped_) SetLaunchProbes(false);
+    // A second's aggregates are complete once the next second is over (a call is filed under
+    // the second it entered in); at the stop, every second.
+    FlushCallAggregates(now_sec - 1, stop_flush_pending_);
+    if (stop_flush_pending_ && options_.row_budget) {
+      std::string summary = BudgetSummary();
+      if (!summary.empty()) AddNote(std::move(summary));
+    }
     if (options_.detach_nested_runtime_launches) DetachNestedRuntimeLaunches();
     current_sec_ = now_sec;
     stop_flush_pending_ = false;
@@ -771,7 +801,9 @@ int64_t CudaSource::FlushLaunchCounts(int64_t sec) {
     last = value.count;
     const ProbeSpec* spec = SpecOf(key.fn);
     if (spec == nullptr || !spec->op.has_value()) continue;
-    int64_t name_id = KernelNameId(key.tgid, key.handle, key.fn < GW_CUDA_DRIVER_BASE);
+    int64_t name_id = spec->probe == ProbeClass::kLaunch
+                          ? KernelNameId(key.tgid, key.handle, key.fn < GW_CUDA_DRIVER_BASE)
+                          : kNull;
     deltas[{static_cast<int32_t>(key.tgid), *spec->op, name_id}] += delta;
   }
   if (deltas.empty()) return 0;
@@ -790,6 +822,71 @@ int64_t CudaSource::FlushLaunchCounts(int64_t sec) {
   int64_t total = 0;
   for (const OpCount& c : counts) total += c.count;
   return total;
+}
+
+void CudaSource::FlushCallAggregates(int64_t before_sec, bool all) {
+  int fd = bpf_map__fd(skel_.get()->maps.call_aggs);
+  std::vector<gw_cuda_agg_key> done;
+  gw_cuda_agg_key key{};
+  gw_cuda_agg_key next{};
+  gw_cuda_agg_key* prev = nullptr;
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    key = next;
+    prev = &key;
+    if (all || static_cast<int64_t>(key.sec) < before_sec) done.push_back(key);
+  }
+  if (done.empty()) return;
+  std::vector<OpCount> counts;
+  counts.reserve(done.size());
+  for (const gw_cuda_agg_key& k : done) {
+    gw_cuda_agg_value value{};
+    if (bpf_map_lookup_elem(fd, &k, &value) != 0) continue;
+    bpf_map_delete_elem(fd, &k);
+    const ProbeSpec* spec = SpecOf(k.fn);
+    if (spec == nullptr || !spec->op.has_value() || value.count == 0) continue;
+    OpCount c;
+    c.sec = static_cast<int64_t>(k.sec);
+    c.pid = static_cast<int32_t>(k.tgid);
+    c.op = *spec->op;
+    c.count = static_cast<int64_t>(value.count);
+    c.total_ns = static_cast<int64_t>(value.total_ns);
+    c.max_ns = static_cast<int64_t>(value.max_ns);
+    c.bytes = static_cast<int64_t>(value.bytes);
+    // A copy's direction names its aggregate (op_seconds.name_id), as a kernel names a launch.
+    if (k.copy_kind != 0) {
+      c.name_id = context_.sink->InternString(CopyKindName(k.copy_kind - 1));
+    }
+    for (size_t i = 0; i < GW_CUDA_HIST_BUCKETS; ++i) {
+      c.log2_hist[i] = static_cast<int64_t>(value.hist[i]);
+    }
+    counts.push_back(c);
+  }
+  if (!counts.empty()) context_.sink->OnOpCounts(counts);
+}
+
+std::string CudaSource::BudgetSummary() const {
+  uint64_t n[GW_CUDA_BUDGET_SLOTS] = {};
+  if (!SumPerCpuSlots(skel_.get()->maps.call_budget, GW_CUDA_BUDGET_SLOTS, n)) return "";
+  uint64_t rows = n[GW_CUDA_BUDGET_ROW_SLOW] + n[GW_CUDA_BUDGET_ROW_OUTLIER] +
+                  n[GW_CUDA_BUDGET_ROW_SAMPLED] + n[GW_CUDA_BUDGET_AGG_FULL];
+  if (rows + n[GW_CUDA_BUDGET_AGGREGATED] + n[GW_CUDA_BUDGET_NESTED] == 0) return "";
+  auto num = [](uint64_t v) { return std::to_string(v); };
+  std::string out = "cuda row budget: " + num(n[GW_CUDA_BUDGET_AGGREGATED]) +
+                    " short calls aggregated (op_seconds, op_latency), " + num(rows) +
+                    " kept as rows (" + num(n[GW_CUDA_BUDGET_ROW_SLOW]) + " slow or failed, " +
+                    num(n[GW_CUDA_BUDGET_ROW_OUTLIER]) + " outliers, " +
+                    num(n[GW_CUDA_BUDGET_ROW_SAMPLED]) + " sampled";
+  if (n[GW_CUDA_BUDGET_AGG_FULL] > 0) {
+    out += ", " + num(n[GW_CUDA_BUDGET_AGG_FULL]) + " because the aggregate map was full";
+  }
+  out += ")";
+  if (n[GW_CUDA_BUDGET_OVER_BUDGET] > 0) {
+    out += "; " + num(n[GW_CUDA_BUDGET_OVER_BUDGET]) +
+           " outliers or samples over a thread's row budget were aggregated";
+  }
+  out += "; " + num(n[GW_CUDA_BUDGET_NESTED]) +
+         " driver calls made inside runtime calls were not recorded again";
+  return out;
 }
 
 void CudaSource::ForgetExitedProcesses() {

@@ -66,6 +66,17 @@ struct CudaSourceOptions {
   // 1/launch_duty share of the time. sessions.launch_duty tells readers to scale (N × the
   // count). 1: every second (exact counts).
   uint32_t launch_duty = 1;
+  // The row budget (sources/cuda/README.md): a driver call nested in a runtime call is not
+  // recorded again; cudaMemsetAsync is counted entry-only; short calls (async copies, stream
+  // waits) are full rows only when they take call_row_min_ns or more, fail, are outliers (far
+  // slower than their function's recent calls) or are every call_sample_every-th of their
+  // thread, outliers and samples within row_tokens_per_s per thread; the other calls are
+  // aggregated in the kernel into op_seconds (count, total, max, bytes) and op_latency (log2
+  // histogram). false (trace --all-rows): every call is a full row.
+  bool row_budget = true;
+  uint64_t call_row_min_ns = 20000;
+  uint32_t call_sample_every = 64;
+  uint32_t row_tokens_per_s = 200;
 };
 
 // A launch entry point a CUDA library may export that gpuwhy does not probe: launches made
@@ -111,8 +122,9 @@ class CudaSource : public Source {
   Status Configure(const SourceContext& context);
   // Attaches every probe of `library` that its ELF has. Skips copies already attached.
   Status AttachLibrary(const CudaLibrary& library);
-  // The libraries to attach to now: discovered ones plus the named ones.
-  std::vector<CudaLibrary> Libraries() const;
+  // The libraries to attach to now: discovered ones (in processes new or changed since the
+  // last call, see MapsScanFilter) plus the named ones.
+  std::vector<CudaLibrary> Libraries();
   void AttachDiscovered();
   void AddNote(std::string note);
 
@@ -121,6 +133,10 @@ class CudaSource : public Source {
   void HandleName(const ::gw_cuda_name_record& record);
   void FlushEvents();
   int64_t FlushLaunchCounts(int64_t sec);  // launches flushed
+  // Sends the aggregates of short calls of seconds before `before_sec` (all: every second)
+  // and deletes them in the kernel.
+  void FlushCallAggregates(int64_t before_sec, bool all);
+  std::string BudgetSummary() const;  // what the row budget did, for the closing note
   ProcessState& Process(uint32_t tgid);
   // Interned name of a launch handle, else "fn@0x…". A runtime launch's handle (`host_stub`)
   // is named by its registration record, else after the driver function its launches reached
@@ -148,6 +164,8 @@ class CudaSource : public Source {
   std::atomic<bool> stopped_{false};  // Stop() ran: Rediscover attaches nothing more
   bool multi_links_ = false;
 
+  // Used by Libraries(), on Start's thread and then only on the thread that calls Rediscover.
+  MapsScanFilter maps_filter_;
   mutable std::mutex attach_mu_;  // guards libraries_, seen_files_, notes_
   std::vector<std::unique_ptr<AttachedLibrary>> libraries_;
   std::set<std::pair<dev_t, ino_t>> seen_files_;

@@ -26,6 +26,7 @@
 #include "base/scoped.h"
 #include "sources/cuda/testdata/fake_cuda.h"
 #include "sources/testing/bpf_test.h"
+#include "store/ops.h"
 
 namespace gw {
 namespace {
@@ -44,9 +45,18 @@ std::map<std::pair<Op, std::string>, int64_t> Launches(CollectingSink& sink, int
     if (e.pid == pid && IsKernelLaunch(e.op)) out[{e.op, sink.String(e.name_id)}] += 1;
   }
   for (const OpCount& c : sink.Counts()) {
-    if (c.pid == pid) out[{c.op, sink.String(c.name_id)}] += c.count;
+    if (c.pid == pid && IsKernelLaunch(c.op)) out[{c.op, sink.String(c.name_id)}] += c.count;
   }
   return out;
+}
+
+// Calls of `op` by `pid`: its rows plus the calls counted without a row.
+int64_t CallsOf(CollectingSink& sink, Op op, int32_t pid) {
+  int64_t n = static_cast<int64_t>(sink.EventsOf(op, pid).size());
+  for (const OpCount& c : sink.Counts()) {
+    if (c.pid == pid && c.op == op) n += c.count;
+  }
+  return n;
 }
 
 size_t SampledRows(CollectingSink& sink, int32_t pid) {
@@ -105,6 +115,7 @@ TEST_P(CudaSourceAttachTest, EveryProbedApiYieldsItsRow) {
   options.launch_sample_every = 4;
   options.ring_bytes = 1 << 20;
   options.multi_uprobe = GetParam();
+  options.row_budget = false;  // --all-rows: every call a row, nested driver calls too
   auto source = CudaSource::Create(options);
   ASSERT_TRUE(source.ok()) << source.status().message();
   CollectingSink sink;
@@ -281,6 +292,61 @@ TEST_P(CudaSourceAttachTest, EveryProbedApiYieldsItsRow) {
   EXPECT_EQ(drops["cuda_bpf_reserve"], 0);
 }
 
+// The per-thread token bucket of the row budget. Trigger: 20 cudaMemcpyAsync calls on one thread
+// (1.5 ms each in the fake; host-to-device and device-to-host in turn) and 20 direct driver
+// copies. Capture with no call slow enough for a row of its own, every call a sample and 3
+// tokens a second. Assert: 3 rows, the other 17 in the aggregates with their bytes and
+// durations, each aggregate named by its direction; nothing lost, nothing counted twice.
+TEST_F(CudaSourceTest, RowBudgetTokenBucketCapsSampledRowsAndAggregatesTheRest) {
+  CudaSourceOptions options;
+  options.discover = false;
+  options.libraries = {kFakeDir + "/libcudart.so.13", kFakeDir + "/libcuda.so.1"};
+  options.ring_bytes = 1 << 20;
+  options.call_row_min_ns = 10'000'000'000;  // 10 s: no call is slow
+  options.call_sample_every = 1;
+  options.row_tokens_per_s = 3;
+  auto source = CudaSource::Create(options);
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  CollectingSink sink;
+  ASSERT_TRUE((*source)->Start(TestContext(&sink, -1)).ok());
+  pid_t pid = RunWorkload({"copies", "20"});
+  (*source)->Poll();
+  (*source)->Stop();
+  (*source)->Poll();
+
+  auto rows = sink.EventsOf(Op::kCudaMemcpyAsync, pid);
+  EXPECT_EQ(rows.size(), 3u);
+  for (const Event& e : rows) EXPECT_EQ(e.bytes, 4096);
+  std::map<std::string, int64_t> by_direction;  // rows + aggregated calls
+  for (const Event& e : rows) by_direction[std::string(CopyKindName(e.kind & ~kCopyPinnedHost))]++;
+  int64_t count = 0, bytes = 0, total_ns = 0, max_ns = 0;
+  for (const OpCount& c : sink.Counts()) {
+    if (c.pid != pid) continue;
+    if (c.op == Op::kCuMemcpyHtoDAsync) {
+      EXPECT_EQ(sink.String(c.name_id), "HtoD");
+    }
+    if (c.op != Op::kCudaMemcpyAsync) continue;
+    count += c.count, bytes += c.bytes, total_ns += c.total_ns;
+    max_ns = std::max(max_ns, c.max_ns);
+    by_direction[sink.String(c.name_id)] += c.count;
+  }
+  EXPECT_EQ(count, 17);
+  EXPECT_EQ(by_direction["HtoD"], 10);
+  EXPECT_EQ(by_direction["DtoH"], 10);
+  EXPECT_EQ(by_direction.size(), 2u);
+  EXPECT_EQ(bytes, 17 * 4096);
+  const int64_t runtime_min = (kFakeRuntimeUs + kFakeDriverUs) * kUs;
+  EXPECT_GE(total_ns, 17 * runtime_min);
+  EXPECT_GE(max_ns, runtime_min);
+  // Direct driver copies are the thread's own calls; nested ones are not recorded.
+  EXPECT_EQ(CallsOf(sink, Op::kCuMemcpyHtoDAsync, pid), 20);
+  bool noted = false;
+  for (const std::string& n : (*source)->TakeNotes()) {
+    noted |= n.find("cuda row budget: ") != std::string::npos;
+  }
+  EXPECT_TRUE(noted);
+}
+
 TEST_F(CudaSourceTest, LibraryLoadedAfterStartIsAttachedByRediscover) {
   // A copy of the runtime at a new path is a new file (inode) nobody has attached to.
   std::filesystem::path dir = std::filesystem::temp_directory_path() /
@@ -398,7 +464,8 @@ TEST_F(CudaSourceTest, FiltersRecordProcessesTheHostSourceTracks) {
   (*source)->Stop();
   (*source)->Poll();
   ASSERT_EQ(sink.EventsOf(Op::kCudaMalloc, pid).size(), 1u);
-  EXPECT_EQ(sink.EventsOf(Op::kCuMemAlloc, pid).size(), 1u);
+  // Made inside cudaMalloc: the runtime row stands for both (the row budget's default).
+  EXPECT_TRUE(sink.EventsOf(Op::kCuMemAlloc, pid).empty());
   ASSERT_EQ(bpf_map_lookup_elem(tracked.get(), &key, &value), 0);
   EXPECT_EQ(value, 0x2u | 0x8u);  // the CUDA-caller bit joined the host source's flag
 }
@@ -427,6 +494,7 @@ TEST_F(CudaSourceTest, SimulatedTrainingLoop) {
   const std::string sim = GW_SIM_DIR;
   CudaSourceOptions options = SimOptions();
   options.launch_sample_every = 8;
+  options.row_budget = false;  // every copy and nested driver call a row, to check their pairing
   auto source = CudaSource::Create(options);
   ASSERT_TRUE(source.ok()) << source.status().message();
   CollectingSink sink;
@@ -666,6 +734,77 @@ TEST_F(CudaSourceTest, LaunchDutyCountsOnlyInItsCountingSeconds) {
   }
   EXPECT_GT(counted, made / 4) << "counted " << counted << " of " << made;
   EXPECT_LT(counted, made * 4 / 5) << "counted " << counted << " of " << made;
+}
+
+// The row budget on a PyTorch-shaped job (main, autograd and pin-memory threads) with pageable
+// batches. Trigger: the simulated loop for 2 s. Capture: rows and counts. Assert against the
+// sim libraries' own call counts: every cudaMemsetAsync and cudaMemcpyAsync is counted exactly
+// once, as a row or in an aggregate; the slow (staged, pageable) batch copies all have rows;
+// aggregated copies were all fast, their histograms hold every one of them; the driver copies
+// the runtime copies make are not recorded again.
+TEST_F(CudaSourceTest, RowBudgetCountsEveryShortCallOnceAndKeepsSlowOnesAsRows) {
+  const std::string sim = GW_SIM_DIR;
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("gw_budget_counts_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  CudaSourceOptions options = SimOptions();
+  ASSERT_TRUE(options.row_budget);  // the default
+  auto source = CudaSource::Create(options);
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  CollectingSink sink;
+  ASSERT_TRUE((*source)->Start(TestContext(&sink, -1)).ok());
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("GWSIM_CALL_COUNTS_DIR", dir.c_str(), 1);
+    std::string bin = sim + "/bin/gw_train_loop";
+    execl(bin.c_str(), bin.c_str(), "--duration", "2", "--workers", "1", "--shape", "pytorch",
+          "--kernels-per-step", "16", "--kernel-us", "20", "--batch-cpu-ms", "1",
+          "--batch-bytes", "4K", "--dtoh-every", "1", nullptr);
+    _exit(127);
+  }
+  int status = DrainUntilExit(**source, pid, 5);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  (*source)->Stop();
+  (*source)->Poll();
+  std::string suffix = "." + std::to_string(pid) + ".counts";
+  auto runtime = ReadCallCounts((dir / ("libcudart" + suffix)).string());
+  auto driver = ReadCallCounts((dir / ("libcuda" + suffix)).string());
+  std::filesystem::remove_all(dir);
+
+  ASSERT_GT(runtime["cudaMemsetAsync"], 0);
+  EXPECT_EQ(CallsOf(sink, Op::kCudaMemsetAsync, pid), runtime["cudaMemsetAsync"]);
+  EXPECT_TRUE(sink.EventsOf(Op::kCudaMemsetAsync, pid).empty()) << "memsets are counted only";
+  ASSERT_GT(runtime["cudaMemcpyAsync"], 0);
+  EXPECT_EQ(CallsOf(sink, Op::kCudaMemcpyAsync, pid), runtime["cudaMemcpyAsync"]);
+
+  int64_t slow_rows = 0, fast_rows = 0;
+  for (const Event& e : sink.EventsOf(Op::kCudaMemcpyAsync, pid)) {
+    (e.duration_ns >= static_cast<int64_t>(options.call_row_min_ns) ? slow_rows : fast_rows) += 1;
+  }
+  int64_t aggregated = 0;
+  for (const OpCount& c : sink.Counts()) {
+    if (c.pid != pid || c.op != Op::kCudaMemcpyAsync) continue;
+    aggregated += c.count;
+    EXPECT_LT(c.max_ns, static_cast<int64_t>(options.call_row_min_ns)) << "second " << c.sec;
+    int64_t in_hist = 0;
+    for (int64_t n : c.log2_hist) in_hist += n;
+    EXPECT_EQ(in_hist, c.count) << "second " << c.sec;
+    EXPECT_LE(c.total_ns, c.count * c.max_ns);
+    EXPECT_EQ(c.bytes % 4, 0);
+  }
+  std::fprintf(stderr, "cudaMemcpyAsync: %lld slow rows, %lld fast rows, %lld aggregated\n",
+               static_cast<long long>(slow_rows), static_cast<long long>(fast_rows),
+               static_cast<long long>(aggregated));
+  EXPECT_GT(slow_rows, 0) << "the loss reads wait for the stream: slow, so rows";
+  EXPECT_GT(aggregated, fast_rows) << "the 4 KiB pinned batch copies are fast";
+
+  // The driver copies the runtime copies make: neither rows nor counts.
+  ASSERT_GT(driver["cuMemcpyHtoDAsync_v2"] + driver["cuMemcpyDtoHAsync_v2"], 0);
+  for (Op op : {Op::kCuMemcpyHtoDAsync, Op::kCuMemcpyDtoHAsync, Op::kCuMemcpyDtoDAsync,
+                Op::kCuMemcpyAsync, Op::kCuStreamSync}) {
+    EXPECT_EQ(CallsOf(sink, op, pid), 0) << OpName(op);
+  }
+  EXPECT_GE(CallsOf(sink, Op::kCudaStreamSync, pid), runtime["cudaStreamSynchronize"]);
 }
 
 }  // namespace

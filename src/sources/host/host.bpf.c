@@ -533,17 +533,23 @@ int BPF_PROG(gw_direct_reclaim_end, unsigned long nr_reclaimed) {
 }
 
 // ---- Block I/O -------------------------------------------------------------------------------
-// Issue runs in the context of the task that submits the request for direct and synchronous
-// I/O (O_DIRECT, reads that miss the page cache, readahead). Buffered writeback is issued by
-// kworker flusher threads: not tracked, so not recorded (see README).
-SEC("tp_btf/block_rq_issue")
-int BPF_PROG(gw_block_rq_issue, struct request *rq) {
+// block_io_start fires when a bio becomes a request, in the context of the task that submits
+// it (O_DIRECT, reads that miss the page cache, readahead): that task owns the request.
+// block_rq_issue, when the request goes to the device, can run in kblockd instead (a busy
+// queue, a plug flushed late), so it only stamps the issue time of a request already owned;
+// on kernels without block_io_start (before 6.5) the issuing context owns it. Buffered
+// writeback is submitted by kworker flusher threads: not tracked, so not recorded (see README).
+static __always_inline void own_request(struct request *rq, __u64 issue_ts) {
+  __u64 key = (__u64)rq;
   __u64 id = bpf_get_current_pid_tgid();
   __u32 tgid = id >> 32;
-  if (!is_tracked(tgid)) return 0;
-  __u64 key = (__u64)rq;
+  if (!is_tracked(tgid)) {
+    // A request an untracked task now owns may reuse the slot of a tracked one merged away.
+    if (issue_ts == 0) bpf_map_delete_elem(&inflight, &key);
+    return;
+  }
   struct inflight_io io = {};
-  io.issue_ts = bpf_ktime_get_ns();
+  io.issue_ts = issue_ts;
   io.bytes = BPF_CORE_READ(rq, __data_len);
   io.tgid = tgid;
   io.tid = (__u32)id;
@@ -551,6 +557,25 @@ int BPF_PROG(gw_block_rq_issue, struct request *rq) {
   if (bpf_map_update_elem(&inflight, &key, &io, BPF_ANY) != 0) {
     count_slot(&drops, GW_DROP_INFLIGHT_FULL);
   }
+}
+
+SEC("tp_btf/block_io_start")
+int BPF_PROG(gw_block_io_start, struct request *rq) {
+  own_request(rq, 0);
+  return 0;
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(gw_block_rq_issue, struct request *rq) {
+  __u64 key = (__u64)rq;
+  struct inflight_io *io = bpf_map_lookup_elem(&inflight, &key);
+  if (io) {
+    // Owned at block_io_start; merges since then grew it. A requeued request is issued again.
+    io->issue_ts = bpf_ktime_get_ns();
+    io->bytes = BPF_CORE_READ(rq, __data_len);
+    return 0;
+  }
+  own_request(rq, bpf_ktime_get_ns());
   return 0;
 }
 
@@ -560,7 +585,8 @@ int BPF_PROG(gw_block_rq_complete, struct request *rq, blk_status_t error,
   __u64 key = (__u64)rq;
   struct inflight_io *io = bpf_map_lookup_elem(&inflight, &key);
   if (!io) return 0;
-  struct gw_host_record *r = reserve_record(GW_DROP_IO, GW_HOST_BLOCK_IO);
+  struct gw_host_record *r =
+      io->issue_ts != 0 ? reserve_record(GW_DROP_IO, GW_HOST_BLOCK_IO) : NULL;
   if (r) {
     r->ts_ns = io->issue_ts;
     r->duration_ns = bpf_ktime_get_ns() - io->issue_ts;

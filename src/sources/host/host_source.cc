@@ -345,6 +345,9 @@ std::vector<int32_t> HostSource::CompetitorPids() const { return MapKeys(competi
 
 void HostSource::SeedFromProc() {
   bool filtered = !context_.pids.empty() || !context_.comms.empty();
+  // --pid alone: the listed processes and their descendants were tracked at Start and forks
+  // join in BPF; no other process can qualify, so nothing in /proc is read every second.
+  if (filtered && context_.comms.empty()) return;
   int64_t now = MonoNowNs();
   std::vector<int32_t> pids = ListPids(options_.proc_root);
   for (int32_t pid : pids) {

@@ -244,7 +244,7 @@ TEST(ElfFileTest, FunctionsLinesAndOffsets) {
   ASSERT_TRUE(address.has_value());
   const ElfFunction* fn = (*elf)->FindFunction(*address + 4);
   ASSERT_NE(fn, nullptr);
-  EXPECT_EQ(fn->name, "gw_stack_target");
+  EXPECT_EQ((*elf)->FunctionName(*fn), "gw_stack_target");
   std::optional<SourceLine> line = (*elf)->FindLine(*address);
   ASSERT_TRUE(line.has_value());
   EXPECT_TRUE(EndsWith(line->file, "stack_target.c"));

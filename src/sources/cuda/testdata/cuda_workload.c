@@ -158,10 +158,30 @@ static int run_dlopen(const char* path) {
   return 0;
 }
 
+// N pinned cudaMemcpyAsync calls of 4096 bytes, host-to-device and device-to-host in turn
+// (each makes a driver copy), then N direct cuMemcpyHtoDAsync_v2 calls: the row budget's test.
+static int run_copies(int n) {
+  void *d = NULL, *h = NULL;
+  cudaMalloc(&d, 1 << 16);
+  cudaMallocHost(&h, 1 << 16);
+  for (int i = 0; i < n; ++i) {
+    if (i % 2 == 0) {
+      cudaMemcpyAsync(d, h, 4096, 1, STREAM);
+    } else {
+      cudaMemcpyAsync(h, d, 4096, 2, STREAM);
+    }
+  }
+  for (int i = 0; i < n; ++i) cuMemcpyHtoDAsync_v2(U(d), h, 4096, STREAM);
+  cudaFree(d);
+  cudaFreeHost(h);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc >= 2 && strcmp(argv[1], "all") == 0) return run_all();
+  if (argc >= 3 && strcmp(argv[1], "copies") == 0) return run_copies(atoi(argv[2]));
   if (argc >= 3 && strcmp(argv[1], "dlopen") == 0) return run_dlopen(argv[2]);
-  fprintf(stderr, "usage: %s all | dlopen <libcudart path>\n", argv[0]);
+  fprintf(stderr, "usage: %s all | copies N | dlopen <libcudart path>\n", argv[0]);
   (void)D;
   return 2;
 }
