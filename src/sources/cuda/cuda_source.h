@@ -50,8 +50,10 @@ struct CudaSourceOptions {
   // Every Nth launch of a thread is also recorded as a full row (ts, tid, stream, kernel
   // name); the others are only counted. 0: count only.
   uint32_t launch_sample_every = 64;
-  // Ring buffer size in bytes (power of two, ≥ page size).
-  uint32_t ring_bytes = 32u << 20;
+  // Ring buffer size in bytes (power of two, ≥ page size). The consumer maps the ring twice
+  // (wrap-around), so the agent's RSS carries twice this: 16 MiB holds 210,000 records, 175 ms
+  // at 1.2 M records/s, 35 of the drain thread's 5 ms polls.
+  uint32_t ring_bytes = 16u << 20;
   // Attach with multi-uprobe links (one per program and library; kernel ≥ 6.6), falling back
   // to one perf-event uprobe per function when the kernel lacks them. false: always the
   // latter (benchmarks compare the two).

@@ -29,7 +29,7 @@ struct bpf_link;
 namespace gw {
 
 struct HostOptions {
-  int64_t ring_bytes = 16 << 20;             // ring buffer size (power of two)
+  int64_t ring_bytes = 8 << 20;              // ring buffer size (power of two; in RSS twice)
   int64_t read_threshold_ns = 1'000'000;     // slow-read rows from this duration; 0 = off
   int64_t fault_io_window_ns = 5'000'000;    // I/O sleep this soon after a fault = fault wait
   int64_t competitor_min_runq_ns = 100'000;  // competitor rule 2 threshold
