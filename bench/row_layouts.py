@@ -10,6 +10,10 @@ and prints bytes per event on disk:
               other_pid, runq_ns, kind|cpu packed, waker pair packed; other ops: addr, bytes,
               kind|cpu|ret packed, name_id), tid stored as tid - pid, op offset to fit a byte
   plain7      the store bench's plain-SQLite reference: a 7-column rowid table, no index
+  chunked     several events per row: up to --chunk consecutive events in one blob, column by
+              column (timestamp deltas, pid, tid - pid, op, duration, then each optional column
+              behind a presence bitmap), every integer a zigzag varint; key (session, first ts)
+              and the chunk's last ts, as a reader behind a virtual table would need them
 
 A design probe, not a benchmark of gpuwhy's writer (that is gw_store_bench).
 Usage: python3 bench/row_layouts.py [--events 300000] [--wakers]
@@ -77,10 +81,58 @@ def packed_small(e):
     return p or None
 
 
+def varint(v, out):
+    v = (v << 1) ^ (v >> 63) if v < 0 else v << 1  # zigzag
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+OPTIONAL = ("ret", "bytes", "kind", "cpu", "other", "runq", "addr", "name", "wp", "wt")
+
+
+def chunk_blob(events):
+    """One chunk, column by column; optional columns as a presence bitmap plus present values
+    (addresses as deltas from the previous present one)."""
+    out = bytearray()
+    prev = events[0]["ts"]
+    for e in events:
+        varint(e["ts"] - prev, out)
+        prev = e["ts"]
+    for key in ("pid",):
+        for e in events:
+            varint(e[key], out)
+    for e in events:
+        varint(e["tid"] - e["pid"], out)
+    for e in events:
+        out.append(e["op"] & 0xFF)
+    for e in events:
+        varint(e["dur"], out)
+    for key in OPTIONAL:
+        present = [e[key] is not None for e in events]
+        if not any(present):
+            out.append(0)
+            continue
+        out.append(1)
+        bits = 0
+        for i, p_ in enumerate(present):
+            bits |= p_ << i
+        out += bits.to_bytes((len(events) + 7) // 8, "little")
+        last = 0
+        for e in events:
+            if e[key] is not None:
+                v = e[key]
+                varint(v - last if key == "addr" else v, out)
+                last = v if key == "addr" else last
+    return bytes(out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=300000)
     ap.add_argument("--wakers", action="store_true")
+    ap.add_argument("--chunk", type=int, default=128, help="events per row in the chunked layout")
     a = ap.parse_args()
     ev = mix(a.events, a.wakers, random.Random(1))
     current = [(1, e["ts"], 0, e["pid"], e["tid"], e["op"], e["dur"], e["ret"], e["bytes"],
@@ -101,6 +153,11 @@ def main():
     plain = [(e["ts"], e["pid"], e["tid"], e["op"], e["dur"], e["addr"] or 0, e["bytes"] or 0)
              for e in ev]
     print(f"plain7   {size_per_row('CREATE TABLE t(ts,pid,tid,op,dur,addr,arg);', plain):5.1f} B/event")
+    chunks = [ev[i:i + a.chunk] for i in range(0, len(ev), a.chunk)]
+    rows = [(1, c[0]["ts"], c[-1]["ts"], len(c), chunk_blob(c)) for c in chunks]
+    per_chunk = size_per_row("CREATE TABLE t(session,ts,last_ts,n,blob, PRIMARY KEY(session,ts)) "
+                             "WITHOUT ROWID;", rows)
+    print(f"chunked  {per_chunk / (len(ev) / len(chunks)):5.1f} B/event ({a.chunk} events a row)")
 
 
 if __name__ == "__main__":
