@@ -628,9 +628,9 @@ int64_t CudaSource::Poll() {
       // A detached probe can still fire for a moment (the kernel releases a closed link after
       // a grace period): the launches it counts then belong to the counting second before, so
       // every count lands in a counting second.
-      FlushLaunchCounts(CountingSecondOf(current_sec_));
+      FlushCounts(CountingSecondOf(current_sec_), current_sec_);
       if (next_on) SetLaunchProbes(true);
-    } else if (FlushLaunchCounts(current_sec_) > 0 && options_.launch_duty > 1) {
+    } else if (FlushCounts(current_sec_, current_sec_) > 0 && options_.launch_duty > 1) {
       launch_phase_ = current_sec_;  // the first second with launches: the cycle starts here
       if (!LaunchSecond(now_sec)) SetLaunchProbes(false);
     }
@@ -782,7 +782,7 @@ void CudaSource::FlushEvents() {
   batch_.clear();
 }
 
-int64_t CudaSource::FlushLaunchCounts(int64_t sec) {
+int64_t CudaSource::FlushCounts(int64_t launch_sec, int64_t call_sec) {
   bpf_map* map = skel_.get()->maps.launch_counts;
   int fd = bpf_map__fd(map);
   std::map<std::tuple<int32_t, Op, int64_t>, int64_t> deltas;
@@ -809,19 +809,21 @@ int64_t CudaSource::FlushLaunchCounts(int64_t sec) {
   if (deltas.empty()) return 0;
   std::vector<OpCount> counts;
   counts.reserve(deltas.size());
+  int64_t launches = 0;
   for (const auto& [k, n] : deltas) {
     OpCount c;
-    c.sec = sec;
+    bool launch = IsLaunch(std::get<1>(k));
+    // Launches belong to their counting second; counted calls (always probed) to this one.
+    c.sec = launch ? launch_sec : call_sec;
     c.pid = std::get<0>(k);
     c.op = std::get<1>(k);
     c.name_id = std::get<2>(k);
     c.count = n;
     counts.push_back(c);
+    if (launch) launches += n;
   }
   context_.sink->OnOpCounts(counts);
-  int64_t total = 0;
-  for (const OpCount& c : counts) total += c.count;
-  return total;
+  return launches;
 }
 
 void CudaSource::FlushCallAggregates(int64_t before_sec, bool all) {

@@ -134,7 +134,10 @@ class CudaSource : public Source {
   void HandleCall(const ::gw_cuda_call_record& record);
   void HandleName(const ::gw_cuda_name_record& record);
   void FlushEvents();
-  int64_t FlushLaunchCounts(int64_t sec);  // launches flushed
+  // Sends the in-kernel counts since the last flush: launches filed under `launch_sec` (the
+  // duty cycle's counting second), entry-only counted calls (cudaMemsetAsync) under
+  // `call_sec`, the second that just ended. Returns the launches flushed.
+  int64_t FlushCounts(int64_t launch_sec, int64_t call_sec);
   // Sends the aggregates of short calls of seconds before `before_sec` (all: every second)
   // and deletes them in the kernel.
   void FlushCallAggregates(int64_t before_sec, bool all);

@@ -736,6 +736,58 @@ TEST_F(CudaSourceTest, LaunchDutyCountsOnlyInItsCountingSeconds) {
   EXPECT_LT(counted, made * 4 / 5) << "counted " << counted << " of " << made;
 }
 
+// Entry-only counted calls (cudaMemsetAsync) are always probed, whatever the launch duty cycle:
+// each second's count is filed under that second, not lumped into the next counting second.
+// Trigger: a PyTorch-shaped loop (memsets on the autograd thread) for 4 s under --launch-duty 3.
+// Capture: the counts. Assert: every memset is counted once, and memsets are counted in seconds
+// between the counting seconds of launches too.
+TEST_F(CudaSourceTest, CountedCallsStayInTheirSecondUnderTheLaunchDutyCycle) {
+  const std::string sim = GW_SIM_DIR;
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("gw_duty_memsets_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  CudaSourceOptions options = SimOptions();
+  options.launch_duty = 3;
+  auto source = CudaSource::Create(options);
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  CollectingSink sink;
+  ASSERT_TRUE((*source)->Start(TestContext(&sink, -1)).ok());
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("GWSIM_CALL_COUNTS_DIR", dir.c_str(), 1);
+    std::string bin = sim + "/bin/gw_train_loop";
+    execl(bin.c_str(), bin.c_str(), "--duration", "4", "--workers", "1", "--shape", "pytorch",
+          "--kernels-per-step", "16", "--kernel-us", "20", "--batch-cpu-ms", "1", nullptr);
+    _exit(127);
+  }
+  int status = DrainUntilExit(**source, pid, 6);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  (*source)->Stop();
+  (*source)->Poll();
+  auto runtime = ReadCallCounts((dir / ("libcudart." + std::to_string(pid) + ".counts")).string());
+  std::filesystem::remove_all(dir);
+
+  std::set<int64_t> launch_seconds, memset_seconds;
+  int64_t memsets = 0;
+  for (const OpCount& c : sink.Counts()) {
+    if (c.pid != pid) continue;
+    if (IsKernelLaunch(c.op)) launch_seconds.insert(c.sec);
+    if (c.op == Op::kCudaMemsetAsync) {
+      memsets += c.count;
+      memset_seconds.insert(c.sec);
+    }
+  }
+  ASSERT_GT(runtime["cudaMemsetAsync"], 0);
+  EXPECT_EQ(memsets, runtime["cudaMemsetAsync"]);
+  ASSERT_FALSE(launch_seconds.empty());
+  std::set<int64_t> between;
+  for (int64_t sec : memset_seconds) {
+    if (launch_seconds.count(sec) == 0) between.insert(sec);
+  }
+  EXPECT_GE(between.size(), 2u) << memset_seconds.size() << " seconds with memsets, "
+                                << launch_seconds.size() << " with launches";
+}
+
 // The row budget on a PyTorch-shaped job (main, autograd and pin-memory threads) with pageable
 // batches. Trigger: the simulated loop for 2 s. Capture: rows and counts. Assert against the
 // sim libraries' own call counts: every cudaMemsetAsync and cudaMemcpyAsync is counted exactly
