@@ -375,7 +375,8 @@ static __always_inline void decode_args(struct gw_cuda_call_record *r, __u32 fn,
   }
 }
 
-// The size argument of a short call (for its aggregate), from the saved entry arguments.
+// The size a short copy moved (for its aggregate), from the saved entry arguments; 0 for a
+// stream wait. (cudaMemsetAsync is counted entry-only under the budget: it never gets here.)
 static __always_inline __u64 copy_bytes(__u32 fn, __u64 *a) {
   switch (fn) {
     case GW_FN_CUDA_MEMCPY_ASYNC:
@@ -388,8 +389,6 @@ static __always_inline __u64 copy_bytes(__u32 fn, __u64 *a) {
       return a[4] * a[5];
     case GW_FN_CUDA_MEMCPY_PEER_ASYNC:
       return a[4];
-    case GW_FN_CUDA_MEMSET_ASYNC:
-      return a[2];
     default:
       return 0;
   }
