@@ -4,7 +4,7 @@
 //           session row (unless record=false), the sources src/sources/registry.h lists, in
 //           its order (the host source owns the tracked set, the CUDA source shares its fd;
 //           the tracer knows neither by name), the 1 Hz SystemSampler, the NVML
-//           GpuSampler (10 Hz by default; a note when there is no NVML), the drain thread.
+//           GpuSampler (5 Hz by default; a note when there is no NVML), the drain thread.
 //           With `stacks` (trace --stack) first a StackRegistry whose maps every source shares.
 // Stacks:   a second thread watches newly tracked processes (maps snapshot, CPython offsets)
 //           and every 50 ms drains captured stacks, symbolizes them and appends them to the
@@ -64,7 +64,7 @@ struct TracerOptions {
   int64_t poll_interval_ns = 5'000'000;
   // NVML GPU sampling (gpu_samples): every this often, 0 = off; the library (tests, unusual
   // installs; "" = libnvidia-ml.so.1 from the loader's path).
-  int64_t gpu_interval_ns = 100'000'000;
+  int64_t gpu_interval_ns = kDefaultGpuIntervalNs;
   std::string nvml_lib;
   FILE* json_out = nullptr;
   // A follower of the recording (trace --sink): the writer also spools every committed row in

@@ -190,7 +190,7 @@ int RunTrace(const Args& all_args) {
   flags.Add({"gpu-interval", FlagKind::kString, "DUR",
              "sample every GPU through NVML this often (utilization, GPM SM activity and "
              "occupancy, clocks, power, per-process use) into gpu_samples; 0 or off: never",
-             "100ms"});
+             "200ms"});
   flags.Add({"launch-duty", FlagKind::kInt, "N",
              "count kernel launches in one second of every N (from the first second with "
              "launches) and estimate the rest (N × what was counted; kernel names from the counted "
@@ -291,7 +291,7 @@ int RunTrace(const Args& all_args) {
   if (options.poll_interval_ns < 1'000'000 || options.poll_interval_ns > 100'000'000) {
     return ReportError(InvalidArgument("--poll-interval must be between 1ms and 100ms"));
   }
-  if (std::string text = flags.GetString("gpu-interval", "100ms"); text == "off" || text == "0") {
+  if (std::string text = flags.GetString("gpu-interval", "200ms"); text == "off" || text == "0") {
     options.gpu_interval_ns = 0;
   } else {
     StatusOr<int64_t> ns = ParseDurationNs(text);

@@ -972,7 +972,7 @@ void AddStoreTools(McpServer& server, ReaderSource& source, const StoreToolLimit
   gpu_samples.name = "gpu_samples";
   gpu_samples.title = "GPU truth over time (NVML)";
   gpu_samples.description =
-      "The GPU's own activity as trace sampled it from NVML (10 Hz by default), per GPU and "
+      "The GPU's own activity as trace sampled it from NVML (5 Hz by default), per GPU and "
       "fixed window (window_s, default 1 s): NVML utilization (what nvidia-smi shows), and "
       "where the GPU has GPM (Hopper and later) SM active, SM occupancy, tensor and DRAM "
       "activity; SM clock, power, memory used and throttle reasons; plus per-process GPU use "

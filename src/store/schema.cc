@@ -154,7 +154,7 @@ CREATE VIEW events AS
   WHERE r.session = (SELECT MAX(id) FROM sessions);
 )sql";
 
-// Version 4 (additive): GPU truth from NVML, sampled by `trace` (10 Hz by default). One row per
+// Version 4 (additive): GPU truth from NVML, sampled by `trace` (`--gpu-interval`). One row per
 // GPU per sample; GPM columns (Hopper and newer) are NULL where the device has no GPM. Process
 // rows come from nvmlDeviceGetProcessUtilization. Clustered by time like the other raw tables.
 constexpr const char* kMigrationV4 = R"sql(

@@ -39,10 +39,10 @@ run() {  # run NAME [trace flags] -- [train flags]
 # ---- 1. healthy -------------------------------------------------------------------------------
 run healthy --nvml-lib "$NVML" --; rc=$?
 [ $rc -eq 0 ] && pass "healthy traced" || fail "healthy trace exit $rc: $(cat "$WORK/healthy.out")"
-grep -q "NVML .*libnvidia-ml.so.1: GPU 0 gwsim simulated GPU every 100 ms (GPM" "$WORK/healthy.out" \
+grep -q "NVML .*libnvidia-ml.so.1: GPU 0 gwsim simulated GPU every 200 ms (GPM" "$WORK/healthy.out" \
   && pass "the tracer names the NVML it sampled" || fail "no NVML note: $(cat "$WORK/healthy.out")"
 n=$(q "$WORK/healthy.db" "SELECT COUNT(*) FROM gpu_samples")
-[ "${n:-0}" -ge 40 ] && [ "${n:-0}" -le 120 ] && pass "$n gpu_samples rows in ~8 s (10 Hz)" \
+[ "${n:-0}" -ge 20 ] && [ "${n:-0}" -le 60 ] && pass "$n gpu_samples rows in ~8 s (5 Hz, the default)" \
   || fail "gpu_samples rows: $n"
 bad=$(q "$WORK/healthy.db" "SELECT COUNT(*) FROM gpu_samples WHERE util_pct NOT BETWEEN 0 AND 100 OR sm_active_pct NOT BETWEEN 0 AND 100 OR sm_occupancy_pct > sm_active_pct OR power_mw < 100000 OR sm_clock_mhz <> 1980")
 [ "${bad:-1}" -eq 0 ] && pass "every sample in range" || fail "$bad samples out of range"
@@ -50,7 +50,7 @@ dev=$(q "$WORK/healthy.db" "SELECT name || ',' || gpm_supported FROM gpu_devices
 [ "$(echo "$dev" | tr -d '"')" = "gwsim simulated GPU,1" ] && pass "gpu_devices: $dev" || fail "gpu_devices: $dev"
 jobpid=$(q "$WORK/healthy.db" "SELECT pid FROM processes WHERE comm = 'gw_train_loop' AND ppid NOT IN (SELECT pid FROM processes WHERE comm = 'gw_train_loop') LIMIT 1")
 pn=$(q "$WORK/healthy.db" "SELECT COUNT(*) FROM gpu_process_samples WHERE pid = ${jobpid:-0} AND sm_util_pct > 0")
-[ "${pn:-0}" -ge 10 ] && pass "per-process rows name the job (pid $jobpid, $pn busy rows)" \
+[ "${pn:-0}" -ge 5 ] && pass "per-process rows name the job (pid $jobpid, $pn busy rows)" \
   || fail "gpu_process_samples for pid $jobpid: $pn"
 median() {  # median DB: the median SM activity of the session
   q "$1" "SELECT sm_active_pct FROM gpu_samples WHERE sm_active_pct IS NOT NULL ORDER BY sm_active_pct LIMIT 1 OFFSET (SELECT COUNT(*) / 2 FROM gpu_samples WHERE sm_active_pct IS NOT NULL)"
@@ -63,7 +63,7 @@ grep -E "^  GPU 0 \(gwsim simulated GPU\): nvidia-smi util [0-9]+% \| SM active 
 import json, sys
 d = json.load(sys.stdin)
 g = d["gpus"][0]
-assert g["gpu"] == 0 and g["gpm"] and g["samples"] >= 20, g
+assert g["gpu"] == 0 and g["gpm"] and g["samples"] >= 10, g
 assert 0 <= g["sm_active_pct"] <= 100 and g["sm_occupancy_pct"] <= g["sm_active_pct"], g
 ' && pass "explain --json: gpus[0]" || fail "explain --json gpus"
 

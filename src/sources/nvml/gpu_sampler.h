@@ -1,5 +1,5 @@
 // GpuSampler: GPU truth from NVML beside the host evidence. Every GPU NVML reports is sampled
-// on one thread of its own at a fixed interval (trace --gpu-interval, 100 ms by default):
+// on one thread of its own at a fixed interval (trace --gpu-interval, 200 ms by default):
 // utilization (what nvidia-smi shows), memory utilization, SM clock, power, throttle reasons,
 // memory used, per-process utilization, and — where GPM is supported (Hopper and newer) — SM
 // activity, SM occupancy, tensor activity and DRAM bandwidth over the interval since the
@@ -22,9 +22,14 @@
 
 namespace gw {
 
+// 5 Hz. A round costs 2.2-3.1 ms of CPU on an H200 host (the GPM metrics computation alone
+// 0.7 ms): at 10 Hz the sampler was about half of the agent's CPU (BENCHMARKS.md item 5).
+// NVML's own utilization counter covers 1/6 s to 1 s, so 10 Hz read most values twice.
+inline constexpr int64_t kDefaultGpuIntervalNs = 200'000'000;
+
 struct GpuSamplerOptions {
   std::string library;                  // "" = libnvidia-ml.so.1 from the loader's path
-  int64_t interval_ns = 100'000'000;    // 10 Hz
+  int64_t interval_ns = kDefaultGpuIntervalNs;
 };
 
 // What `gpuwhy check` reports, and what a sampler found at start.
