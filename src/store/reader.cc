@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "store/event_rows_table.h"
 #include "store/schema.h"
 
 namespace gw {
@@ -167,6 +168,7 @@ int ReaderAuthorizer(void* user, int action, const char* a1, const char* a2, con
       reader->denied_what_ = "ATTACH/DETACH";
       return SQLITE_DENY;
     default:
+      if (DeclaringEventRows()) return SQLITE_OK;
       reader->authorizer_denied_ = true;
       reader->denied_what_ = "a statement that changes the database";
       return SQLITE_DENY;
@@ -336,7 +338,14 @@ StatusOr<ScopedStmt> StoreReader::PrepareReadOnly(const std::string& sql) {
                               " — gpuwhy opens databases read-only; only SELECT (and read-only "
                               "PRAGMAs) may run");
     }
-    return InvalidArgument(std::string("SQL error: ") + sqlite3_errmsg(db_.get()));
+    std::string message = sqlite3_errmsg(db_.get());
+    if (message.find("may not be modified") != std::string::npos) {
+      // A write to event_rows, which is a virtual table without writes: SQLite refuses it
+      // before the authorizer sees it.
+      return PermissionDenied("refused: " + message + " — gpuwhy opens databases read-only; "
+                              "only SELECT (and read-only PRAGMAs) may run");
+    }
+    return InvalidArgument("SQL error: " + message);
   }
   if (stmt == nullptr) return InvalidArgument("SQL error: empty statement");
   if (tail != nullptr) {
@@ -479,15 +488,15 @@ StatusOr<std::vector<SessionSummary>> StoreReader::Sessions() {
 
       // A session whose tracer died (kill -9, power loss) never got its stop time and totals:
       // they are derived from its rows (stop = its newest row).
-      "SELECT s.id, s.kind, s.wall_start_ns, COALESCE(s.wall_stop_ns, s.wall_start_ns + "
-      "(SELECT MAX(ts) FROM event_rows WHERE session = s.id), 0), COALESCE(s.host,''), "
+      "SELECT s.id, s.kind, s.wall_start_ns, COALESCE(s.wall_stop_ns, s.wall_start_ns + (" +
+      RawLastTsSql(version, "s.id") + "), 0), COALESCE(s.host,''), "
       "COALESCE(s.kernel,''), COALESCE(s.cpu_model,''), COALESCE(s.cores,0), "
       "COALESCE(s.mem_bytes,0), COALESCE(s.gpu_model,''), COALESCE(s.gpu_driver,''), "
-      "COALESCE(s.command_line,''), CASE WHEN s.wall_stop_ns IS NULL THEN (SELECT COUNT(*) FROM "
-      "event_rows WHERE session = s.id) ELSE s.events END, s.drops, "
+      "COALESCE(s.command_line,''), CASE WHEN s.wall_stop_ns IS NULL THEN COALESCE((" +
+      RawCountSql(version, "s.id") + "), 0) ELSE s.events END, s.drops, "
       "COALESCE(s.drops_detail,''), "
-      "COALESCE((SELECT MIN(ts) FROM event_rows WHERE session = s.id), 0), "
-      "COALESCE((SELECT MAX(ts) FROM event_rows WHERE session = s.id), 0), "
+      "COALESCE((" + RawFirstTsSql(version, "s.id") + "), 0), "
+      "COALESCE((" + RawLastTsSql(version, "s.id") + "), 0), "
       "s.wall_stop_ns IS NOT NULL, ") +
           (version >= 3 ? "COALESCE(s.tracer_pid, 0)" : "0") + " FROM sessions s ORDER BY s.id",
       {}, [&](sqlite3_stmt* st) {

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "store/event_chunk.h"
+#include "store/event_rows_table.h"
 #include "store/ops.h"
 #include "store/sqlite_util.h"
 
@@ -250,6 +252,76 @@ CREATE VIEW op_latency_hist AS
   FROM op_latency h JOIN op_names o ON o.id = h.op;
 )sql";
 
+// Version 9: events are stored in chunks (event_chunk.h): `event_chunks` holds up to 128 events
+// of one session per row, and `event_rows` becomes a virtual table (module gw_events,
+// event_rows_table.h) over it with the same columns, so the views and every query of
+// event_rows stay as they were. A chunk's number is its rowid; seq = chunk * 128 + index.
+// The index on (session, ts) finds a time range (no chunk spans more than 100 ms) and covers
+// last_ts and n, so counts, spans and pruning never read the chunks themselves.
+constexpr const char* kMigrationV9 = R"sql(
+CREATE TABLE event_chunks(
+  chunk INTEGER PRIMARY KEY,
+  session INTEGER NOT NULL,
+  ts INTEGER NOT NULL,
+  last_ts INTEGER NOT NULL,
+  n INTEGER NOT NULL,
+  data BLOB NOT NULL
+);
+CREATE INDEX event_chunks_by_time ON event_chunks(session, ts, last_ts, n);
+)sql";
+
+// Moves the rows of a plain event_rows table (schema < 9) into chunks, session by session in
+// key order, and puts the virtual table in its place.
+Status MigrateToChunks(sqlite3* db) {
+  RETURN_IF_ERROR(Exec(db, kMigrationV9));
+  ASSIGN_OR_RETURN(ScopedStmt read,
+                   Prepare(db, "SELECT session, ts, pid, tid, op, duration_ns, ret, bytes, kind, "
+                               "cpu, other_pid, runq_ns, addr, name_id, stack_id, waker_pid, "
+                               "waker_tid FROM event_rows ORDER BY session, ts, seq"));
+  ASSIGN_OR_RETURN(ScopedStmt insert, Prepare(db, kInsertChunkSql));
+  std::vector<Event> events;
+  std::vector<uint32_t> order;
+  std::string scratch;
+  int64_t session = 0;
+  auto flush = [&]() -> Status {
+    order.resize(events.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
+    Status st = InsertChunks(db, insert.get(), session, events.data(), order.data(),
+                             events.size(), &scratch);
+    events.clear();
+    return st;
+  };
+  auto column = [&](int i) {
+    return sqlite3_column_type(read.get(), i) == SQLITE_NULL ? kNull
+                                                             : sqlite3_column_int64(read.get(), i);
+  };
+  int rc;
+  while ((rc = sqlite3_step(read.get())) == SQLITE_ROW) {
+    int64_t row_session = sqlite3_column_int64(read.get(), 0);
+    if ((row_session != session && !events.empty()) || events.size() >= 65536) {
+      RETURN_IF_ERROR(flush());
+    }
+    session = row_session;
+    Event e;
+    e.ts_ns = column(1);
+    e.pid = static_cast<int32_t>(column(2));
+    e.tid = static_cast<int32_t>(column(3));
+    e.op = static_cast<Op>(column(4));
+    e.duration_ns = column(5);
+    int64_t Event::*optional[] = {&Event::ret,      &Event::bytes,   &Event::kind,
+                                  &Event::cpu,      &Event::other_pid, &Event::runq_ns,
+                                  &Event::addr,     &Event::name_id, &Event::stack_id,
+                                  &Event::waker_pid, &Event::waker_tid};
+    for (int i = 0; i < 11; ++i) e.*optional[i] = column(6 + i);
+    events.push_back(e);
+  }
+  if (rc != SQLITE_DONE) return SqliteStatus(db, rc, "read event_rows");
+  if (!events.empty()) RETURN_IF_ERROR(flush());
+  read.Reset();
+  // The views that name event_rows resolve to the virtual table from now on.
+  return Exec(db, "DROP TABLE event_rows; CREATE VIRTUAL TABLE event_rows USING gw_events;");
+}
+
 Status WriteOpNames(sqlite3* db) {
   size_t n = 0;
   const OpInfo* ops = AllOps(&n);
@@ -292,6 +364,7 @@ StatusOr<int> ReadVersion(sqlite3* db) {
 }  // namespace
 
 Status CreateOrMigrateSchema(sqlite3* db) {
+  RETURN_IF_ERROR(RegisterEventRowsModule(db));
   ASSIGN_OR_RETURN(int version, ReadVersion(db));
   if (version > kSchemaVersion) {
     return FailedPrecondition("database schema version " + std::to_string(version) +
@@ -315,6 +388,7 @@ Status CreateOrMigrateSchema(sqlite3* db) {
     if (version < 6) RETURN_IF_ERROR(Exec(db, kMigrationV6));
     if (version < 7) RETURN_IF_ERROR(Exec(db, kMigrationV7));
     if (version < 8) RETURN_IF_ERROR(Exec(db, kMigrationV8));
+    if (version < 9) RETURN_IF_ERROR(MigrateToChunks(db));
     RETURN_IF_ERROR(Exec(db, "UPDATE meta SET value='" + std::to_string(kSchemaVersion) +
                                  "' WHERE key='schema_version'"));
     return WriteOpNames(db);
@@ -327,6 +401,7 @@ Status CreateOrMigrateSchema(sqlite3* db) {
 }
 
 Status CheckSchemaReadable(sqlite3* db) {
+  RETURN_IF_ERROR(RegisterEventRowsModule(db));
   ASSIGN_OR_RETURN(int version, ReadVersion(db));
   if (version == 0) {
     return FailedPrecondition("the database is empty (no gpuwhy tables) — hint: record with "

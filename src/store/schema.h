@@ -12,12 +12,15 @@
 
 namespace gw {
 
-inline constexpr int kSchemaVersion = 8;
+inline constexpr int kSchemaVersion = 9;
 
 // Creates the schema in an empty database, or migrates an older one in place. Refuses a file
 // written by a newer gpuwhy and a SQLite file that is not a gpuwhy database.
 Status CreateOrMigrateSchema(sqlite3* db);
 
+// Both register the module behind event_rows (event_rows_table.h) on `db` first: a connection
+// that reads or writes a recording goes through one of them.
+//
 // For read-only handles: checks the file is a gpuwhy database this build understands. Files
 // of an older schema version are readable as they are; newer ones are refused.
 Status CheckSchemaReadable(sqlite3* db);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "store/event_rows_table.h"
 #include "store/schema.h"
 #include "store/sqlite_util.h"
 #include "store/writer.h"
@@ -25,6 +26,7 @@ class SchemaMigrationTest : public ::testing::Test {
   ScopedDb OpenRaw() {
     sqlite3* raw = nullptr;
     EXPECT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
+    EXPECT_TRUE(RegisterEventRowsModule(raw).ok());
     return ScopedDb(raw);
   }
 
@@ -34,9 +36,10 @@ class SchemaMigrationTest : public ::testing::Test {
 
 // Version 2 only added `stacks` and `stack_frames` to version 1, and version 3 the waker
 // columns (with the views that show them) and sessions.tracer_pid, version 4 the NVML tables
-// version 5 sessions.launches_once, version 6 sessions.launch_duty, version 7 thread_rollups
-// and version 8 op_latency, op_seconds.bytes and their views: a v1 file is the current file without them, with version 1's views and
-// schema_version 1.
+// version 5 sessions.launches_once, version 6 sessions.launch_duty, version 7 thread_rollups,
+// version 8 op_latency, op_seconds.bytes and their views, and version 9 moved the events into
+// chunks: a v1 file is the current file without them, with a plain event_rows table (seq 0, 1,
+// … per timestamp), version 1's views and schema_version 1.
 void DowngradeToV1(sqlite3* db) {
   ASSERT_TRUE(Exec(db,
                    "DROP TABLE gpu_devices; DROP TABLE gpu_samples; DROP TABLE gpu_process_samples; "
@@ -49,8 +52,17 @@ void DowngradeToV1(sqlite3* db) {
                    "q.op LEFT JOIN strings s ON s.id = q.name_id; "
                    "DROP VIEW stack_frames; DROP TABLE stacks; DROP VIEW events; "
                    "DROP VIEW events_all; "
-                   "ALTER TABLE event_rows DROP COLUMN waker_pid; "
-                   "ALTER TABLE event_rows DROP COLUMN waker_tid; "
+                   "CREATE TABLE plain(session INTEGER NOT NULL, ts INTEGER NOT NULL, "
+                   "seq INTEGER NOT NULL, pid INTEGER NOT NULL, tid INTEGER NOT NULL, "
+                   "op INTEGER NOT NULL, duration_ns INTEGER NOT NULL, ret INTEGER, "
+                   "bytes INTEGER, kind INTEGER, cpu INTEGER, other_pid INTEGER, "
+                   "runq_ns INTEGER, addr INTEGER, name_id INTEGER, stack_id INTEGER, "
+                   "PRIMARY KEY(session, ts, seq)) WITHOUT ROWID; "
+                   "INSERT INTO plain SELECT session, ts, ROW_NUMBER() OVER (PARTITION BY "
+                   "session, ts ORDER BY seq) - 1, pid, tid, op, duration_ns, ret, bytes, kind, "
+                   "cpu, other_pid, runq_ns, addr, name_id, stack_id FROM event_rows; "
+                   "DROP TABLE event_rows; DROP TABLE event_chunks; "
+                   "ALTER TABLE plain RENAME TO event_rows; "
                    "ALTER TABLE sessions DROP COLUMN tracer_pid; "
                    "ALTER TABLE sessions DROP COLUMN launches_once; "
                    "ALTER TABLE sessions DROP COLUMN launch_duty; "
@@ -128,7 +140,13 @@ TEST_F(SchemaMigrationTest, V1FileBecomesCurrentWithDataIntact) {
   // Version 8: the latency histograms and the bytes of aggregated calls.
   EXPECT_EQ(*QueryInt(db.get(), "SELECT COUNT(*) FROM op_latency_hist", -1), 0);
   EXPECT_EQ(*QueryInt(db.get(), "SELECT COUNT(bytes) FROM op_stats_seconds", -1), 0);
+  // Version 9: the old row moved into a chunk of its own, the new one came in another.
   EXPECT_EQ(*QueryInt(db.get(), "SELECT COUNT(*) FROM event_rows", -1), 2);
+  EXPECT_EQ(*QueryText(db.get(), "SELECT GROUP_CONCAT(ts || '-' || last_ts || ':' || n) FROM "
+                                 "(SELECT * FROM event_chunks ORDER BY chunk)", ""),
+            "42-42:1,43-43:1");
+  EXPECT_EQ(*QueryInt(db.get(), "SELECT COUNT(*) FROM sqlite_master WHERE name = 'event_rows' "
+                                "AND sql LIKE 'CREATE VIRTUAL TABLE%'", -1), 1);
   EXPECT_EQ(*QueryInt(db.get(), "SELECT duration_ns FROM event_rows WHERE ts=42", -1), 1000);
   EXPECT_EQ(*QueryText(db.get(), "SELECT location FROM stacks WHERE id=-5", ""), "/x/train.py:12");
   EXPECT_EQ(*QueryText(db.get(),

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <climits>
 
+#include "store/event_rows_table.h"
 #include "store/writer.h"
 
 namespace gw {
@@ -45,7 +46,8 @@ StatusOr<DatabaseUsage> ReadDatabaseUsage(StoreReader& reader) {
   RETURN_IF_ERROR(one("PRAGMA page_count", &usage.pages));
   RETURN_IF_ERROR(one("PRAGMA freelist_count", &usage.free_pages));
   // One pass over the clustered key (session leads it): no row is read twice.
-  RETURN_IF_ERROR(reader.ForEach("SELECT session, COUNT(*) FROM event_rows GROUP BY session", {},
+  ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
+  RETURN_IF_ERROR(reader.ForEach(RawCountBySessionSql(version), {},
                                  [&](sqlite3_stmt* st) {
                                    int64_t rows = sqlite3_column_int64(st, 1);
                                    usage.rows_by_session[sqlite3_column_int64(st, 0)] = rows;

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "base/saturating.h"
+#include "store/event_rows_table.h"
 #include "store/reader.h"
 #include "store/thread_rollups.h"
 
@@ -139,7 +140,7 @@ StatusOr<TierSpan> ReadTierSpan(StoreReader& reader, int64_t session) {
   TierSpan span;
   // One statement each: each is one seek in a (session, ts|sec, …) key; MIN and MAX in one
   // statement would scan the session.
-  auto bound = [&](const char* sql, int64_t* out, bool* found) {
+  auto bound = [&](const std::string& sql, int64_t* out, bool* found) {
     return reader.ForEach(sql, {session}, [&](sqlite3_stmt* s) {
       if (sqlite3_column_type(s, 0) == SQLITE_NULL) return;
       *out = sqlite3_column_int64(s, 0);
@@ -147,11 +148,9 @@ StatusOr<TierSpan> ReadTierSpan(StoreReader& reader, int64_t session) {
     });
   };
   bool unused = false;
-  RETURN_IF_ERROR(bound("SELECT MIN(ts) FROM event_rows WHERE session = ?1", &span.raw_first,
-                        &span.has_raw));
-  RETURN_IF_ERROR(bound("SELECT MAX(ts) FROM event_rows WHERE session = ?1", &span.raw_last,
-                        &unused));
   ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
+  RETURN_IF_ERROR(bound(RawFirstTsSql(version, "?1"), &span.raw_first, &span.has_raw));
+  RETURN_IF_ERROR(bound(RawLastTsSql(version, "?1"), &span.raw_last, &unused));
   if (version < 7) return span;
   int64_t first_sec = 0, last_sec = 0;
   RETURN_IF_ERROR(bound("SELECT MIN(sec) FROM thread_rollups WHERE session = ?1", &first_sec,

@@ -12,7 +12,7 @@
 #include <cstdlib>
 
 #include "store/db_location.h"
-#include "store/event_batch.h"
+#include "store/event_chunk.h"
 #include "store/schema.h"
 
 namespace gw {
@@ -42,10 +42,11 @@ Status StepDone(sqlite3* db, sqlite3_stmt* stmt, const char* what) {
 // nearly sorted but interleaved (rows are emitted when calls end), where comparison sorts
 // mispredict most branches; three or four 11-bit passes over 16-byte keys cost ~5 ns a row
 // against ~60 for std::sort (bench/store_bench.cc, "end order").
-void SortByTimestamp(std::vector<BatchRow>& rows, std::vector<BatchRow>& scratch) {
+template <typename Key>
+void SortByTimestamp(std::vector<Key>& rows, std::vector<Key>& scratch) {
   int64_t lo = rows.front().ts;
   int64_t hi = lo;
-  for (const BatchRow& r : rows) {
+  for (const Key& r : rows) {
     lo = std::min(lo, r.ts);
     hi = std::max(hi, r.ts);
   }
@@ -54,13 +55,13 @@ void SortByTimestamp(std::vector<BatchRow>& rows, std::vector<BatchRow>& scratch
   constexpr size_t kBuckets = size_t{1} << kBits;
   scratch.resize(rows.size());
   for (int shift = 0; shift < 64 && (range >> shift) != 0; shift += kBits) {
-    auto digit = [&](const BatchRow& r) {
+    auto digit = [&](const Key& r) {
       return ((static_cast<uint64_t>(r.ts) - static_cast<uint64_t>(lo)) >> shift) & (kBuckets - 1);
     };
     size_t start[kBuckets + 1] = {};
-    for (const BatchRow& r : rows) ++start[digit(r) + 1];
+    for (const Key& r : rows) ++start[digit(r) + 1];
     for (size_t b = 0; b < kBuckets; ++b) start[b + 1] += start[b];
-    for (const BatchRow& r : rows) scratch[start[digit(r)]++] = r;
+    for (const Key& r : rows) scratch[start[digit(r)]++] = r;
     rows.swap(scratch);
   }
 }
@@ -147,17 +148,7 @@ StoreWriter::~StoreWriter() { (void)Close(); }
 
 Status StoreWriter::PrepareStatements() {
   sqlite3* db = db_.get();
-  ASSIGN_OR_RETURN(insert_event_,
-                   Prepare(db,
-                           "INSERT INTO event_rows(session, ts, pid, tid, op, duration_ns, ret, "
-                           "bytes, kind, cpu, other_pid, runq_ns, addr, name_id, stack_id, waker_pid, "
-                           "waker_tid, seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
-  RETURN_IF_ERROR(RegisterEventBatchTable(db, &batch_));
-  ASSIGN_OR_RETURN(insert_batch_,
-                   Prepare(db,
-                           "INSERT INTO event_rows(session, ts, seq, pid, tid, op, duration_ns, "
-                           "ret, bytes, kind, cpu, other_pid, runq_ns, addr, name_id, stack_id, "
-                           "waker_pid, waker_tid) SELECT * FROM gw_event_batch"));
+  ASSIGN_OR_RETURN(insert_chunk_, Prepare(db, kInsertChunkSql));
   ASSIGN_OR_RETURN(upsert_process_,
                    Prepare(db,
                            "INSERT INTO processes(session, pid, ppid, name, comm, cmdline, "
@@ -258,7 +249,6 @@ StatusOr<int64_t> StoreWriter::BeginSession(const SessionInfo& info) {
   RETURN_IF_ERROR(StepDone(db, stmt.get(), "insert session"));
   session_id_ = sqlite3_last_insert_rowid(db);
   newest_sec_ = 0;
-  newest_ts_ = kNull;
   session_info_ = info;
   outbox_encoder_.SetSession(session_id_, info.wall_start_ns);
   if (options_.outbox) RETURN_IF_ERROR(SpoolSessionRow(nullptr));
@@ -443,8 +433,7 @@ Status StoreWriter::Close() {
   closed_ = true;
   if (error_.ok()) error_ = WriteRollups(true);
   if (!error_.ok()) rollups_.clear();  // not written: the file has room for nothing more
-  insert_event_.Reset();
-  insert_batch_.Reset();
+  insert_chunk_.Reset();
   upsert_process_.Reset();
   insert_snapshot_.Reset();
   upsert_rollup_.Reset();
@@ -595,87 +584,27 @@ Status StoreWriter::WriteRollups(bool all) {
   });
 }
 
-// Rows are clustered by (session, ts, seq): inserting each batch in key order keeps every
-// insert an append at the right edge of the tree.
+// Each batch goes in as chunks of events in timestamp order (event_chunk.h): an event that
+// started before an earlier batch's newest one only makes its chunk overlap that batch's in
+// time, which the reader's merge sorts out.
 Status StoreWriter::InsertEvents(const std::vector<Event>& events) {
   // One pass over the events (large batches do not fit in the CPU caches) keys them for the
   // sort and folds them into the per-second rollups.
-  GW_CHECK(events.size() <= UINT32_MAX);  // BatchRow::index
-  batch_rows_.resize(events.size());
+  GW_CHECK(events.size() <= UINT32_MAX);  // BatchKey::index
+  if (events.empty()) return Status::Ok();
+  batch_keys_.resize(events.size());
   for (size_t i = 0; i < events.size(); ++i) {
-    batch_rows_[i] = {events[i].ts_ns, static_cast<uint32_t>(i), 0};
+    batch_keys_[i] = {events[i].ts_ns, static_cast<uint32_t>(i)};
     Aggregate(events[i]);
   }
-  if (!std::is_sorted(batch_rows_.begin(), batch_rows_.end(),
-                      [](const BatchRow& a, const BatchRow& b) { return a.ts < b.ts; })) {
-    SortByTimestamp(batch_rows_, sort_scratch_);
+  if (!std::is_sorted(batch_keys_.begin(), batch_keys_.end(),
+                      [](const BatchKey& a, const BatchKey& b) { return a.ts < b.ts; })) {
+    SortByTimestamp(batch_keys_, sort_scratch_);
   }
-  // Rows up to the newest timestamp already committed may meet a row of an earlier batch with
-  // the same (ts, seq): those few (events that started before the last commit and arrived after
-  // it) go one by one. No committed row is later than newest_ts_, so the rest cannot collide
-  // and go in one statement.
-  auto fresh = std::upper_bound(batch_rows_.begin(), batch_rows_.end(), newest_ts_,
-                                [](int64_t ts, const BatchRow& row) { return ts < row.ts; });
-  RETURN_IF_ERROR(InsertOneByOne(events, batch_rows_.begin(), fresh));
-  int64_t prev_ts = kNull;
-  uint32_t seq = 0;
-  for (auto it = fresh; it != batch_rows_.end(); ++it) {
-    seq = (it->ts == prev_ts) ? seq + 1 : 0;
-    prev_ts = it->ts;
-    it->seq = seq;
-  }
-  if (fresh == batch_rows_.end()) return Status::Ok();
-  batch_ = {session_id_, events.data(), &*fresh, static_cast<size_t>(batch_rows_.end() - fresh)};
-  sqlite3* db = db_.get();
-  int rc = sqlite3_step(insert_batch_.get());
-  sqlite3_reset(insert_batch_.get());
-  batch_ = {};
-  if (rc == SQLITE_DONE) return Status::Ok();
-  // Only a row written behind this writer's back could collide; the failed statement left
-  // nothing behind, so insert the rows one by one, each taking the next free seq.
-  if (rc != SQLITE_CONSTRAINT) return SqliteStatus(db, rc, "insert events");
-  return InsertOneByOne(events, fresh, batch_rows_.end());
-}
-
-Status StoreWriter::InsertOneByOne(const std::vector<Event>& events,
-                                   std::vector<BatchRow>::const_iterator first,
-                                   std::vector<BatchRow>::const_iterator last) {
-  sqlite3* db = db_.get();
-  sqlite3_stmt* s = insert_event_.get();
-  int64_t prev_ts = kNull;
-  int64_t seq = 0;
-  for (auto it = first; it != last; ++it) {
-    const Event& e = events[it->index];
-    seq = (e.ts_ns == prev_ts) ? seq + 1 : 0;
-    prev_ts = e.ts_ns;
-    sqlite3_bind_int64(s, 1, session_id_);
-    sqlite3_bind_int64(s, 2, e.ts_ns);
-    sqlite3_bind_int64(s, 3, e.pid);
-    sqlite3_bind_int64(s, 4, e.tid);
-    sqlite3_bind_int64(s, 5, static_cast<int64_t>(e.op));
-    sqlite3_bind_int64(s, 6, e.duration_ns);
-    BindOptional(s, 7, e.ret);
-    BindOptional(s, 8, e.bytes);
-    BindOptional(s, 9, e.kind);
-    BindOptional(s, 10, e.cpu);
-    BindOptional(s, 11, e.other_pid);
-    BindOptional(s, 12, e.runq_ns);
-    BindOptional(s, 13, e.addr);
-    BindOptional(s, 14, e.name_id);
-    BindOptional(s, 15, e.stack_id);
-    BindOptional(s, 16, e.waker_pid);
-    BindOptional(s, 17, e.waker_tid);
-    // A row from an earlier batch may already hold (ts, seq): take the next free seq.
-    for (int attempt = 0;; ++attempt) {
-      sqlite3_bind_int64(s, 18, seq);
-      int rc = sqlite3_step(s);
-      sqlite3_reset(s);
-      if (rc == SQLITE_DONE) break;
-      if (rc != SQLITE_CONSTRAINT || attempt >= 1000) return SqliteStatus(db, rc, "insert event");
-      ++seq;
-    }
-  }
-  return Status::Ok();
+  batch_order_.resize(events.size());
+  for (size_t i = 0; i < events.size(); ++i) batch_order_[i] = batch_keys_[i].index;
+  return InsertChunks(db_.get(), insert_chunk_.get(), session_id_, events.data(),
+                      batch_order_.data(), batch_order_.size(), &chunk_scratch_);
 }
 
 Status StoreWriter::CommitBatch(std::vector<Event>& events, std::vector<ProcessInfo>& processes,
@@ -761,7 +690,6 @@ Status StoreWriter::CommitBatch(std::vector<Event>& events, std::vector<ProcessI
     (void)Exec(db, "ROLLBACK");
     return WriteFailure(committed, "commit to " + path_);
   }
-  if (!batch_rows_.empty()) newest_ts_ = std::max(newest_ts_, batch_rows_.back().ts);
   if (options_.outbox && outbox_bytes_ > options_.outbox_max_bytes) {
     // The sink is far behind (its server down for long): keep the newest rows.
     ASSIGN_OR_RETURN(TrimmedOutbox trimmed, TrimOutbox(db, options_.outbox_max_bytes));
@@ -903,13 +831,17 @@ int64_t CutOf(int64_t oldest, int64_t current, int64_t min_ts, int64_t max_ts) {
 StatusOr<int64_t> StoreWriter::PruneOldestRaw(sqlite3* db, int64_t oldest) {
   std::string sess = std::to_string(oldest);
   ASSIGN_OR_RETURN(int64_t min_ts,
-                   QueryInt(db, "SELECT MIN(ts) FROM event_rows WHERE session = " + sess, 0));
+                   QueryInt(db, "SELECT MIN(ts) FROM event_chunks WHERE session = " + sess, 0));
   ASSIGN_OR_RETURN(int64_t max_ts,
-                   QueryInt(db, "SELECT MAX(ts) FROM event_rows WHERE session = " + sess, 0));
+                   QueryInt(db, "SELECT MAX(ts) FROM event_chunks WHERE session = " + sess, 0));
   std::string cut = std::to_string(CutOf(oldest, session_id_, min_ts, max_ts));
+  // Whole chunks go: those that end before the cut.
+  const std::string older = "FROM event_chunks WHERE session = " + sess + " AND ts < " + cut +
+                            " AND last_ts < " + cut;
   RETURN_IF_ERROR(Exec(db, "BEGIN"));
-  Status st = Exec(db, "DELETE FROM event_rows WHERE session = " + sess + " AND ts < " + cut);
-  int64_t deleted = sqlite3_changes(db);
+  StatusOr<int64_t> events = QueryInt(db, "SELECT COALESCE(SUM(n), 0) " + older, 0);
+  Status st = events.ok() ? Exec(db, "DELETE " + older) : events.status();
+  int64_t deleted = events.ok() ? *events : 0;
   if (st.ok()) {
     st = Exec(db, "DELETE FROM gpu_samples WHERE session < " + sess + " OR (session = " + sess +
                       " AND ts < " + cut + "); DELETE FROM gpu_process_samples WHERE session < " +
@@ -983,7 +915,7 @@ Status StoreWriter::PruneIfNeeded() {
     // Two tiers (docs/schema.md): rollups may hold up to a fifth of the cap and outlive the
     // raw rows; raw rows take the rest. The tier over its share loses its oldest rows first.
     ASSIGN_OR_RETURN(int64_t rollup_bytes, RollupTierBytes(db));
-    ASSIGN_OR_RETURN(int64_t oldest_raw, QueryInt(db, "SELECT MIN(session) FROM event_rows", 0));
+    ASSIGN_OR_RETURN(int64_t oldest_raw, QueryInt(db, "SELECT MIN(session) FROM event_chunks", 0));
     int64_t deleted = 0;
     if (rollup_bytes > options_.max_db_bytes / kRollupShareDivisor || oldest_raw == 0) {
       ASSIGN_OR_RETURN(deleted, PruneOldestRollups(db));
@@ -1017,8 +949,11 @@ StatusOr<StoreWriter::RemovedSessions> StoreWriter::RemoveSessions(
   }
   const std::string in = " IN (" + list + ")";
   RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE").WithContext("prune " + path_));
-  Status st = Exec(db, "DELETE FROM event_rows WHERE session" + in);
-  removed.event_rows = sqlite3_changes(db);
+  StatusOr<int64_t> events =
+      QueryInt(db, "SELECT COALESCE(SUM(n), 0) FROM event_chunks WHERE session" + in, 0);
+  Status st = events.ok() ? Exec(db, "DELETE FROM event_chunks WHERE session" + in)
+                          : events.status();
+  removed.event_rows = events.ok() ? *events : 0;
   for (const char* table : {"op_seconds", "op_latency", "thread_rollups", "processes",
                             "system_snapshots",
                             "stacks", "gpu_devices", "gpu_samples", "gpu_process_samples"}) {

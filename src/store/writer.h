@@ -24,7 +24,6 @@
 #include "base/status.h"
 #include "store/db_location.h"
 #include "store/event.h"
-#include "store/event_batch.h"
 #include "store/outbox.h"
 #include "store/sqlite_util.h"
 #include "store/thread_rollups.h"
@@ -121,6 +120,11 @@ class StoreWriter {
   const std::string& path() const { return path_; }
 
  private:
+  // One event of the batch being committed: its timestamp and index, sorted by timestamp.
+  struct BatchKey {
+    int64_t ts;
+    uint32_t index;
+  };
   StoreWriter(std::string path, WriterOptions options, ScopedDb db);
   Status PrepareStatements();
   void Run();
@@ -128,9 +132,6 @@ class StoreWriter {
                      std::vector<SystemSnapshot>& snapshots, std::vector<OpCount>& counts,
                      std::vector<std::pair<int64_t, std::string>>& strings, bool final_flush);
   Status InsertEvents(const std::vector<Event>& events);
-  Status InsertOneByOne(const std::vector<Event>& events,
-                        std::vector<BatchRow>::const_iterator first,
-                        std::vector<BatchRow>::const_iterator last);
   void Aggregate(const Event& e);
   Status WriteRollups(bool all);
   Status PruneIfNeeded();
@@ -146,14 +147,12 @@ class StoreWriter {
   std::string path_;
   DatabaseLocation location_;  // where and as whom the files are written (db_location.h)
   WriterOptions options_;
-  EventBatch batch_;  // what gw_event_batch shows; declared before db_ so it outlives it
   ScopedDb db_;
-  ScopedStmt insert_event_, upsert_process_, insert_snapshot_, upsert_rollup_, insert_string_;
+  ScopedStmt insert_chunk_, upsert_process_, insert_snapshot_, upsert_rollup_, insert_string_;
   ScopedStmt upsert_latency_;  // op_latency
   ScopedStmt upsert_thread_rollup_;
   ScopedStmt insert_stack_;
   ScopedStmt insert_gpu_device_, insert_gpu_sample_, insert_gpu_process_;
-  ScopedStmt insert_batch_;  // INSERT ... SELECT FROM gw_event_batch (reads batch_)
   int64_t session_id_ = 0;
 
   std::mutex db_mu_;  // serializes all SQLite use of db_ (writer thread vs session calls)
@@ -221,9 +220,12 @@ class StoreWriter {
   std::unordered_map<RollupKey, RollupValue, RollupKeyHash> rollups_;
   ThreadRollups thread_rollups_;
   int64_t newest_sec_ = 0;
-  int64_t newest_ts_ = kNull;  // newest event_rows.ts committed in this session
-  std::vector<BatchRow> batch_rows_;  // the batch being committed, in key order
-  std::vector<BatchRow> sort_scratch_;
+  // The batch being committed: (ts, index) keys in timestamp order, the order as indices, and
+  // the chunk being encoded.
+  std::vector<BatchKey> batch_keys_;
+  std::vector<BatchKey> sort_scratch_;
+  std::vector<uint32_t> batch_order_;
+  std::string chunk_scratch_;
   std::atomic<int64_t> rows_pruned_{0};
 
   // The outbox (writer thread and session calls, under db_mu_).

@@ -54,9 +54,9 @@ rows=$(q "$DB" "SELECT COUNT(*) FROM event_rows")
   || fail "rows $rows, lost $lost, events $events"
 rm -f "$SMALL"/*
 
-# ---- 2. --max-db 4M on the same disk: the cap holds, WAL included -------------------------
+# ---- 2. --max-db 2M on the same disk: the cap holds, WAL included -------------------------
 DB=$SMALL/capped.db
-"$GPUWHY" trace --duration 16s --max-db 4M --db "$DB" > "$WORK/t2.out" 2>&1 &
+"$GPUWHY" trace --duration 16s --max-db 2M --db "$DB" > "$WORK/t2.out" 2>&1 &
 TRACE=$!; PIDS="$PIDS $TRACE"
 wait_for_line "$WORK/t2.out" "tracing into" 30 || fail "trace did not start: $(cat "$WORK/t2.out")"
 loop 14
@@ -70,10 +70,10 @@ wait "$TRACE"; rc=$?
 kill "$LOOP" 2>/dev/null; wait "$LOOP" 2>/dev/null
 grep -v '^\[' "$WORK/t2.out"
 [ $rc -eq 0 ] && ! grep -q "store_write_failed=[1-9]" "$WORK/t2.out" \
-  && pass "--max-db 4M on an 8 MiB disk: no failed write" || fail "--max-db: rc=$rc"
-limit=$((4 * 1024 * 1024 * 11 / 10))
+  && pass "--max-db 2M on an 8 MiB disk: no failed write" || fail "--max-db: rc=$rc"
+limit=$((2 * 1024 * 1024 * 11 / 10))
 [ "$max" -le "$limit" ] && pass "database + WAL stayed under the cap (peak $max bytes)" \
-  || fail "database + WAL peaked at $max bytes (cap 4 MiB)"
+  || fail "database + WAL peaked at $max bytes (cap 2 MiB)"
 row=$(q "$DB" "SELECT events, (SELECT COUNT(*) FROM event_rows) FROM sessions ORDER BY id DESC LIMIT 1")
 IFS=, read -r events rows <<< "$row"
 [ "${rows:-0}" -gt 0 ] && [ "$rows" -lt "${events:-0}" ] \

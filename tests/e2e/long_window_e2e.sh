@@ -37,12 +37,13 @@ grep -q "^Long window (last 800 s" "$tmp/tiered.txt" && grep -q "^  Incident: " 
   && grep -q "^Causal Chains (incident " "$tmp/tiered.txt" \
   && pass "text says how the window was answered" || fail "text: $(head -8 "$tmp/tiered.txt")"
 
-# Raw rows before 500 s pruned (as --max-db does): the rollups still cover the whole window,
-# the incident comes from what is left, and explain says where raw rows begin.
+# Raw rows before 500 s pruned (as --max-db does, whole chunks of events): the rollups still
+# cover the whole window, the incident comes from what is left, and explain says where raw
+# rows begin.
 python3 - "$tmp/long.db" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
-db.execute("DELETE FROM event_rows WHERE ts < 500000000000")
+db.execute("DELETE FROM event_chunks WHERE ts < 500000000000")
 db.commit()
 PY
 "$GPUWHY" explain --db "$tmp/long.db" --from 0s --to 800s --json > "$tmp/pruned.json" 2>&1

@@ -44,7 +44,7 @@ echo "$out" | grep -Eq "^ *[0-9]+ \| [0-9]{19} \| 1,234,567 \| 0\.000000100" \
 
 # Refusals: writes, ATTACH, pragma changes, extension loading — exit 1, clear message, file unchanged.
 sum_before=$(sha256sum "$tmp/f.db" | cut -d' ' -f1)
-for sql in "DELETE FROM event_rows" "UPDATE sessions SET host='x'" "DROP VIEW events" \
+for sql in "DELETE FROM event_rows" "DELETE FROM event_chunks" "UPDATE sessions SET host='x'" "DROP VIEW events" \
            "ATTACH DATABASE '$tmp/other.db' AS o" "PRAGMA journal_mode=DELETE" \
            "SELECT load_extension('/tmp/x.so')"; do
   out=$("$GPUWHY" query --db "$tmp/f.db" "$sql" 2>&1); rc=$?

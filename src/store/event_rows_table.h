@@ -1,0 +1,37 @@
+// `event_rows` since schema 9: a virtual table (module `gw_events`) that shows the chunks of
+// `event_chunks` (event_chunk.h) as one row per event, with the columns event_rows had as a
+// plain table: session, ts, seq, pid, tid, op, duration_ns, ret, bytes, kind, cpu, other_pid,
+// runq_ns, addr, name_id, stack_id, waker_pid, waker_tid. The views (`events`, `events_all`),
+// the brief's SQL and every reader query it unchanged.
+//
+// Constraints on session (=) and ts (=, <, <=, >, >=) become a range of the chunks' key, and
+// the rows come out in (session, ts, seq) order (a merge of the chunks that overlap in time),
+// so ORDER BY ts costs nothing. Read-only: the writer stores chunks itself. Every connection
+// that reads a schema-9 file registers the module first (StoreReader and StoreWriter do).
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+
+namespace gw {
+
+Status RegisterEventRowsModule(sqlite3* db);
+
+// Statements over a session's raw rows that need no decoding, for a file of `schema_version`
+// (older files have a plain event_rows table). `session` is an SQL expression (?1, s.id);
+// each statement gives one value, NULL when the session has no rows.
+std::string RawFirstTsSql(int64_t schema_version, const std::string& session);
+std::string RawLastTsSql(int64_t schema_version, const std::string& session);
+std::string RawCountSql(int64_t schema_version, const std::string& session);
+// (session, rows) for every session with rows.
+std::string RawCountBySessionSql(int64_t schema_version);
+
+// True on this thread while the module declares event_rows' columns to SQLite (xConnect),
+// which parses a CREATE TABLE. A read-only connection's authorizer lets that parse through.
+bool DeclaringEventRows();
+
+}  // namespace gw
