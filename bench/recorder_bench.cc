@@ -205,10 +205,11 @@ int Main(int argc, char** argv) {
               incident_at_h, static_cast<long long>((*writer)->stats().rows_pruned));
   std::printf("file: %.1f MiB (cap %s)\n", static_cast<double>(bytes) / (1 << 20),
               max_db > 0 ? (std::to_string(max_db >> 20) + " MiB").c_str() : "none");
+  // From the chunk index (schema 9): no chunk is decoded.
   std::printf("raw tier: rows from %.2f h to %.2f h, %lld rows\n",
-              static_cast<double>(Query(db, "SELECT MIN(ts) FROM event_rows")) / 3600 / kS,
-              static_cast<double>(Query(db, "SELECT MAX(ts) FROM event_rows")) / 3600 / kS,
-              static_cast<long long>(Query(db, "SELECT COUNT(*) FROM event_rows")));
+              static_cast<double>(Query(db, "SELECT MIN(ts) FROM event_chunks")) / 3600 / kS,
+              static_cast<double>(Query(db, "SELECT MAX(last_ts) FROM event_chunks")) / 3600 / kS,
+              static_cast<long long>(Query(db, "SELECT SUM(n) FROM event_chunks")));
   std::printf("rollup tier: thread_rollups from %.2f h, %lld rows; op_seconds from %.2f h; "
               "%.2f MiB in all\n",
               static_cast<double>(Query(db, "SELECT MIN(sec) FROM thread_rollups")) / 3600,

@@ -77,6 +77,7 @@ def run_report(cmd, prefix):
 
 class TraceRun:
     def __init__(self, gpuwhy, sim_lib, db, extra=()):
+        self.gpuwhy = gpuwhy
         self.db = db
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(db + suffix):
@@ -129,14 +130,15 @@ class TraceRun:
                 "drops_detail": json.loads(detail or "{}")}
 
     def rows_by_op(self, pid):
-        """{op name: rows} of one process in the newest session."""
-        con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)
-        rows = con.execute(
-            "SELECT o.name, COUNT(*) FROM event_rows r JOIN op_names o ON o.id = r.op "
-            "WHERE r.session = (SELECT MAX(id) FROM sessions) AND r.pid = ? GROUP BY o.name",
-            (pid,)).fetchall()
-        con.close()
-        return dict(rows)
+        """{op name: rows} of one process in the newest session. Through `gpuwhy query`: the
+        events are in chunks that only gpuwhy's SQLite module reads (docs/schema.md)."""
+        out = subprocess.run(
+            [self.gpuwhy, "query", "--db", self.db, "--json",
+             "SELECT op, COUNT(*) AS n FROM events WHERE pid = %d GROUP BY op" % int(pid)],
+            capture_output=True, text=True, timeout=300)
+        if out.returncode != 0:
+            raise RuntimeError("gpuwhy query failed: " + out.stderr.strip())
+        return {r["op"]: r["n"] for r in json.loads(out.stdout)}
 
     def cleanup(self):
         for suffix in ("", "-wal", "-shm"):

@@ -18,7 +18,7 @@ constexpr int kSessionColumn = 0, kTsColumn = 1, kSeqColumn = 2;
 
 // idxNum bits: which constraints xFilter gets, in this argv order.
 constexpr int kHasSession = 1, kHasLower = 2, kLowerExclusive = 4, kHasUpper = 8,
-              kUpperInclusive = 16, kTsEqual = 32;
+              kUpperInclusive = 16, kTsEqual = 32, kDescending = 64;
 
 struct Table {
   sqlite3_vtab base;  // first: SQLite sees a sqlite3_vtab*
@@ -46,6 +46,9 @@ Key KeyOf(const Source* s) {
   return {s->session, r.col[0], r.col[1]};
 }
 
+struct Cursor;
+bool Before(const Cursor* c, const Key& a, const Key& b);
+
 struct Cursor {
   sqlite3_vtab_cursor base;  // first: SQLite sees a sqlite3_vtab_cursor*
   sqlite3* db = nullptr;
@@ -54,10 +57,25 @@ struct Cursor {
   Key pending_key{};
   int64_t lo = std::numeric_limits<int64_t>::min();  // ts range wanted, inclusive
   int64_t hi = std::numeric_limits<int64_t>::max();
-  std::vector<Source*> heap;  // min-heap on KeyOf
+  bool desc = false;          // rows in descending key order
+  std::vector<Source*> heap;  // heap on KeyOf, first in the cursor's direction on top
   std::vector<std::unique_ptr<Source>> pool;  // spent sources, reused
   Source* current = nullptr;  // the row shown, popped from the heap
   bool eof = true;
+  void Push(Source* s) {
+    heap.push_back(s);
+    std::push_heap(heap.begin(), heap.end(), [this](const Source* a, const Source* b) {
+      return Before(this, KeyOf(b), KeyOf(a));
+    });
+  }
+  Source* Pop() {
+    std::pop_heap(heap.begin(), heap.end(), [this](const Source* a, const Source* b) {
+      return Before(this, KeyOf(b), KeyOf(a));
+    });
+    Source* s = heap.back();
+    heap.pop_back();
+    return s;
+  }
   ~Cursor() {
     sqlite3_finalize(chunks);
     for (Source* s : heap) delete s;
@@ -65,7 +83,8 @@ struct Cursor {
   }
 };
 
-bool HeapAfter(const Source* a, const Source* b) { return KeyOf(b) < KeyOf(a); }
+// Which of two keys comes first in the cursor's direction.
+bool Before(const Cursor* c, const Key& a, const Key& b) { return c->desc ? b < a : a < b; }
 
 thread_local bool declaring = false;
 
@@ -150,20 +169,19 @@ int BestIndex(sqlite3_vtab*, sqlite3_index_info* info) {
   if (upper >= 0) rows /= 4;
   info->estimatedRows = static_cast<sqlite3_int64>(rows);
   info->estimatedCost = rows;
-  // Rows come out in (session, ts, seq) order; with one session, (ts, seq) order too.
+  // Rows come out in (session, ts, seq) order, or the reverse; with one session, (ts, seq)
+  // order too. The reverse is what MAX(ts) asks for (SQLite then reads one row).
   bool ordered = true;
   int want = 0;
+  bool desc = info->nOrderBy > 0 && info->aOrderBy[0].desc;
   for (int i = 0; i < info->nOrderBy && ordered; ++i) {
     const auto& o = info->aOrderBy[i];
-    if (o.desc) {
-      ordered = false;
-      break;
-    }
     if (i == 0 && o.iColumn != kSessionColumn && session >= 0) want = kTsColumn;
-    if (o.iColumn != want || want > kSeqColumn) ordered = false;
+    if (o.iColumn != want || want > kSeqColumn || o.desc != desc) ordered = false;
     ++want;
   }
   info->orderByConsumed = ordered && info->nOrderBy > 0;
+  if (info->orderByConsumed && desc) info->idxNum |= kDescending;
   return SQLITE_OK;
 }
 
@@ -179,10 +197,12 @@ int Close(sqlite3_vtab_cursor* cursor) {
   return SQLITE_OK;
 }
 
-int Fail(Cursor* c, const std::string& message) {
+// Reports `message` as the statement's error. `rc` is what the chunk statement returned, so
+// an interrupt (a reader's time limit) stays an interrupt.
+int Fail(Cursor* c, const std::string& message, int rc = SQLITE_ERROR) {
   sqlite3_free(c->base.pVtab->zErrMsg);
   c->base.pVtab->zErrMsg = sqlite3_mprintf("%s", message.c_str());
-  return SQLITE_ERROR;
+  return rc;
 }
 
 // Steps the chunk statement to its next row: pending and pending_key say what it found.
@@ -215,17 +235,32 @@ int LoadPending(Cursor* c) {
                           sqlite3_column_int64(c->chunks, 2), &s->rows);
   if (!st.ok()) return Fail(c, st.message());
   s->pos = 0;
-  while (s->pos < s->rows.size() && s->rows[s->pos].col[0] < c->lo) ++s->pos;
+  if (c->desc) {
+    std::reverse(s->rows.begin(), s->rows.end());
+    while (s->pos < s->rows.size() && s->rows[s->pos].col[0] > c->hi) ++s->pos;
+  } else {
+    while (s->pos < s->rows.size() && s->rows[s->pos].col[0] < c->lo) ++s->pos;
+  }
   if (s->pos < s->rows.size()) {
-    c->heap.push_back(s.release());
-    std::push_heap(c->heap.begin(), c->heap.end(), HeapAfter);
+    c->Push(s.release());
   } else {
     c->pool.push_back(std::move(s));
   }
-  return StepChunks(c);
+  if (int rc = StepChunks(c); rc != SQLITE_OK) return Fail(c, sqlite3_errmsg(c->db), rc);
+  return SQLITE_OK;
 }
 
 void Recycle(Cursor* c, Source* s) { c->pool.emplace_back(s); }
+
+// The key no row of the pending chunk (or of any chunk after it) can come before.
+Key PendingBound(const Cursor* c) {
+  if (!c->desc) return c->pending_key;
+  const Key& k = c->pending_key;
+  int64_t ts = k.ts > std::numeric_limits<int64_t>::max() - kChunkSpanNs
+                   ? std::numeric_limits<int64_t>::max()
+                   : k.ts + kChunkSpanNs;
+  return {k.session, ts, std::numeric_limits<int64_t>::max()};
+}
 
 // Moves to the next row in key order within [lo, hi], or to eof.
 int Advance(Cursor* c) {
@@ -233,25 +268,23 @@ int Advance(Cursor* c) {
     Source* s = c->current;
     c->current = nullptr;
     if (++s->pos < s->rows.size()) {
-      c->heap.push_back(s);
-      std::push_heap(c->heap.begin(), c->heap.end(), HeapAfter);
+      c->Push(s);
     } else {
       Recycle(c, s);
     }
   }
   for (;;) {
-    // A chunk not loaded yet may hold a row before the heap's first: its first row is its
-    // smallest key.
-    while (c->pending && (c->heap.empty() || !(KeyOf(c->heap.front()) < c->pending_key))) {
+    // A chunk not loaded yet may hold a row that comes before the heap's first. Ascending,
+    // its first row is its smallest key. Descending, it and every chunk after it start no
+    // later than it does, so no row of theirs is above its start plus the longest span.
+    while (c->pending && (c->heap.empty() || !Before(c, KeyOf(c->heap.front()), PendingBound(c)))) {
       if (int rc = LoadPending(c); rc != SQLITE_OK) return rc;
     }
     if (c->heap.empty()) {
       c->eof = true;
       return SQLITE_OK;
     }
-    std::pop_heap(c->heap.begin(), c->heap.end(), HeapAfter);
-    Source* s = c->heap.back();
-    c->heap.pop_back();
+    Source* s = c->Pop();
     int64_t ts = s->rows[s->pos].col[0];
     if (ts >= c->lo && ts <= c->hi) {
       c->current = s;
@@ -259,8 +292,7 @@ int Advance(Cursor* c) {
       return SQLITE_OK;
     }
     if (++s->pos < s->rows.size()) {
-      c->heap.push_back(s);
-      std::push_heap(c->heap.begin(), c->heap.end(), HeapAfter);
+      c->Push(s);
     } else {
       Recycle(c, s);
     }
@@ -288,6 +320,7 @@ bool ReadBound(sqlite3_value* v, bool round_up, int64_t* out, bool* exact) {
 
 int Filter(sqlite3_vtab_cursor* cursor, int bits, const char*, int argc, sqlite3_value** argv) {
   auto* c = reinterpret_cast<Cursor*>(cursor);
+  c->desc = (bits & kDescending) != 0;
   for (Source* s : c->heap) Recycle(c, s);
   c->heap.clear();
   if (c->current) Recycle(c, c->current);
@@ -334,7 +367,7 @@ int Filter(sqlite3_vtab_cursor* cursor, int bits, const char*, int argc, sqlite3
   bool has_hi = c->hi != kMax;
   if (has_lo) sql += " AND ts >= ?2 AND last_ts >= ?4";
   if (has_hi) sql += " AND ts <= ?3";
-  sql += " ORDER BY session, ts, chunk";
+  sql += c->desc ? " ORDER BY session DESC, ts DESC, chunk DESC" : " ORDER BY session, ts, chunk";
   sqlite3_finalize(c->chunks);
   c->chunks = nullptr;
   int rc = sqlite3_prepare_v2(c->db, sql.c_str(), -1, &c->chunks, nullptr);
@@ -344,7 +377,7 @@ int Filter(sqlite3_vtab_cursor* cursor, int bits, const char*, int argc, sqlite3
   sqlite3_bind_int64(c->chunks, 2, from);
   sqlite3_bind_int64(c->chunks, 3, c->hi);
   sqlite3_bind_int64(c->chunks, 4, c->lo);
-  if (rc = StepChunks(c); rc != SQLITE_OK) return Fail(c, sqlite3_errmsg(c->db));
+  if (rc = StepChunks(c); rc != SQLITE_OK) return Fail(c, sqlite3_errmsg(c->db), rc);
   return Advance(c);
 }
 

@@ -403,7 +403,8 @@ TEST(EventChunkTest, EncodesAndDecodesEveryColumn) {
 
 // event_rows over chunks that overlap in time (late events, batches in any order) gives the
 // same rows as a plain table would: every constraint on session and ts, in (ts, seq) order
-// without an ORDER BY, and agreeing with a brute-force filter of what was written.
+// without an ORDER BY (and reversed with ORDER BY ts DESC), agreeing with a brute-force filter
+// of what was written.
 TEST_F(StoreTest, EventRowsOverOverlappingChunksAnswersEveryRange) {
   std::mt19937_64 rng(11);
   auto w = NewWriter();
@@ -465,6 +466,14 @@ TEST_F(StoreTest, EventRowsOverOverlappingChunksAnswersEveryRange) {
           auto cur = std::make_pair(std::get<int64_t>(t->rows[i][0]),
                                     std::get<int64_t>(t->rows[i][1]));
           ASSERT_LT(prev, cur) << where << ", row " << i;
+        }
+        // Descending (what MAX(ts) asks for): the same rows, reversed.
+        auto d = (*r)->Query("SELECT ts, seq FROM event_rows WHERE " + sess + " AND " + where +
+                             " ORDER BY ts DESC, seq DESC");
+        ASSERT_TRUE(d.ok()) << d.status().message();
+        ASSERT_EQ(d->rows.size(), t->rows.size()) << where;
+        for (size_t i = 0; i < d->rows.size(); ++i) {
+          ASSERT_EQ(d->rows[i], t->rows[t->rows.size() - 1 - i]) << where << ", row " << i;
         }
       }
     }
