@@ -91,7 +91,10 @@ thread_local bool declaring = false;
 int Connect(sqlite3* db, void*, int, const char* const*, sqlite3_vtab** out, char** err) {
   declaring = true;
   int rc = sqlite3_declare_vtab(db,
-                                "CREATE TABLE x(session, ts, seq, pid, tid, op, duration_ns, ret, "
+                                // NOT NULL where it holds: SQLite then asks for
+                                // order for MIN(ts) as it does for MAX(ts).
+                                "CREATE TABLE x(session INTEGER NOT NULL, ts INTEGER NOT NULL, "
+                                "seq INTEGER NOT NULL, pid, tid, op, duration_ns, ret, "
                                 "bytes, kind, cpu, other_pid, runq_ns, addr, name_id, stack_id, "
                                 "waker_pid, waker_tid)");
   declaring = false;
