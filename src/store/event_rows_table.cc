@@ -305,20 +305,25 @@ int Advance(Cursor* c) {
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
-// One bound of a constraint. A NULL or text bound matches nothing, as in a plain table (false);
-// a float one is widened to the integer below or above it (`exact` false), and SQLite checks
-// every constraint again anyway.
-bool ReadBound(sqlite3_value* v, bool round_up, int64_t* out, bool* exact) {
-  int type = sqlite3_value_numeric_type(v);
-  if (type == SQLITE_NULL || type == SQLITE_TEXT || type == SQLITE_BLOB) return false;
+// What one bound of a constraint allows.
+enum class Bound {
+  kNothing,  // NULL: the comparison is never true
+  kAnything, // text or a blob that is not a number: no narrowing, SQLite compares each row
+  kValue,    // a number, in *out (a float widened to the integer below or above it: !exact)
+};
+
+Bound ReadBound(sqlite3_value* v, bool round_up, int64_t* out, bool* exact) {
+  int type = sqlite3_value_numeric_type(v);  // '42' is 42, as against an INTEGER column
+  if (type == SQLITE_NULL) return Bound::kNothing;
+  if (type == SQLITE_TEXT || type == SQLITE_BLOB) return Bound::kAnything;
   *exact = type == SQLITE_INTEGER;
   if (*exact) {
     *out = sqlite3_value_int64(v);
-    return true;
+    return Bound::kValue;
   }
   double d = round_up ? std::ceil(sqlite3_value_double(v)) : std::floor(sqlite3_value_double(v));
   *out = d >= 9.2e18 ? kMax : d <= -9.2e18 ? kMin : static_cast<int64_t>(d);
-  return true;
+  return Bound::kValue;
 }
 
 int Filter(sqlite3_vtab_cursor* cursor, int bits, const char*, int argc, sqlite3_value** argv) {
@@ -331,41 +336,57 @@ int Filter(sqlite3_vtab_cursor* cursor, int bits, const char*, int argc, sqlite3
   c->eof = true;
   c->lo = kMin;
   c->hi = kMax;
+  // SQLite checks every constraint again on the rows given (omit stays 0): a bound here only
+  // has to be no narrower than the constraint.
   int arg = 0;
-  auto next_bound = [&](bool round_up, int64_t* out, bool* exact) {
-    return arg < argc && ReadBound(argv[arg++], round_up, out, exact);
-  };
+  auto next = [&]() { return arg < argc ? argv[arg++] : nullptr; };
   bool exact = true;
+  bool by_session = false;
   int64_t session = 0;
-  if ((bits & kHasSession) && !next_bound(false, &session, &exact)) return SQLITE_OK;
-  if ((bits & kHasSession) && !exact) return SQLITE_OK;  // session = 1.5 matches nothing
+  if (bits & kHasSession) {
+    sqlite3_value* v = next();
+    Bound b = v ? ReadBound(v, false, &session, &exact) : Bound::kAnything;
+    if (b == Bound::kNothing || (b == Bound::kValue && !exact)) return SQLITE_OK;
+    by_session = b == Bound::kValue;
+  }
   if (bits & kTsEqual) {
-    if (arg >= argc || !ReadBound(argv[arg], false, &c->lo, &exact) ||
-        !ReadBound(argv[arg], true, &c->hi, &exact)) {
-      return SQLITE_OK;
+    sqlite3_value* v = next();
+    Bound b = v ? ReadBound(v, false, &c->lo, &exact) : Bound::kAnything;
+    if (b == Bound::kNothing) return SQLITE_OK;
+    if (b == Bound::kValue) {
+      ReadBound(v, true, &c->hi, &exact);
+    } else {
+      c->lo = kMin;
     }
-    ++arg;
   }
   int64_t v = 0;
   if (bits & kHasLower) {
-    if (!next_bound(false, &v, &exact)) return SQLITE_OK;
-    if ((bits & kLowerExclusive) && exact) {
-      if (v == kMax) return SQLITE_OK;
-      ++v;
+    sqlite3_value* value = next();
+    Bound b = value ? ReadBound(value, false, &v, &exact) : Bound::kAnything;
+    if (b == Bound::kNothing) return SQLITE_OK;
+    if (b == Bound::kValue) {
+      if ((bits & kLowerExclusive) && exact) {
+        if (v == kMax) return SQLITE_OK;
+        ++v;
+      }
+      c->lo = v;
     }
-    c->lo = v;
   }
   if (bits & kHasUpper) {
-    if (!next_bound(true, &v, &exact)) return SQLITE_OK;
-    if (!(bits & kUpperInclusive) && exact) {
-      if (v == kMin) return SQLITE_OK;
-      --v;
+    sqlite3_value* value = next();
+    Bound b = value ? ReadBound(value, true, &v, &exact) : Bound::kAnything;
+    if (b == Bound::kNothing) return SQLITE_OK;
+    if (b == Bound::kValue) {
+      if (!(bits & kUpperInclusive) && exact) {
+        if (v == kMin) return SQLITE_OK;
+        --v;
+      }
+      c->hi = v;
     }
-    c->hi = v;
   }
   if (c->lo > c->hi) return SQLITE_OK;
   std::string sql = "SELECT session, ts, chunk, n, data FROM event_chunks WHERE 1";
-  if (bits & kHasSession) sql += " AND session = ?1";
+  if (by_session) sql += " AND session = ?1";
   bool has_lo = c->lo != kMin;
   bool has_hi = c->hi != kMax;
   if (has_lo) sql += " AND ts >= ?2 AND last_ts >= ?4";

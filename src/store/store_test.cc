@@ -455,6 +455,12 @@ TEST_F(StoreTest, EventRowsOverOverlappingChunksAnswersEveryRange) {
           {"ts > " + std::to_string(a) + ".5", count([&](int64_t t) { return t > a; })},
           {"ts >= " + std::to_string(b) + " AND ts < " + std::to_string(a),
            int64_t{0}},
+          // As in a plain INTEGER column: numeric text is its number, other text sorts after
+          // every integer, NULL matches nothing.
+          {"ts < '" + std::to_string(a) + "'", count([&](int64_t t) { return t < a; })},
+          {"ts < 'abc'", static_cast<int64_t>(ts.size())},
+          {"ts >= 'abc'", int64_t{0}},
+          {"ts >= NULL", int64_t{0}},
       };
       for (const auto& [where, want] : cases) {
         auto t = (*r)->Query("SELECT ts, seq FROM event_rows WHERE " + sess + " AND " + where);
