@@ -9,11 +9,8 @@ namespace {
 constexpr uint8_t kFormat = 1;
 
 // The optional columns, in ChunkRow order from kFirstOptional on.
-constexpr int64_t Event::*kOptional[] = {
-    &Event::ret,     &Event::bytes, &Event::kind,    &Event::cpu,     &Event::other_pid,
-    &Event::runq_ns, &Event::addr,  &Event::name_id, &Event::stack_id, &Event::waker_pid,
-    &Event::waker_tid};
-constexpr int kOptionalCount = static_cast<int>(sizeof(kOptional) / sizeof(kOptional[0]));
+constexpr const auto& kOptional = kEventOptionalColumns;
+constexpr int kOptionalCount = kEventOptionalCount;
 constexpr int kFirstOptional = kChunkColumns - kOptionalCount;  // after ts..duration_ns
 static_assert(kFirstOptional == 6);
 constexpr int kAddrOptional = 6;  // addresses are stored as deltas from the previous one

@@ -31,6 +31,13 @@ inline constexpr int64_t kChunkSeqStride = static_cast<int64_t>(kChunkEvents);
 // ts, seq, pid, tid, op, duration_ns, ret, bytes, kind, cpu, other_pid, runq_ns, addr, name_id,
 // stack_id, waker_pid, waker_tid. kNull = SQL NULL.
 inline constexpr int kChunkColumns = 17;
+// The optional arguments, in that column order (after duration_ns).
+inline constexpr int64_t Event::*kEventOptionalColumns[] = {
+    &Event::ret,     &Event::bytes, &Event::kind,    &Event::cpu,     &Event::other_pid,
+    &Event::runq_ns, &Event::addr,  &Event::name_id, &Event::stack_id, &Event::waker_pid,
+    &Event::waker_tid};
+inline constexpr int kEventOptionalCount =
+    static_cast<int>(sizeof(kEventOptionalColumns) / sizeof(kEventOptionalColumns[0]));
 struct ChunkRow {
   int64_t col[kChunkColumns];
 };

@@ -308,11 +308,7 @@ Status MigrateToChunks(sqlite3* db) {
     e.tid = static_cast<int32_t>(column(3));
     e.op = static_cast<Op>(column(4));
     e.duration_ns = column(5);
-    int64_t Event::*optional[] = {&Event::ret,      &Event::bytes,   &Event::kind,
-                                  &Event::cpu,      &Event::other_pid, &Event::runq_ns,
-                                  &Event::addr,     &Event::name_id, &Event::stack_id,
-                                  &Event::waker_pid, &Event::waker_tid};
-    for (int i = 0; i < 11; ++i) e.*optional[i] = column(6 + i);
+    for (int i = 0; i < kEventOptionalCount; ++i) e.*kEventOptionalColumns[i] = column(6 + i);
     events.push_back(e);
   }
   if (rc != SQLITE_DONE) return SqliteStatus(db, rc, "read event_rows");
