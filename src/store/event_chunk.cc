@@ -111,11 +111,17 @@ void EncodeChunk(const Event* events, const uint32_t* order, size_t n, std::stri
 
 Status DecodeChunk(const uint8_t* data, size_t size, size_t n, int64_t first_ts, int64_t chunk,
                    std::vector<ChunkRow>* rows) {
+  // The count comes from the file: checked before anything is sized by it.
+  if (n > kChunkEvents) {
+    rows->clear();
+    return DataLoss("event chunk " + std::to_string(chunk) + " is corrupt (" +
+                    std::to_string(n) + " events, at most " + std::to_string(kChunkEvents) + ")");
+  }
   rows->resize(n);
   if (n == 0) return Status::Ok();
   Reader r{data, data + size};
-  if (r.Byte() != kFormat || n > kChunkEvents) {
-    return DataLoss("event chunk " + std::to_string(chunk) + ": unknown format or size");
+  if (r.Byte() != kFormat) {
+    return DataLoss("event chunk " + std::to_string(chunk) + " is corrupt (unknown format)");
   }
   ChunkRow* out = rows->data();
   uint64_t ts = static_cast<uint64_t>(first_ts);

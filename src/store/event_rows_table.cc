@@ -53,6 +53,7 @@ struct Cursor {
   sqlite3_vtab_cursor base;  // first: SQLite sees a sqlite3_vtab_cursor*
   sqlite3* db = nullptr;
   sqlite3_stmt* chunks = nullptr;  // the chunk range, in key order
+  std::string chunks_sql;          // what `chunks` was prepared from (kept across xFilter calls)
   bool pending = false;            // `chunks` is on a row not loaded yet
   Key pending_key{};
   int64_t lo = std::numeric_limits<int64_t>::min();  // ts range wanted, inclusive
@@ -334,6 +335,8 @@ int Filter(sqlite3_vtab_cursor* cursor, int bits, const char*, int argc, sqlite3
   if (c->current) Recycle(c, c->current);
   c->current = nullptr;
   c->eof = true;
+  c->pending = false;
+  if (c->chunks) sqlite3_reset(c->chunks);  // a constraint below may match nothing
   c->lo = kMin;
   c->hi = kMax;
   // SQLite checks every constraint again on the rows given (omit stays 0): a bound here only
@@ -392,10 +395,17 @@ int Filter(sqlite3_vtab_cursor* cursor, int bits, const char*, int argc, sqlite3
   if (has_lo) sql += " AND ts >= ?2 AND last_ts >= ?4";
   if (has_hi) sql += " AND ts <= ?3";
   sql += c->desc ? " ORDER BY session DESC, ts DESC, chunk DESC" : " ORDER BY session, ts, chunk";
-  sqlite3_finalize(c->chunks);
-  c->chunks = nullptr;
-  int rc = sqlite3_prepare_v2(c->db, sql.c_str(), -1, &c->chunks, nullptr);
-  if (rc != SQLITE_OK) return Fail(c, std::string("gw_events: ") + sqlite3_errmsg(c->db));
+  // An inner loop of a join filters once per outer row, mostly with the same constraints:
+  // prepare once, rebind after.
+  int rc = SQLITE_OK;
+  if (!c->chunks || c->chunks_sql != sql) {
+    sqlite3_finalize(c->chunks);
+    c->chunks = nullptr;
+    c->chunks_sql.clear();
+    rc = sqlite3_prepare_v2(c->db, sql.c_str(), -1, &c->chunks, nullptr);
+    if (rc != SQLITE_OK) return Fail(c, std::string("gw_events: ") + sqlite3_errmsg(c->db));
+    c->chunks_sql = std::move(sql);
+  }
   sqlite3_bind_int64(c->chunks, 1, session);
   int64_t from = c->lo < kMin + kChunkSpanNs ? kMin : c->lo - kChunkSpanNs;
   sqlite3_bind_int64(c->chunks, 2, from);

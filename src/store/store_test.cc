@@ -518,6 +518,17 @@ TEST_F(StoreTest, CorruptChunkIsAnErrorNotACrash) {
   auto t = (*r)->Query("SELECT COUNT(*) FROM event_rows");
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("corrupt"), std::string::npos) << t.status().message();
+  // A count no chunk can hold is refused before anything is sized by it.
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
+    ScopedDb db(raw);
+    ASSERT_TRUE(Exec(raw, "UPDATE event_chunks SET n = 1000000000000").ok());
+  }
+  auto huge = (*r)->Query("SELECT COUNT(*) FROM event_rows");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("corrupt"), std::string::npos)
+      << huge.status().message();
 }
 
 TEST_F(StoreTest, RowLimitFlagsTruncation) {
