@@ -67,6 +67,8 @@ Status Tracer::Start() {
   set.launch_duty = options_.launch_duty;
   set.cuda_row_budget = !options_.cuda_all_rows;
   set.cuda_row_min_ns = options_.cuda_row_min_ns;
+  set.stack_rate = std::max<uint32_t>(1, options_.stack_rate);
+  set.host.stack_sample_ns = 1'000'000'000 / static_cast<int64_t>(set.stack_rate);
   if (options_.observer && options_.cuda) options_.observer->OnLaunchDuty(options_.launch_duty);
   ASSIGN_OR_RETURN(std::vector<RegisteredSource> sources, CreateSources(set));
 
@@ -327,6 +329,11 @@ StatusOr<TraceSummary> Tracer::Stop() {
     notes_.push_back("stacks: " + WithThousands(st.captures) + " captured, " +
                      WithThousands(stacks_stored_) + " distinct (process maps read " +
                      WithThousands(stacks_->symbolizer().maps_reads()) + " times)" +
+                     (st.over_budget > 0 ? ", " + WithThousands(st.over_budget) +
+                                               " CUDA call rows without one (over --stack-rate " +
+                                               std::to_string(options_.stack_rate) +
+                                               " a second per thread)"
+                                         : std::string()) +
                      (st.map_full + st.busy > 0
                           ? ", " + WithThousands(st.map_full + st.busy) +
                                 " events without a stack (stack map full or capture busy)"

@@ -59,6 +59,8 @@ struct TracerOptions {
   int64_t cuda_row_min_ns = 20'000;
   bool json = false;           // stream every event as a JSON line on `json_out`
   bool stacks = false;         // trace --stack: caller stacks on CUDA calls and off-CPU switches
+  // --stack-rate: stacks a second per thread for CUDA calls under 1 ms and for off-CPU switches.
+  uint32_t stack_rate = kDefaultStackRate;
   // How often the drain thread empties the ring buffers. Each poll costs a few syscalls per
   // source whether or not records are waiting; the rings (16-32 MiB) hold seconds of events.
   int64_t poll_interval_ns = 5'000'000;

@@ -216,6 +216,11 @@ int RunTrace(const Args& all_args) {
              "record the caller's stack (Python file:line and native frames) on CUDA calls and "
              "sampled off-CPU switches; explain then shows top callers and sched_switch victims",
              ""});
+  flags.Add({"stack-rate", FlagKind::kInt, "N",
+             "with --stack: at most N stacks a second per thread (bursts of N/5) for CUDA calls "
+             "shorter than 1 ms and for off-CPU switches; slower or failed calls always get "
+             "theirs, other rows have none (each capture costs a few µs on the calling thread)",
+             "50"});
   flags.Add({"json", FlagKind::kBool, "", "stream events as JSON lines instead of the live view",
              ""});
   flags.Add({"quiet", FlagKind::kBool, "", "print only the final summary", ""});
@@ -286,6 +291,15 @@ int RunTrace(const Args& all_args) {
   options.max_db_bytes = flags.GetSizeBytes("max-db", 0);
   options.json = flags.GetBool("json", false);
   options.stacks = flags.GetBool("stack", false);
+  if (int64_t rate = flags.GetInt("stack-rate", kDefaultStackRate); rate < 1 || rate > 100'000) {
+    return ReportError(InvalidArgument("--stack-rate " + std::to_string(rate) +
+                                       ": stacks a second per thread, from 1 to 100000"));
+  } else {
+    options.stack_rate = static_cast<uint32_t>(rate);
+  }
+  if (flags.Has("stack-rate") && !options.stacks) {
+    return ReportError(InvalidArgument("--stack-rate needs --stack"));
+  }
   bool quiet = flags.GetBool("quiet", false);
   options.poll_interval_ns = flags.GetDurationNs("poll-interval", 5'000'000);
   if (options.poll_interval_ns < 1'000'000 || options.poll_interval_ns > 100'000'000) {

@@ -21,6 +21,11 @@ namespace gw {
 
 class StackRegistry;  // src/sources/stacks/stack_registry.h
 
+// trace --stack's default budget: stacks a second per thread for CUDA calls shorter than 1 ms
+// and for off-CPU switches (a capture costs 1-7 µs on a PyTorch thread; slower or failed calls
+// always get theirs). --stack-rate changes it.
+inline constexpr uint32_t kDefaultStackRate = 50;
+
 // Where decoded events go (the tracer forwards them to the StoreWriter and the live view).
 class EventSink {
  public:

@@ -27,12 +27,13 @@ MAIN_CALL=$(grep -n '^    sys.exit(main(sys.argv\[1:\]))' "$PY_SCRIPT" | cut -d:
 [ -n "$SYNC_LINE" ] && [ -n "$TRAIN_CALL" ] && [ -n "$MAIN_CALL" ] \
   || { echo "FAIL - cannot find the call lines in $PY_SCRIPT"; exit 1; }
 
+TRACE_EXTRA=()  # more trace flags for the next trace_run
 # trace_run NAME CMD...: traces CMD (pinned to CPU 0 with a competitor there) into $WORK/NAME.db;
 # sets LOOP to CMD's pid.
 trace_run() {
   local name=$1; shift
   local db="$WORK/$name.db"
-  "$GPUWHY" trace --stack --duration 9s --cuda-lib "$SIM_LIB" --db "$db" --quiet \
+  "$GPUWHY" trace --stack "${TRACE_EXTRA[@]}" --duration 9s --cuda-lib "$SIM_LIB" --db "$db" --quiet \
     > "$WORK/$name.trace" 2>&1 &
   local trace=$!; PIDS="$PIDS $trace"
   sleep 2.5  # --quiet prints nothing until the end; attach takes well under this
@@ -128,5 +129,33 @@ function=$(q "$db" "SELECT function FROM stack_frames WHERE stack_id = ${top:-0}
 grep -q "^  train_loop.cc:$CC_LINE in .* → cudaStreamSync | " "$WORK/native.explain" \
   && pass "native: explain names train_loop.cc:$CC_LINE" \
   || fail "native: explain: $(sed -n '/^Top /,$p' "$WORK/native.explain")"
+
+# ---- the stack budget: --stack-rate 5 ----------------------------------------------------------
+# A thread's CUDA rows shorter than 1 ms get at most 5 stacks a second (burst 1); slower calls
+# (the per-step syncs wait for the simulated kernels) always get theirs; the rest are counted.
+TRACE_EXTRA=(--stack-rate 5)
+trace_run budget "${pythons[0]}" "$PY_SCRIPT" --lib-dir "$SIM_LIB" --duration 4 --workers 2 \
+  --batch-cpu-ms 3
+TRACE_EXTRA=()
+db="$WORK/budget.db"
+short="pid = $LOOP AND op LIKE 'cu%' AND duration_ns < 1000000"
+most=$(q "$db" "SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM events WHERE $short AND stack_id IS NOT NULL GROUP BY tid, timestamp / 1000000000)")
+bare=$(q "$db" "SELECT COUNT(*) FROM events WHERE $short AND stack_id IS NULL")
+[ "$most" -ge 1 ] && [ "$most" -le 6 ] && [ "$bare" -gt 0 ] \
+  && pass "budget: at most $most short-call stacks per thread and second (rate 5, burst 1); $bare short rows without one" \
+  || fail "budget: $most short-call stacks in a thread-second (want 1..6), $bare short rows without a stack (want > 0)"
+slow=$(q "$db" "SELECT COUNT(*) FROM events WHERE pid = $LOOP AND op LIKE 'cu%' AND duration_ns >= 1000000")
+slow_bare=$(q "$db" "SELECT COUNT(*) FROM events WHERE pid = $LOOP AND op LIKE 'cu%' AND duration_ns >= 1000000 AND stack_id IS NULL")
+[ "$slow" -gt 0 ] && [ "$slow_bare" -eq 0 ] && pass "budget: all $slow calls of 1 ms or more have their stack" \
+  || fail "budget: $slow_bare of $slow calls of 1 ms or more have no stack"
+grep -qE "note: stacks: .*, [1-9][0-9,]* CUDA call rows without one \(over --stack-rate 5 a second per thread\)" "$WORK/budget.trace" \
+  && pass "budget: the summary counts the rows without a stack" \
+  || fail "budget: summary: $(grep 'note: stacks' "$WORK/budget.trace")"
+out=$("$GPUWHY" trace --stack-rate 5 --duration 1s 2>&1); rc=$?
+[ $rc -ne 0 ] && echo "$out" | grep -q -- "--stack-rate needs --stack" && pass "--stack-rate without --stack is refused" \
+  || fail "--stack-rate without --stack: rc $rc: $out"
+out=$("$GPUWHY" trace --stack --stack-rate 0 --duration 1s 2>&1); rc=$?
+[ $rc -ne 0 ] && echo "$out" | grep -q -- "--stack-rate 0: " && pass "--stack-rate 0 is refused" \
+  || fail "--stack-rate 0: rc $rc: $out"
 
 e2e_finish stack_e2e

@@ -29,9 +29,12 @@
 //                                  out handle → name.
 // Records go to one ring buffer without wake-ups; user space drains it every few ms.
 //
-// With trace --stack (capture_stacks), full rows and sampled launch rows carry the caller's
-// stack (native + Python, sources/stacks/stacks.bpf.h), captured at the entry uprobe. A driver
-// call nested in a runtime call reuses the runtime call's stack: same caller, half the cost.
+// With trace --stack (capture_stacks), rows carry the caller's stack (native + Python,
+// sources/stacks/stacks.bpf.h) within a per-thread stack budget: a call row's stack is taken
+// at its return, always when the call failed or took stack_always_ns or more (the capture is
+// then a small share of the call), otherwise when the thread's budget (stack_interval_ns,
+// stack_burst) allows; a sampled launch row's at its entry, within the same budget. A row
+// over the budget has no stack (stack_id 0) and is counted (GW_STAT_OVER_BUDGET).
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
@@ -46,6 +49,9 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile __u32 filter_tracked = 0;       // 1: record only tgids already in `tracked`
 const volatile __u32 launch_sample_every = 0;  // emit every Nth launch of a thread as a row
 const volatile __u32 capture_stacks = 0;       // trace --stack: stack keys in call records
+const volatile __u64 stack_always_ns = 1000000;     // calls this slow always get their stack
+const volatile __u64 stack_interval_ns = 20000000;  // otherwise one stack per interval per thread
+const volatile __u32 stack_burst = 10;              // on average, up to this many at once
 // A driver launch this soon after a runtime launch on the same thread is the one the runtime
 // launch makes (the runtime's own work before it is a few µs; loading a module on first use
 // can take longer, and such a first launch is then counted on both layers).
@@ -129,7 +135,7 @@ struct {
 struct entry_slot {
   __u64 ts_ns;    // entry time; 0 = empty
   __u64 args[8];  // integer arguments 1-6 from registers, 7-8 from the stack where needed
-  __u64 stack_id; // capture_stacks: the caller's stack key (0 = none)
+  __u64 ip;       // capture_stacks: the probed function's address, for the stack at return
   __u32 fn;       // enum gw_cuda_fn being timed
   __u32 pad;
 };
@@ -259,16 +265,9 @@ int gw_cuda_enter(struct pt_regs *ctx) {
   struct entry_slot *s = &t->slot[layer][depth & (STACK_DEPTH - 1)];
   t->depth[layer] = depth + 1;
   s->fn = fn;
-  s->stack_id = 0;
-  // A short call's stack waits for its return: most of them are aggregated, not rows.
-  if (capture_stacks && !is_name_fn(fn) && !(cookie & GW_CUDA_COOKIE_AGGREGATE)) {
-    __u32 outer = t->depth[0];
-    if (layer == 1 && outer > 0) {
-      s->stack_id = t->slot[0][(outer - 1) & (STACK_DEPTH - 1)].stack_id;
-    } else {
-      s->stack_id = gw_capture_stack(ctx, GW_STACK_SLOT_UPROBE, GW_CAPTURE_AT_FUNCTION_ENTRY);
-    }
-  }
+  // The stack is taken at the return, once it is known whether the call is a row and whether
+  // it was slow: most calls are aggregated, and fast ones share the thread's stack budget.
+  s->ip = PT_REGS_IP(ctx);
   s->args[0] = PT_REGS_PARM1(ctx);
   s->args[1] = PT_REGS_PARM2(ctx);
   s->args[2] = PT_REGS_PARM3(ctx);
@@ -531,12 +530,16 @@ static __always_inline struct entry_slot *finish_call(struct pt_regs *ctx, __u32
     count_budget(GW_CUDA_BUDGET_NESTED);
     return s;
   }
-  if (emit == EMIT_BUDGET) {
-    __s32 ret = (__s32)PT_REGS_RC(ctx);
-    if (!budget_row(t, fn, start, now, ret, s->args)) return s;
-    // The stack of a short call is taken only now that it is a row: at the return, the walk
-    // starts in the caller (the CUDA function's own frame is not in it; call sites skip it).
-    if (capture_stacks) s->stack_id = gw_capture_stack(ctx, GW_STACK_SLOT_UPROBE, 0);
+  __s32 ret = (__s32)PT_REGS_RC(ctx);
+  if (emit == EMIT_BUDGET && !budget_row(t, fn, start, now, ret, s->args)) return s;
+  __u64 stack_id = 0;
+  if (capture_stacks && !is_name_fn(fn)) {
+    if (ret != 0 || now - start >= stack_always_ns ||
+        gw_stack_budget_ok(stack_interval_ns, stack_burst)) {
+      stack_id = gw_capture_stack(ctx, GW_STACK_SLOT_UPROBE, GW_CAPTURE_AT_FUNCTION_RETURN, s->ip);
+    } else {
+      gw_stack_stat_add(GW_STAT_OVER_BUDGET);
+    }
   }
   struct gw_cuda_call_record *r = bpf_ringbuf_reserve(&events, sizeof *r, 0);
   if (!r) {
@@ -549,14 +552,14 @@ static __always_inline struct entry_slot *finish_call(struct pt_regs *ctx, __u32
   r->fn = fn;
   r->tgid = pid_tgid >> 32;
   r->tid = (__u32)pid_tgid;
-  r->ret = (__s32)PT_REGS_RC(ctx);
+  r->ret = ret;
   r->ts_ns = start;
   r->duration_ns = now - start;
   r->dst = 0;
   r->src = 0;
   r->bytes = 0;
   r->stream = 0;
-  r->stack_id = s->stack_id;
+  r->stack_id = stack_id;
   decode_args(r, fn, s->args);
   bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
   return s;
@@ -647,8 +650,14 @@ static __always_inline int emit_sampled_launch(struct pt_regs *ctx, __u32 fn, __
   r->bytes = 0;
   r->kind = -1;
   r->stream = 0;
-  r->stack_id =
-      capture_stacks ? gw_capture_stack(ctx, GW_STACK_SLOT_UPROBE, GW_CAPTURE_AT_FUNCTION_ENTRY) : 0;
+  r->stack_id = 0;
+  if (capture_stacks) {
+    if (gw_stack_budget_ok(stack_interval_ns, stack_burst)) {
+      r->stack_id = gw_capture_stack(ctx, GW_STACK_SLOT_UPROBE, GW_CAPTURE_AT_FUNCTION_ENTRY, 0);
+    } else {
+      gw_stack_stat_add(GW_STAT_OVER_BUDGET);
+    }
+  }
   if (is_config_launch(fn)) {
     // cudaLaunchConfig_t and CUlaunchConfig both hold the stream at offset 32.
     bpf_probe_read_user(&r->stream, sizeof r->stream, (void *)(PT_REGS_PARM1(ctx) + 32));

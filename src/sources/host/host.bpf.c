@@ -28,10 +28,10 @@ const volatile __u64 read_threshold_ns = 1000000;
 // The tracer's own process: never a competitor (its drain thread wakes every millisecond).
 const volatile __u32 self_tgid = 0;
 // trace --stack: a tracked task leaving the CPU records its stack, at most once per thread
-// per stack_sample_ns (the capture costs 1-3 µs; sched_switch can fire thousands of times a
-// second).
+// per stack_sample_ns (trace --stack-rate; the capture costs 1-7 µs; sched_switch can fire
+// thousands of times a second).
 const volatile __u32 capture_stacks = 0;
-const volatile __u64 stack_sample_ns = 10000000;
+const volatile __u64 stack_sample_ns = 20000000;
 
 // ---- Maps ------------------------------------------------------------------------------------
 struct {
@@ -224,8 +224,8 @@ int BPF_PROG(gw_sched_switch, bool preempt, struct task_struct *prev, struct tas
         st->competitor = prev_competitor;
         // current == prev here: the user stack is the task's own, where it stopped.
         st->stack_id = 0;
-        if (capture_stacks && prev_tracked && gw_stack_sample_ok(stack_sample_ns)) {
-          st->stack_id = gw_capture_stack(ctx, GW_STACK_SLOT_SCHED, 0);
+        if (capture_stacks && prev_tracked && gw_stack_budget_ok(stack_sample_ns, 1)) {
+          st->stack_id = gw_capture_stack(ctx, GW_STACK_SLOT_SCHED, 0, 0);
         }
         if (prev_tracked && preempted && next->pid != 0) add_competitor(next, now);
       }

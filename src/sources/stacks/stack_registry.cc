@@ -151,6 +151,7 @@ StackStats StackRegistry::Stats() const {
   s.python_read_errors = sums[GW_STAT_PY_READ_ERROR];
   s.busy = sums[GW_STAT_BUSY];
   s.tstate_cached = sums[GW_STAT_TSTATE_CACHED];
+  s.over_budget = sums[GW_STAT_OVER_BUDGET];
   return s;
 }
 

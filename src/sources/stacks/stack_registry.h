@@ -61,6 +61,7 @@ struct StackStats {
   int64_t python_read_errors = 0;
   int64_t busy = 0;
   int64_t tstate_cached = 0;
+  int64_t over_budget = 0;  // CUDA rows left without a stack: over a thread's budget
 };
 
 class StackRegistry {

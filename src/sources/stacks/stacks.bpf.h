@@ -75,7 +75,8 @@ struct {
   __type(value, __u64);
 } gw_stack_stats SEC(".maps");
 
-// tid → time of its last capture, for gw_stack_sample_ok(). Per BPF object (not shared).
+// tid → when its stack budget is full again, for gw_stack_budget_ok(). Per BPF object (not
+// shared): each object keeps its own budget.
 struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
   __uint(max_entries, 16384);
@@ -209,12 +210,20 @@ static __always_inline __u64 gw_mix(__u64 h, __u64 v) {
 // endbr64): the frame-pointer walk would skip the immediate caller there, because the callee
 // has not pushed %rbp yet; the return address at [%rsp] is taken as frame 1 instead.
 #define GW_CAPTURE_AT_FUNCTION_ENTRY 1u
+// The program is the return probe of a function whose entry address is `entry_ip`: the walk
+// starts at the return address in the caller, and entry_ip is put in front of it, so the stack
+// is the one an entry capture would have taken (the probed function innermost, then its
+// caller). A return probe knows whether the call was slow or failed, so it can decide first
+// whether the stack is worth its cost (gw_stack_budget_ok).
+#define GW_CAPTURE_AT_FUNCTION_RETURN 2u
 
 // Captures the current thread's stack. `ctx` is the program's context (pt_regs for uprobes,
 // the tracepoint context for tp_btf/raw tracepoints); `slot` is GW_STACK_SLOT_UPROBE or
-// GW_STACK_SLOT_SCHED; `flags` is 0 or GW_CAPTURE_AT_FUNCTION_ENTRY (uprobes only).
+// GW_STACK_SLOT_SCHED; `flags` is 0, GW_CAPTURE_AT_FUNCTION_ENTRY or
+// GW_CAPTURE_AT_FUNCTION_RETURN (uprobes only; `entry_ip` is used by the latter only).
 // Returns the stack key, 0 when nothing could be captured.
-static __always_inline __u64 gw_capture_stack(void *ctx, __u32 slot, __u32 flags) {
+static __always_inline __u64 gw_capture_stack(void *ctx, __u32 slot, __u32 flags,
+                                              __u64 entry_ip) {
   struct gw_stack_scratch *s = bpf_map_lookup_elem(&gw_stack_scr, &slot);
   if (!s) return 0;
   if (s->busy) {
@@ -248,6 +257,11 @@ static __always_inline __u64 gw_capture_stack(void *ctx, __u32 slot, __u32 flags
       }
       bytes += sizeof(__u64);
     }
+  } else if (flags & GW_CAPTURE_AT_FUNCTION_RETURN) {
+    st->native[0] = entry_ip;
+    bytes =
+        bpf_get_stack(ctx, &st->native[1], sizeof(st->native) - sizeof(__u64), BPF_F_USER_STACK);
+    if (bytes > 0) bytes += sizeof(__u64);
   } else {
     bytes = bpf_get_stack(ctx, st->native, sizeof(st->native), BPF_F_USER_STACK);
   }
@@ -286,15 +300,24 @@ static __always_inline __u64 gw_capture_stack(void *ctx, __u32 slot, __u32 flags
   return h;
 }
 
-// Throttle for frequent events (sched_switch, kernel launches): true when this thread's last
-// sampled capture in this BPF object is at least `interval_ns` old (and records now as the
-// last one). Bounds the cost at one capture per thread per interval.
-static __always_inline int gw_stack_sample_ok(__u64 interval_ns) {
+// The per-thread stack budget: true when the current thread may capture now. A token bucket
+// that allows `burst` captures at once and one per `interval_ns` on average, kept as one
+// timestamp per thread (the generic cell rate algorithm: `tat` is when the bucket is full
+// again) in this BPF object's gw_stack_last. burst 1 is plain sampling: at most one capture per
+// interval. The caller counts refusals that leave a row without its stack (GW_STAT_OVER_BUDGET).
+static __always_inline int gw_stack_budget_ok(__u64 interval_ns, __u32 burst) {
   __u32 tid = (__u32)bpf_get_current_pid_tgid();
   __u64 now = bpf_ktime_get_ns();
-  __u64 *last = bpf_map_lookup_elem(&gw_stack_last, &tid);
-  if (last && now - *last < interval_ns) return 0;
-  bpf_map_update_elem(&gw_stack_last, &tid, &now, BPF_ANY);
+  __u64 *tat = bpf_map_lookup_elem(&gw_stack_last, &tid);
+  __u64 start = tat && *tat > now ? *tat : now;
+  __u64 tolerance = burst > 1 ? (__u64)(burst - 1) * interval_ns : 0;
+  if (start - now > tolerance) return 0;
+  __u64 next = start + interval_ns;
+  if (tat) {
+    *tat = next;  // this thread's entry: no other thread writes it
+  } else {
+    bpf_map_update_elem(&gw_stack_last, &tid, &next, BPF_ANY);
+  }
   return 1;
 }
 

@@ -87,7 +87,8 @@ enum gw_stack_stat {
   GW_STAT_PY_READ_ERROR = 6,  // a user-memory read failed mid-walk
   GW_STAT_BUSY = 7,           // scratch slot in use (preempted capture on this CPU): skipped
   GW_STAT_TSTATE_CACHED = 8,  // tstate found in the tid cache
-  GW_STAT_COUNT = 9,
+  GW_STAT_OVER_BUDGET = 9,    // a call row left without a stack: over the thread's budget
+  GW_STAT_COUNT = 10,
 };
 
 #endif  // GPUWHY_SOURCES_STACKS_STACKS_ABI_H_

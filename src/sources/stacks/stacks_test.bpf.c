@@ -15,12 +15,17 @@ char LICENSE[] SEC("license") = "GPL";
 
 const volatile __u32 target_tgid = 0;  // 0: any process
 const volatile __u32 capture = 1;      // 0: count only (the probe's own cost)
+// Non-zero: a uprobe hit captures only when gw_stack_budget_ok(budget_interval_ns, budget_burst)
+// allows it, and counts the allowed ones in [5].
+const volatile __u64 budget_interval_ns = 0;
+const volatile __u32 budget_burst = 0;
 
 // [0] uprobe hits, [1] key of the last uprobe capture, [2] sched_switch hits of the process in
-// [4], [3] key of its last sched_switch capture, [4] tgid to watch (set by user space).
+// [4], [3] key of its last sched_switch capture, [4] tgid to watch (set by user space), [5]
+// uprobe hits the stack budget allowed.
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(max_entries, 5);
+  __uint(max_entries, 6);
   __type(key, __u32);
   __type(value, __u64);
 } gw_test_result SEC(".maps");
@@ -32,7 +37,13 @@ int gw_stacks_test_probe(struct pt_regs *ctx) {
   __u64 *hits = bpf_map_lookup_elem(&gw_test_result, &k);
   if (hits) __sync_fetch_and_add(hits, 1);
   if (!capture) return 0;
-  __u64 key = gw_capture_stack(ctx, GW_STACK_SLOT_UPROBE, GW_CAPTURE_AT_FUNCTION_ENTRY);
+  if (budget_interval_ns) {
+    if (!gw_stack_budget_ok(budget_interval_ns, budget_burst)) return 0;
+    k = 5;
+    __u64 *allowed = bpf_map_lookup_elem(&gw_test_result, &k);
+    if (allowed) __sync_fetch_and_add(allowed, 1);
+  }
+  __u64 key = gw_capture_stack(ctx, GW_STACK_SLOT_UPROBE, GW_CAPTURE_AT_FUNCTION_ENTRY, 0);
   k = 1;
   __u64 *last = bpf_map_lookup_elem(&gw_test_result, &k);
   if (last) *last = key;
@@ -50,7 +61,7 @@ int BPF_PROG(gw_stacks_test_switch, bool preempt, struct task_struct *prev,
   k = 2;
   __u64 *hits = bpf_map_lookup_elem(&gw_test_result, &k);
   if (hits) __sync_fetch_and_add(hits, 1);
-  __u64 key = gw_capture_stack(ctx, GW_STACK_SLOT_SCHED, 0);
+  __u64 key = gw_capture_stack(ctx, GW_STACK_SLOT_SCHED, 0, 0);
   k = 3;
   __u64 *last = bpf_map_lookup_elem(&gw_test_result, &k);
   if (last && key) *last = key;

@@ -2,10 +2,12 @@
 // need root; without it they skip loudly. Every CPython under /root/.pyenv/versions (3.10–3.13)
 // runs testdata/stack_workload.py; a native C++ target checks frame-pointer stacks and DWARF.
 #include <gtest/gtest.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -99,6 +101,76 @@ Captured RunAndCapture(const std::vector<std::string>& argv, bool drain_after_ex
 }
 
 using StacksTest = ::gw::testing::BpfTest;
+
+}  // namespace
+}  // namespace gw
+
+// Probed by the stack-budget test in this very process (a uprobe on the test binary).
+extern "C" __attribute__((noinline)) int GwStackBudgetTarget(int x) {
+  asm volatile("" : "+r"(x));
+  return x + 1;
+}
+
+namespace gw {
+namespace {
+
+// Attaches the test probe, with a stack budget, to GwStackBudgetTarget in this process.
+std::unique_ptr<StackTestProbe> BudgetProbe(StackRegistry* registry, uint64_t interval_ns,
+                                            uint32_t burst) {
+  auto probe = StackTestProbe::Create(registry, /*capture=*/true, interval_ns, burst);
+  EXPECT_TRUE(probe.ok()) << probe.status().message();
+  if (!probe.ok()) return nullptr;
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  EXPECT_GT(n, 0);
+  if (n <= 0) return nullptr;
+  self[n] = '\0';
+  Status attached = (*probe)->Attach(self, getpid(), "GwStackBudgetTarget");
+  EXPECT_TRUE(attached.ok()) << attached.message();
+  return attached.ok() ? std::move(*probe) : nullptr;
+}
+
+// trigger → capture → assert: 300 calls in a burst against a budget of 4 at once and one per 10 s.
+TEST_F(StacksTest, StackBudgetAllowsItsBurstThenRefuses) {
+  auto registry = StackRegistry::Create({});
+  ASSERT_TRUE(registry.ok()) << registry.status().message();
+  std::unique_ptr<StackTestProbe> probe = BudgetProbe(registry->get(), 10'000'000'000, 4);
+  ASSERT_NE(probe, nullptr);
+  int x = 0;
+  for (int i = 0; i < 300; ++i) x = GwStackBudgetTarget(x);
+  EXPECT_EQ(x, 300);
+  EXPECT_EQ(probe->hits(), 300u);
+  EXPECT_EQ(probe->budget_allowed(), 4u) << "the burst, then nothing for 10 s";
+  EXPECT_EQ((*registry)->Stats().captures, 4);
+}
+
+// Calls every 2 ms for 0.4 s against one stack per 40 ms (burst 1): about one call in twenty
+// captures, spread over the time, not bunched at the start.
+TEST_F(StacksTest, StackBudgetRefillsAtItsRate) {
+  auto registry = StackRegistry::Create({});
+  ASSERT_TRUE(registry.ok()) << registry.status().message();
+  std::unique_ptr<StackTestProbe> probe = BudgetProbe(registry->get(), 40'000'000, 1);
+  ASSERT_NE(probe, nullptr);
+  timespec t0{}, t1{};
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int x = 0;
+  uint64_t allowed_at_half = 0;
+  for (int i = 0; i < 200; ++i) {
+    x = GwStackBudgetTarget(x);
+    if (i == 99) allowed_at_half = probe->budget_allowed();
+    usleep(2000);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double elapsed_ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+  uint64_t allowed = probe->budget_allowed();
+  EXPECT_EQ(probe->hits(), 200u);
+  // One at the start, then at most one per 40 ms of elapsed time.
+  EXPECT_LE(allowed, 1 + static_cast<uint64_t>(elapsed_ms / 40.0)) << elapsed_ms << " ms";
+  // A call comes every 2 ms (more on a loaded machine), so each 40 ms interval has one.
+  EXPECT_GE(allowed, 8u) << elapsed_ms << " ms";
+  EXPECT_GE(allowed_at_half, 3u) << "captures spread over the run";
+  EXPECT_LT(allowed_at_half, allowed);
+}
 
 TEST_F(StacksTest, NativeStackHasFunctionsAndLines) {
   Captured c = RunAndCapture({kNativeTarget, "1"}, /*drain_after_exit=*/true);

@@ -25,11 +25,15 @@ void DestroyStacksTestSkel(stacks_test_bpf* skel) { stacks_test_bpf__destroy(ske
 void DestroyStacksTestLink(bpf_link* link) { bpf_link__destroy(link); }
 
 StatusOr<std::unique_ptr<StackTestProbe>> StackTestProbe::Create(StackRegistry* registry,
-                                                                 bool capture) {
+                                                                 bool capture,
+                                                                 uint64_t budget_interval_ns,
+                                                                 uint32_t budget_burst) {
   std::unique_ptr<StackTestProbe> p(new StackTestProbe());
   p->skel_.Reset(stacks_test_bpf__open());
   if (!p->skel_) return ErrnoStatus("open stacks_test BPF object", errno);
   p->skel_.get()->rodata->capture = capture ? 1 : 0;
+  p->skel_.get()->rodata->budget_interval_ns = budget_interval_ns;
+  p->skel_.get()->rodata->budget_burst = budget_burst;
   RETURN_IF_ERROR(registry->ShareMaps(p->skel_.get()->obj));
   if (int err = stacks_test_bpf__load(p->skel_.get()); err != 0) {
     return Status(StatusCode::kFailedPrecondition,

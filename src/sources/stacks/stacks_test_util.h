@@ -26,8 +26,11 @@ void DestroyStacksTestLink(bpf_link* link);
 
 class StackTestProbe {
  public:
-  // Loads the probe; `capture` false makes it count only.
-  static StatusOr<std::unique_ptr<StackTestProbe>> Create(StackRegistry* registry, bool capture);
+  // Loads the probe; `capture` false makes it count only. A non-zero `budget_interval_ns`
+  // makes each uprobe hit ask gw_stack_budget_ok(budget_interval_ns, budget_burst) first.
+  static StatusOr<std::unique_ptr<StackTestProbe>> Create(StackRegistry* registry, bool capture,
+                                                          uint64_t budget_interval_ns = 0,
+                                                          uint32_t budget_burst = 0);
   // Attaches to `function` (default gw_stack_target) in `library` for `pid` (-1: any).
   Status Attach(const std::string& library, int32_t pid,
                 const std::string& function = "gw_stack_target");
@@ -37,6 +40,7 @@ class StackTestProbe {
   uint64_t last_key() const { return Result(1); }
   uint64_t sched_hits() const { return Result(2); }
   uint64_t last_sched_key() const { return Result(3); }
+  uint64_t budget_allowed() const { return Result(5); }
 
  private:
   StackTestProbe() = default;
