@@ -22,7 +22,10 @@ uretprobe and tracepoint hits and the BPF run time; with the trap cost of one up
 uretprobe on the same machine (`gw_uprobe_cost`'s bare entry and bare pair columns, --trap-ns)
 the cost the probes add per step is bounded from above: every hit is charged to the training
 process's critical path, tracepoint hits of other processes included. `--summarize DIR`
-recomputes the summary from DIR/phases.jsonl (e.g. with the trap costs measured later).
+recomputes the summary from DIR/phases.jsonl (e.g. with the trap costs measured later);
+`--summarize DIR1 DIR2 …` pools runs: each traced phase is still compared with the untraced
+phases of its own run, and the interval is over all runs' phases together (written to --out
+DIR when given).
 
 Every phase is appended to DIR/phases.jsonl as it ends, and --deadline S stops starting phases
 once one more would not end S seconds after the start, so a time limit still leaves a summary
@@ -33,7 +36,7 @@ Usage (as root):
                       [--phase 13] [--settle 3] [--rounds 8] [--deadline S]
                       [--modes untraced,gpuwhy,bare] [--train-arg=--data=gpu ...]
                       [--accounting [--bpftool PATH]] [--trap-ns ENTRY,RET]
-  python3 overhead.py --summarize DIR [--trap-ns ENTRY,RET]
+  python3 overhead.py --summarize DIR [DIR…] [--trap-ns ENTRY,RET] [--out DIR]
 """
 import argparse
 import json
@@ -217,13 +220,17 @@ def main():
     p.add_argument("--trap-ns", default="",
                    help="ENTRY,RET: ns one uprobe and one uretprobe cost beyond their program "
                         "(gw_uprobe_cost: bare entry, bare pair minus bare entry)")
-    p.add_argument("--summarize", metavar="DIR",
-                   help="only recompute the summary of an earlier run from DIR/phases.jsonl")
+    p.add_argument("--summarize", metavar="DIR", nargs="+",
+                   help="only recompute the summary of earlier runs from DIR/phases.jsonl "
+                        "(several: pooled)")
     args = p.parse_args()
     if args.summarize:
-        with open(os.path.join(args.summarize, "phases.jsonl")) as f:
-            phases = [json.loads(line) for line in f if line.strip()]
-        summarize(phases, args.summarize, args.trap_ns)
+        runs = []
+        for d in args.summarize:
+            with open(os.path.join(d, "phases.jsonl")) as f:
+                runs.append([json.loads(line) for line in f if line.strip()])
+        out = args.out or (args.summarize[0] if len(runs) == 1 else None)
+        summarize(runs, out, args.trap_ns)
         return
     if not (args.gpuwhy and args.bare and args.out):
         p.error("--gpuwhy, --bare and --out are needed (or --summarize DIR)")
@@ -301,28 +308,32 @@ def main():
         train.wait(timeout=30)
     except subprocess.TimeoutExpired:
         train.kill()
-    summarize(phases, args.out, args.trap_ns)
+    summarize([phases], args.out, args.trap_ns)
 
 
-def summarize(phases, out, trap_ns):
-    ab = [q for q in phases if not q.get("accounting")]
+def summarize(runs, out, trap_ns):
+    """Summary of one run's phases, or of several runs pooled (`runs`: a list of phase lists)."""
+    ab = [q for phases in runs for q in phases if not q.get("accounting")]
     modes = list(dict.fromkeys(q["mode"] for q in ab))
-    # Each non-untraced phase against the mean of the nearest untraced phase before and after.
+    # Each non-untraced phase against the mean of the nearest untraced phase before and after
+    # it in its own run.
     ratios = {m: [] for m in modes if m != "untraced"}
     cpu_ratios = {m: [] for m in modes if m != "untraced"}
-    for i, ph in enumerate(ab):
-        if ph["mode"] == "untraced":
-            continue
-        before = next((q for q in reversed(ab[:i]) if q["mode"] == "untraced"), None)
-        after = next((q for q in ab[i + 1:] if q["mode"] == "untraced"), None)
-        refs = [q["steps_per_s"] for q in (before, after) if q and q["steps_per_s"] > 0]
-        if refs and ph["steps_per_s"] > 0:
-            ratios[ph["mode"]].append(ph["steps_per_s"] / statistics.mean(refs))
-        crefs = [q["train_cpu_ms_per_step"] for q in (before, after)
-                 if q and q["train_cpu_ms_per_step"] > 0]
-        if crefs and ph["train_cpu_ms_per_step"] > 0:
-            cpu_ratios[ph["mode"]].append(ph["train_cpu_ms_per_step"] / statistics.mean(crefs))
-    summary = {}
+    for phases in runs:
+        run = [q for q in phases if not q.get("accounting")]
+        for i, ph in enumerate(run):
+            if ph["mode"] == "untraced":
+                continue
+            before = next((q for q in reversed(run[:i]) if q["mode"] == "untraced"), None)
+            after = next((q for q in run[i + 1:] if q["mode"] == "untraced"), None)
+            refs = [q["steps_per_s"] for q in (before, after) if q and q["steps_per_s"] > 0]
+            if refs and ph["steps_per_s"] > 0:
+                ratios[ph["mode"]].append(ph["steps_per_s"] / statistics.mean(refs))
+            crefs = [q["train_cpu_ms_per_step"] for q in (before, after)
+                     if q and q["train_cpu_ms_per_step"] > 0]
+            if crefs and ph["train_cpu_ms_per_step"] > 0:
+                cpu_ratios[ph["mode"]].append(ph["train_cpu_ms_per_step"] / statistics.mean(crefs))
+    summary = {"runs": len(runs)}
     for m, rs in ratios.items():
         if rs:
             mean, lo, hi = mean_ci([100 * (1 - r) for r in rs])
@@ -345,35 +356,39 @@ def summarize(phases, out, trap_ns):
         summary["untraced_steps_per_s"] = {"median": statistics.median(untraced),
                                            "min": min(untraced), "max": max(untraced)}
     trap = [float(x) for x in trap_ns.split(",")] if trap_ns else None
-    for q in phases:
-        if not q.get("accounting") or not q["steps"]:
-            continue
+    accounting = [(q, [p for p in phases if p["mode"] == "untraced" and p["steps_per_s"] > 0])
+                  for phases in runs for q in phases if q.get("accounting") and q["steps"]]
+    for q, run_untraced in accounting:
         per_step = {c: {"hits": 0.0, "run_ns": 0.0} for c in ("uprobe", "uretprobe", "tracepoint")}
         for prog in q["progs"].values():
             per_step[prog["class"]]["hits"] += prog["hits"] / q["steps"]
             per_step[prog["class"]]["run_ns"] += prog["run_ns"] / q["steps"]
         acc = {"steps": q["steps"], "per_step": per_step,
                "bpf_run_us_per_step": sum(c["run_ns"] for c in per_step.values()) / 1e3}
-        if trap and untraced:
-            step_us = 1e6 / statistics.median(untraced)
+        if trap and run_untraced:
+            step_us = 1e6 / statistics.median(p["steps_per_s"] for p in run_untraced)
             cost_us = (acc["bpf_run_us_per_step"] + (per_step["uprobe"]["hits"] * trap[0]
                        + per_step["uretprobe"]["hits"] * trap[1]) / 1e3)
             acc.update({"trap_ns": trap, "untraced_step_us": step_us,
                         "cost_us_per_step_bound": cost_us,
                         "loss_bound_pct": 100 * cost_us / (step_us + cost_us)})
-        summary.setdefault(q["mode"], {})["accounting"] = acc
-    with open(os.path.join(out, "overhead.json"), "w") as f:
-        json.dump({"phases": phases, "summary": summary}, f, indent=1)
+        summary.setdefault(q["mode"], {}).setdefault("accounting_runs", []).append(acc)
+        summary[q["mode"]]["accounting"] = acc
+    if out:
+        with open(os.path.join(out, "overhead.json"), "w") as f:
+            json.dump({"phases": runs[0] if len(runs) == 1 else runs, "summary": summary}, f,
+                      indent=1)
     print(json.dumps(summary, indent=1))
     for m, v in summary.items():
+        if not isinstance(v, dict):
+            continue
         if "mean_loss_pct" in v:
             print(f"{m:13s} throughput loss {v['mean_loss_pct']:+.2f}% "
                   f"[{v['loss_ci95_pct'][0]:+.2f}, {v['loss_ci95_pct'][1]:+.2f}] over "
                   f"{v['phases']} phases; CPU/step "
                   f"{v.get('train_cpu_per_step_increase_pct', float('nan')):+.2f}% "
                   f"{[round(x, 2) for x in v.get('train_cpu_per_step_ci95_pct', [])]}")
-        acc = v.get("accounting") if isinstance(v, dict) else None
-        if acc:
+        for acc in v.get("accounting_runs", []):
             ps = acc["per_step"]
             line = (f"{m:13s} per step: {ps['uprobe']['hits']:.1f} uprobe + "
                     f"{ps['uretprobe']['hits']:.1f} uretprobe + {ps['tracepoint']['hits']:.1f} "
