@@ -9,7 +9,9 @@ it (after a settle period for attach/detach; with the default launch duty cycle 
 measured part of 10 s holds exactly one counting second), and each traced phase is compared with the
 untraced phases on either side of it, so the loop's slow drift cancels out. Two metrics per
 phase: throughput (steps/s) and the main thread's CPU time per step (/proc/PID/schedstat, ns:
-the thread that makes the CUDA calls, so the one that pays for the probes). Each mode reports the mean loss over its phases with a 95% bootstrap
+the thread that makes the CUDA calls, so the one that pays for the probes). Each phase
+also records the host's steal time (/proc/stat: on a VM, CPU time the hypervisor gave
+elsewhere), so a noisy host shows in the data. Each mode reports the mean loss over its phases with a 95% bootstrap
 confidence interval (10,000 resamples of the per-phase ratios, fixed seed): many short phases
 resolve what a few long ones cannot, because the loop's own drift is slow next to a phase.
 
@@ -155,6 +157,15 @@ def prog_class(name):
     return "tracepoint"
 
 
+def host_cpu_ticks():
+    """(steal, total) jiffies of all CPUs from /proc/stat: steal is time the hypervisor ran
+    something else while this VM wanted the CPU, the host noise a phase cannot see otherwise."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    steal = fields[7] if len(fields) > 7 else 0
+    return steal, sum(fields[:8])
+
+
 def run_phase(mode, args, train, rt, drv, steps_log, idx, accounting=False):
     """One phase: start `mode`, settle, measure, stop. With `accounting`, BPF run counters of
     the programs the agent loaded are read over the measured part too."""
@@ -166,9 +177,11 @@ def run_phase(mode, args, train, rt, drv, steps_log, idx, accounting=False):
     stats0 = {k: v for k, v in bpf_progs(args.bpftool).items() if k not in before_ids} \
         if accounting else {}
     train_cpu0 = process_cpu_s(train.pid)
+    steal0, total0 = host_cpu_ticks()
     time.sleep(args.phase - args.settle)
     t1 = time.monotonic_ns()
     train_cpu1 = process_cpu_s(train.pid)
+    steal1, total1 = host_cpu_ticks()
     stats1 = bpf_progs(args.bpftool) if accounting else {}
     cpu1, rss = agent_usage(proc.pid) if proc is not None else (None, None)
     agent = {}
@@ -182,6 +195,7 @@ def run_phase(mode, args, train, rt, drv, steps_log, idx, accounting=False):
     phase = {"mode": mode, "t0": t0, "t1": t1, "steps": n,
              "steps_per_s": n / ((t1 - t0) / 1e9),
              "train_cpu_ms_per_step": 1e3 * (train_cpu1 - train_cpu0) / n if n else 0,
+             "host_steal_pct": 100 * (steal1 - steal0) / max(1, total1 - total0),
              **agent}
     if accounting:
         progs = {}
@@ -355,6 +369,9 @@ def summarize(runs, out, trap_ns):
     if untraced:
         summary["untraced_steps_per_s"] = {"median": statistics.median(untraced),
                                            "min": min(untraced), "max": max(untraced)}
+    steal = [q["host_steal_pct"] for q in ab if "host_steal_pct" in q]
+    if steal:
+        summary["host_steal_pct"] = {"median": statistics.median(steal), "max": max(steal)}
     trap = [float(x) for x in trap_ns.split(",")] if trap_ns else None
     accounting = [(q, [p for p in phases if p["mode"] == "untraced" and p["steps_per_s"] > 0])
                   for phases in runs for q in phases if q.get("accounting") and q["steps"]]
@@ -379,6 +396,9 @@ def summarize(runs, out, trap_ns):
             json.dump({"phases": runs[0] if len(runs) == 1 else runs, "summary": summary}, f,
                       indent=1)
     print(json.dumps(summary, indent=1))
+    if "host_steal_pct" in summary:
+        print(f"host steal time (/proc/stat) per phase: median "
+              f"{summary['host_steal_pct']['median']:.2f}%, max {summary['host_steal_pct']['max']:.2f}%")
     for m, v in summary.items():
         if not isinstance(v, dict):
             continue
