@@ -82,6 +82,7 @@ Status Tracer::Start() {
     WriterOptions wo;
     wo.max_db_bytes = options_.max_db_bytes;
     wo.outbox = options_.outbox;
+    wo.migration_progress = options_.on_migration;
     if (options_.outbox_max_bytes > 0) wo.outbox_max_bytes = options_.outbox_max_bytes;
     ASSIGN_OR_RETURN(writer_, StoreWriter::Create(options_.db_path, wo));
     HostInfo hi = ReadHostInfo();

@@ -78,6 +78,8 @@ struct TracerOptions {
   std::function<void(TraceSummary*)> on_closing;
   std::string version;
   std::string command_line;
+  // Told how the migration of an older --db file is going (StoreWriter's migration_progress).
+  MigrationProgress on_migration;
   HostOptions host;
   // Also sees every decoded event, process, count, GPU round and the drops (trace --prometheus);
   // not owned, must outlive the tracer's Stop().

@@ -333,6 +333,15 @@ int RunTrace(const Args& all_args) {
     options.cuda_row_min_ns = *ns;
   }
   options.db_path = DatabasePath(flags);
+  // An older file is migrated before the trace starts; a large one takes a while.
+  options.on_migration = [path = options.db_path](int64_t done, int64_t total) {
+    if (total < kMigrationProgressRows) return;
+    std::fprintf(stderr,
+                 "gpuwhy trace: updating %s to this version's format (events into chunks): "
+                 "%s of %s rows (%d%%)\n",
+                 path.c_str(), WithThousands(done).c_str(), WithThousands(total).c_str(),
+                 static_cast<int>(100 * done / total));
+  };
   options.version = VersionString();
   options.command_line = CommandLine();
 

@@ -272,7 +272,12 @@ CREATE INDEX event_chunks_by_time ON event_chunks(session, ts, last_ts, n);
 
 // Moves the rows of a plain event_rows table (schema < 9) into chunks, session by session in
 // key order, and puts the virtual table in its place.
-Status MigrateToChunks(sqlite3* db) {
+Status MigrateToChunks(sqlite3* db, const MigrationProgress& progress) {
+  int64_t total = 0;
+  if (progress) {
+    ASSIGN_OR_RETURN(total, QueryInt(db, "SELECT COUNT(*) FROM event_rows", 0));
+    progress(0, total);
+  }
   RETURN_IF_ERROR(Exec(db, kMigrationV9));
   ASSIGN_OR_RETURN(ScopedStmt read,
                    Prepare(db, "SELECT session, ts, pid, tid, op, duration_ns, ret, bytes, kind, "
@@ -296,7 +301,10 @@ Status MigrateToChunks(sqlite3* db) {
                                                              : sqlite3_column_int64(read.get(), i);
   };
   int rc;
+  int64_t done = 0;
   while ((rc = sqlite3_step(read.get())) == SQLITE_ROW) {
+    if (progress && done > 0 && done % kMigrationProgressRows == 0) progress(done, total);
+    ++done;
     int64_t row_session = sqlite3_column_int64(read.get(), 0);
     if ((row_session != session && !events.empty()) || events.size() >= 65536) {
       RETURN_IF_ERROR(flush());
@@ -313,6 +321,7 @@ Status MigrateToChunks(sqlite3* db) {
   }
   if (rc != SQLITE_DONE) return SqliteStatus(db, rc, "read event_rows");
   if (!events.empty()) RETURN_IF_ERROR(flush());
+  if (progress) progress(done, total);
   read.Reset();
   // The views that name event_rows resolve to the virtual table from now on.
   return Exec(db, "DROP TABLE event_rows; CREATE VIRTUAL TABLE event_rows USING gw_events;");
@@ -359,7 +368,7 @@ StatusOr<int> ReadVersion(sqlite3* db) {
 
 }  // namespace
 
-Status CreateOrMigrateSchema(sqlite3* db) {
+Status CreateOrMigrateSchema(sqlite3* db, const MigrationProgress& progress) {
   RETURN_IF_ERROR(RegisterEventRowsModule(db));
   ASSIGN_OR_RETURN(int version, ReadVersion(db));
   if (version > kSchemaVersion) {
@@ -384,7 +393,7 @@ Status CreateOrMigrateSchema(sqlite3* db) {
     if (version < 6) RETURN_IF_ERROR(Exec(db, kMigrationV6));
     if (version < 7) RETURN_IF_ERROR(Exec(db, kMigrationV7));
     if (version < 8) RETURN_IF_ERROR(Exec(db, kMigrationV8));
-    if (version < 9) RETURN_IF_ERROR(MigrateToChunks(db));
+    if (version < 9) RETURN_IF_ERROR(MigrateToChunks(db, progress));
     RETURN_IF_ERROR(Exec(db, "UPDATE meta SET value='" + std::to_string(kSchemaVersion) +
                                  "' WHERE key='schema_version'"));
     return WriteOpNames(db);

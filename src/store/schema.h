@@ -8,15 +8,25 @@
 
 #include <sqlite3.h>
 
+#include <cstdint>
+#include <functional>
+
 #include "base/status.h"
 
 namespace gw {
 
 inline constexpr int kSchemaVersion = 9;
 
-// Creates the schema in an empty database, or migrates an older one in place. Refuses a file
-// written by a newer gpuwhy and a SQLite file that is not a gpuwhy database.
-Status CreateOrMigrateSchema(sqlite3* db);
+// Progress of a migration that rewrites the events (schema 9 moved them into chunks): `done`
+// of `total` rows, reported once before the first row, every kMigrationProgressRows rows, and
+// once after the last.
+using MigrationProgress = std::function<void(int64_t done, int64_t total)>;
+inline constexpr int64_t kMigrationProgressRows = 1 << 20;
+
+// Creates the schema in an empty database, or migrates an older one in place (in one
+// transaction: an interrupted migration leaves the file as it was). Refuses a file written by
+// a newer gpuwhy and a SQLite file that is not a gpuwhy database.
+Status CreateOrMigrateSchema(sqlite3* db, const MigrationProgress& progress = nullptr);
 
 // Both register the module behind event_rows (event_rows_table.h) on `db` first: a connection
 // that reads or writes a recording goes through one of them.

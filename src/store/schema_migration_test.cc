@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "store/event_rows_table.h"
 #include "store/schema.h"
@@ -176,6 +178,52 @@ TEST_F(SchemaMigrationTest, V1FileBecomesCurrentWithDataIntact) {
   // Opening again is a no-op (already current).
   auto w = StoreWriter::Create(path_, {});
   ASSERT_TRUE(w.ok()) << w.status().message();
+}
+
+// Moving an older file's events into chunks reports how far it got: once before the first row,
+// every kMigrationProgressRows rows, once after the last.
+TEST_F(SchemaMigrationTest, MovingEventsIntoChunksReportsProgress) {
+  const int64_t rows = kMigrationProgressRows + 1000;
+  {
+    auto w = StoreWriter::Create(path_, {});
+    ASSERT_TRUE(w.ok()) << w.status().message();
+    ASSERT_TRUE((*w)->BeginSession(SessionInfo{}).ok());
+    for (int64_t i = 0; i < rows; ++i) {
+      Event e;
+      e.ts_ns = i;
+      e.pid = 7;
+      e.tid = 8;
+      e.op = Op::kSchedSwitch;
+      e.duration_ns = i % 1000;
+      (*w)->AppendEvent(e);
+    }
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  {
+    ScopedDb db = OpenRaw();
+    DowngradeToV1(db.get());
+  }
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  WriterOptions options;
+  options.migration_progress = [&calls](int64_t done, int64_t total) {
+    calls.emplace_back(done, total);
+  };
+  auto w = StoreWriter::Create(path_, options);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  ASSERT_TRUE((*w)->Close().ok());
+  std::vector<std::pair<int64_t, int64_t>> want = {
+      {0, rows}, {kMigrationProgressRows, rows}, {rows, rows}};
+  EXPECT_EQ(calls, want);
+  ScopedDb db = OpenRaw();
+  EXPECT_EQ(*QueryInt(db.get(), "SELECT COUNT(*) FROM event_rows", -1), rows);
+  int64_t sum = 0;
+  for (int64_t i = 0; i < rows; ++i) sum += i % 1000;
+  EXPECT_EQ(*QueryInt(db.get(), "SELECT SUM(duration_ns) FROM event_rows", -1), sum);
+  // A current file is not migrated: no progress.
+  calls.clear();
+  auto again = StoreWriter::Create(path_, options);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_TRUE(calls.empty());
 }
 
 }  // namespace

@@ -116,7 +116,8 @@ StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& pa
                                        std::to_string(options.max_db_bytes / 4))
                         .WithContext(path));
   }
-  RETURN_IF_ERROR(CreateOrMigrateSchema(db.get()).WithContext("database " + path));
+  RETURN_IF_ERROR(
+      CreateOrMigrateSchema(db.get(), options.migration_progress).WithContext("database " + path));
   std::unique_ptr<StoreWriter> writer(new StoreWriter(path, options, std::move(db)));
   writer->location_ = location;
   RETURN_IF_ERROR(writer->PrepareStatements());

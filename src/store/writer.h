@@ -25,6 +25,7 @@
 #include "store/db_location.h"
 #include "store/event.h"
 #include "store/outbox.h"
+#include "store/schema.h"
 #include "store/sqlite_util.h"
 #include "store/thread_rollups.h"
 
@@ -46,6 +47,8 @@ struct WriterOptions {
   // delete frees is overwritten too, which doubles what pruning writes; bench/store_bench.cc
   // --prune measures it).
   std::string secure_delete = "fast";
+  // Told how a long migration of an older file is going (schema.h); nullptr: nobody.
+  MigrationProgress migration_progress;
   bool outbox = false;
   int64_t outbox_max_bytes = int64_t{512} << 20;
 };
