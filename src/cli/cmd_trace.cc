@@ -218,8 +218,9 @@ int RunTrace(const Args& all_args) {
              ""});
   flags.Add({"stack-rate", FlagKind::kInt, "N",
              "with --stack: at most N stacks a second per thread (bursts of N/5) for CUDA calls "
-             "shorter than 1 ms and for off-CPU switches; slower or failed calls always get "
-             "theirs, other rows have none (each capture costs a few µs on the calling thread)",
+             "shorter than 1 ms, and one off-CPU sample per thread every 1/N s; slower or "
+             "failed calls always get theirs, other rows have none (each capture costs a few µs "
+             "on the calling thread)",
              "50"});
   flags.Add({"json", FlagKind::kBool, "", "stream events as JSON lines instead of the live view",
              ""});
