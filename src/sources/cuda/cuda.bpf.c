@@ -51,7 +51,7 @@ const volatile __u32 launch_sample_every = 0;  // emit every Nth launch of a thr
 const volatile __u32 capture_stacks = 0;       // trace --stack: stack keys in call records
 const volatile __u64 stack_always_ns = 1000000;     // calls this slow always get their stack
 const volatile __u64 stack_interval_ns = 20000000;  // otherwise one stack per interval per thread
-const volatile __u32 stack_burst = 10;              // on average, up to this many at once
+const volatile __u32 stack_burst = 10;              // and up to this many at once
 // A driver launch this soon after a runtime launch on the same thread is the one the runtime
 // launch makes (the runtime's own work before it is a few µs; loading a module on first use
 // can take longer, and such a first launch is then counted on both layers).
