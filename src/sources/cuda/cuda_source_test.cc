@@ -68,6 +68,15 @@ size_t SampledRows(CollectingSink& sink, int32_t pid) {
 const std::string kFakeDir = GW_FAKE_CUDA_DIR;
 const std::string kWorkload = GW_CUDA_WORKLOAD;
 
+// The source on the fake libraries only, with a small ring.
+CudaSourceOptions FakeOptions() {
+  CudaSourceOptions options;
+  options.discover = false;
+  options.libraries = {kFakeDir + "/libcudart.so.13", kFakeDir + "/libcuda.so.1"};
+  options.ring_bytes = 1 << 20;
+  return options;
+}
+
 // Runs the workload to completion; returns its pid.
 pid_t RunWorkload(const std::vector<std::string>& args) {
   pid_t pid = fork();
@@ -109,11 +118,8 @@ TEST_P(CudaSourceAttachTest, EveryProbedApiYieldsItsRow) {
   ScopedFd tracked(bpf_map_create(BPF_MAP_TYPE_HASH, "gw_tracked_t", 4, 4, 1024, nullptr));
   ASSERT_TRUE(tracked) << "bpf_map_create: " << std::strerror(errno);
 
-  CudaSourceOptions options;
-  options.discover = false;
-  options.libraries = {kFakeDir + "/libcudart.so.13", kFakeDir + "/libcuda.so.1"};
+  CudaSourceOptions options = FakeOptions();
   options.launch_sample_every = 4;
-  options.ring_bytes = 1 << 20;
   options.multi_uprobe = GetParam();
   options.row_budget = false;  // --all-rows: every call a row, nested driver calls too
   auto source = CudaSource::Create(options);
@@ -298,10 +304,7 @@ TEST_P(CudaSourceAttachTest, EveryProbedApiYieldsItsRow) {
 // tokens a second. Assert: 3 rows, the other 17 in the aggregates with their bytes and
 // durations, each aggregate named by its direction; nothing lost, nothing counted twice.
 TEST_F(CudaSourceTest, RowBudgetTokenBucketCapsSampledRowsAndAggregatesTheRest) {
-  CudaSourceOptions options;
-  options.discover = false;
-  options.libraries = {kFakeDir + "/libcudart.so.13", kFakeDir + "/libcuda.so.1"};
-  options.ring_bytes = 1 << 20;
+  CudaSourceOptions options = FakeOptions();
   options.call_row_min_ns = 10'000'000'000;  // 10 s: no call is slow
   options.call_sample_every = 1;
   options.row_tokens_per_s = 3;
@@ -402,10 +405,7 @@ TEST_F(CudaSourceTest, LibraryLoadedAfterStartIsAttachedByRediscover) {
 TEST_F(CudaSourceTest, FiltersRecordOnlyTrackedProcesses) {
   ScopedFd tracked(bpf_map_create(BPF_MAP_TYPE_HASH, "gw_tracked_t", 4, 4, 1024, nullptr));
   ASSERT_TRUE(tracked);
-  CudaSourceOptions options;
-  options.discover = false;
-  options.libraries = {kFakeDir + "/libcudart.so.13", kFakeDir + "/libcuda.so.1"};
-  options.ring_bytes = 1 << 20;
+  CudaSourceOptions options = FakeOptions();
   auto source = CudaSource::Create(options);
   ASSERT_TRUE(source.ok());
   CollectingSink sink;
@@ -425,10 +425,7 @@ TEST_F(CudaSourceTest, FiltersRecordOnlyTrackedProcesses) {
 TEST_F(CudaSourceTest, FiltersRecordProcessesTheHostSourceTracks) {
   ScopedFd tracked(bpf_map_create(BPF_MAP_TYPE_HASH, "gw_tracked_t", 4, 4, 1024, nullptr));
   ASSERT_TRUE(tracked);
-  CudaSourceOptions options;
-  options.discover = false;
-  options.libraries = {kFakeDir + "/libcudart.so.13", kFakeDir + "/libcuda.so.1"};
-  options.ring_bytes = 1 << 20;
+  CudaSourceOptions options = FakeOptions();
   auto source = CudaSource::Create(options);
   ASSERT_TRUE(source.ok());
   CollectingSink sink;
