@@ -67,8 +67,6 @@ Status Tracer::Start() {
   set.launch_duty = options_.launch_duty;
   set.cuda_row_budget = !options_.cuda_all_rows;
   set.cuda_row_min_ns = options_.cuda_row_min_ns;
-  set.stack_rate = std::max<uint32_t>(1, options_.stack_rate);
-  set.host.stack_sample_ns = 1'000'000'000 / static_cast<int64_t>(set.stack_rate);
   if (options_.observer && options_.cuda) options_.observer->OnLaunchDuty(options_.launch_duty);
   ASSIGN_OR_RETURN(std::vector<RegisteredSource> sources, CreateSources(set));
 
@@ -108,6 +106,7 @@ Status Tracer::Start() {
 
   SourceContext context;
   context.stack_registry = stacks_.get();
+  context.stack_rate = options_.stack_rate;
   context.clock = clock_;
   context.sink = this;
   context.pids = options_.pids;

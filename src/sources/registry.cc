@@ -16,7 +16,6 @@ StatusOr<std::vector<RegisteredSource>> CreateSources(const SourceSetOptions& op
     cuda.launch_duty = options.launch_duty;
     cuda.row_budget = options.cuda_row_budget;
     cuda.call_row_min_ns = static_cast<uint64_t>(std::max<int64_t>(0, options.cuda_row_min_ns));
-    cuda.stack_rate = options.stack_rate;
     ASSIGN_OR_RETURN(std::unique_ptr<CudaSource> source, CudaSource::Create(cuda));
     // Without CUDA probes the host side still explains a lot; the note says what is missing.
     sources.push_back({std::move(source), /*required=*/false, "CUDA probes not attached"});

@@ -19,7 +19,6 @@ struct SourceSetOptions {
   uint32_t launch_duty = 1;            // CudaSourceOptions::launch_duty
   bool cuda_row_budget = true;         // CudaSourceOptions::row_budget
   int64_t cuda_row_min_ns = 20'000;    // CudaSourceOptions::call_row_min_ns
-  uint32_t stack_rate = kDefaultStackRate;  // CudaSourceOptions::stack_rate (with --stack)
 };
 
 struct RegisteredSource {

@@ -22,8 +22,8 @@ namespace gw {
 class StackRegistry;  // src/sources/stacks/stack_registry.h
 
 // trace --stack's default budget: stacks a second per thread for CUDA calls shorter than 1 ms
-// and for off-CPU switches (a capture costs 1-7 µs on a PyTorch thread; slower or failed calls
-// always get theirs). --stack-rate changes it.
+// and for off-CPU switches (a capture costs a few µs, 6-10 on a PyTorch thread; slower or
+// failed calls always get theirs). --stack-rate changes it.
 inline constexpr uint32_t kDefaultStackRate = 50;
 
 // Where decoded events go (the tracer forwards them to the StoreWriter and the live view).
@@ -61,6 +61,8 @@ struct SourceContext {
   // sources/stacks/stacks.bpf.h calls stack_registry->ShareMaps(skel->obj) between open and
   // load, so every program dedups into one gw_stacks map the tracer drains.
   StackRegistry* stack_registry = nullptr;
+  // With --stack: the per-thread stack budget every source applies (--stack-rate, ≥ 1).
+  uint32_t stack_rate = kDefaultStackRate;
   // Extra CUDA library files or directories to attach to (trace --cuda-lib).
   std::vector<std::string> cuda_libs;
 };

@@ -427,6 +427,17 @@ static __always_inline __u32 log2_bucket(__u64 v) {
   return r < GW_CUDA_HIST_BUCKETS ? r : GW_CUDA_HIST_BUCKETS - 1;
 }
 
+// The stack of a row under the stack budget: captured when `always` (a failed or slow call) or
+// when the thread's budget allows; otherwise 0, counted as a row without its stack.
+static __always_inline __u64 budgeted_stack(struct pt_regs *ctx, __u32 flags, __u64 entry_ip,
+                                            int always) {
+  if (always || gw_stack_budget_ok(stack_interval_ns, stack_burst)) {
+    return gw_capture_stack(ctx, GW_STACK_SLOT_UPROBE, flags, entry_ip);
+  }
+  gw_stack_stat_add(GW_STAT_OVER_BUDGET);
+  return 0;
+}
+
 // Takes one token from the thread's bucket. Returns 0 when it is empty.
 static __always_inline int take_token(struct task_state *t, __u64 now) {
   __u64 refill = (now - t->tokens_ts) * row_tokens_per_s / 1000000000ull;
@@ -532,15 +543,10 @@ static __always_inline struct entry_slot *finish_call(struct pt_regs *ctx, __u32
   }
   __s32 ret = (__s32)PT_REGS_RC(ctx);
   if (emit == EMIT_BUDGET && !budget_row(t, fn, start, now, ret, s->args)) return s;
-  __u64 stack_id = 0;
-  if (capture_stacks && !is_name_fn(fn)) {
-    if (ret != 0 || now - start >= stack_always_ns ||
-        gw_stack_budget_ok(stack_interval_ns, stack_burst)) {
-      stack_id = gw_capture_stack(ctx, GW_STACK_SLOT_UPROBE, GW_CAPTURE_AT_FUNCTION_RETURN, s->ip);
-    } else {
-      gw_stack_stat_add(GW_STAT_OVER_BUDGET);
-    }
-  }
+  __u64 stack_id = capture_stacks && !is_name_fn(fn)
+                       ? budgeted_stack(ctx, GW_CAPTURE_AT_FUNCTION_RETURN, s->ip,
+                                        ret != 0 || now - start >= stack_always_ns)
+                       : 0;
   struct gw_cuda_call_record *r = bpf_ringbuf_reserve(&events, sizeof *r, 0);
   if (!r) {
     count_drop(GW_CUDA_DROP_RESERVE);
@@ -650,14 +656,7 @@ static __always_inline int emit_sampled_launch(struct pt_regs *ctx, __u32 fn, __
   r->bytes = 0;
   r->kind = -1;
   r->stream = 0;
-  r->stack_id = 0;
-  if (capture_stacks) {
-    if (gw_stack_budget_ok(stack_interval_ns, stack_burst)) {
-      r->stack_id = gw_capture_stack(ctx, GW_STACK_SLOT_UPROBE, GW_CAPTURE_AT_FUNCTION_ENTRY, 0);
-    } else {
-      gw_stack_stat_add(GW_STAT_OVER_BUDGET);
-    }
-  }
+  r->stack_id = capture_stacks ? budgeted_stack(ctx, GW_CAPTURE_AT_FUNCTION_ENTRY, 0, 0) : 0;
   if (is_config_launch(fn)) {
     // cudaLaunchConfig_t and CUlaunchConfig both hold the stream at offset 32.
     bpf_probe_read_user(&r->stream, sizeof r->stream, (void *)(PT_REGS_PARM1(ctx) + 32));

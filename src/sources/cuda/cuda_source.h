@@ -81,8 +81,8 @@ struct CudaSourceOptions {
   uint32_t row_tokens_per_s = 200;
   // The stack budget (with --stack; sources/stacks/stacks.bpf.h gw_stack_budget_ok): a row's
   // stack is always taken when the call failed or took stack_always_ns or more, otherwise at
-  // most stack_rate a second per thread (bursts of a fifth of that); other rows have none.
-  uint32_t stack_rate = kDefaultStackRate;
+  // most SourceContext::stack_rate a second per thread (bursts of a fifth of that); other rows
+  // have none.
   uint64_t stack_always_ns = 1'000'000;
 };
 

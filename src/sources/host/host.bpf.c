@@ -28,8 +28,8 @@ const volatile __u64 read_threshold_ns = 1000000;
 // The tracer's own process: never a competitor (its drain thread wakes every millisecond).
 const volatile __u32 self_tgid = 0;
 // trace --stack: a tracked task leaving the CPU records its stack, at most once per thread
-// per stack_sample_ns (trace --stack-rate; the capture costs 1-7 µs; sched_switch can fire
-// thousands of times a second).
+// per stack_sample_ns (1 s / trace --stack-rate; a capture costs a few µs, 6-10 on a PyTorch
+// thread; sched_switch can fire thousands of times a second).
 const volatile __u32 capture_stacks = 0;
 const volatile __u64 stack_sample_ns = 20000000;
 

@@ -192,7 +192,8 @@ Status HostSource::Start(const SourceContext& context) {
   skel->rodata->self_tgid = static_cast<__u32>(getpid());
   if (context.stack_registry != nullptr) {
     skel->rodata->capture_stacks = 1;
-    skel->rodata->stack_sample_ns = static_cast<__u64>(options_.stack_sample_ns);
+    // At most one off-CPU stack per thread per 1/stack_rate s.
+    skel->rodata->stack_sample_ns = 1'000'000'000ull / std::max<uint32_t>(1, context.stack_rate);
     RETURN_IF_ERROR(context.stack_registry->ShareMaps(skel->obj));
   }
   if (int err = bpf_map__set_max_entries(skel->maps.events,

@@ -33,8 +33,6 @@ struct HostOptions {
   int64_t read_threshold_ns = 1'000'000;     // slow-read rows from this duration; 0 = off
   int64_t fault_io_window_ns = 5'000'000;    // I/O sleep this soon after a fault = fault wait
   int64_t competitor_min_runq_ns = 100'000;  // competitor rule 2 threshold
-  // trace --stack: at most one off-CPU stack per thread per this interval (1 s / --stack-rate).
-  int64_t stack_sample_ns = 1'000'000'000 / kDefaultStackRate;
   // Seed the tracked set from /proc at Start (CUDA processes or --pid/--comm). Tests turn it
   // off and call Track() themselves.
   bool seed_from_proc = true;
