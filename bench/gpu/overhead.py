@@ -15,6 +15,15 @@ elsewhere), so a noisy host shows in the data. Each mode reports the mean loss o
 confidence interval (10,000 resamples of the per-phase ratios, fixed seed): many short phases
 resolve what a few long ones cannot, because the loop's own drift is slow next to a phase.
 
+Covariates: each phase also records the GPU's SM clock, power and temperature (NVML, once a
+second, where pynvml is installed), and with --canary the rate of a host-speed canary (a
+separate Python process doing fixed interpreter work, no CUDA). Neither is changed by tracing,
+but both move with the host's and the GPU's own speed, which is most of the phase noise on a
+shared host. For each, the summary adds a regression-adjusted loss (the intercept of log
+throughput ratio on log covariate ratio, t interval), next to — never instead of — the direct
+one, with the covariate's own change in traced phases so that a covariate tracing did move
+shows.
+
 Probe accounting (--accounting): a phase's throughput cannot resolve a few tenths of a percent
 on a loop whose own phase-to-phase noise is ±2%, so after the alternating phases each traced
 mode gets one more phase with kernel.bpf_stats_enabled=1, and the run and time counters of
@@ -37,7 +46,7 @@ Usage (as root):
   python3 overhead.py --gpuwhy ./gpuwhy --bare ./gw_bare_probes --out DIR
                       [--phase 13] [--settle 3] [--rounds 8] [--deadline S]
                       [--modes untraced,gpuwhy,bare] [--train-arg=--data=gpu ...]
-                      [--accounting [--bpftool PATH]] [--trap-ns ENTRY,RET]
+                      [--accounting [--bpftool PATH]] [--trap-ns ENTRY,RET] [--canary]
   python3 overhead.py --summarize DIR [DIR…] [--trap-ns ENTRY,RET] [--out DIR]
 """
 import argparse
@@ -72,7 +81,8 @@ def mapped_cuda_libs(pid):
     return rt, drv
 
 
-def steps_between(log, t0, t1):
+def lines_between(log, t0, t1):
+    """How many timestamps (CLOCK_MONOTONIC ns, one a line) in `log` fall in [t0, t1)."""
     n = 0
     with open(log) as f:
         for line in f:
@@ -82,6 +92,74 @@ def steps_between(log, t0, t1):
             if t0 <= t < t1:
                 n += 1
     return n
+
+
+steps_between = lines_between
+
+
+def rate_between(log, t0, t1):
+    """Events a second in `log` (timestamps, one a line) over [t0, t1), measured from the first
+    to the last event inside it, so that no fraction of an interval is counted."""
+    first = last = None
+    n = 0
+    with open(log) as f:
+        for line in f:
+            t = int(line)
+            if t0 <= t < t1:
+                first = t if first is None else first
+                last = t
+                n += 1
+    return (n - 1) / ((last - first) / 1e9) if n > 1 and last > first else 0.0
+
+# The host-speed canary: a separate Python process doing a fixed amount of interpreter work per
+# chunk and logging the time each chunk ends. It makes no CUDA calls and no syscalls between
+# writes, so the tracer barely touches it; its rate in a phase shows how fast this host's CPUs
+# ran then, the same for untraced and traced phases.
+CANARY = """
+import os, sys, time
+d = {}
+parent = os.getppid()
+with open(sys.argv[1], "w", buffering=1) as f:
+    while os.getppid() == parent:  # ends with the measurement, however that ends
+        for i in range(10000):
+            d[i & 255] = d.get((i * 7) & 255, 0) + i
+            s = [i, i + 1, i + 2]
+            s.sort(reverse=True)
+        f.write(f"{time.monotonic_ns()}\\n")
+"""
+
+
+class GpuSampler:
+    """The GPU's SM clock (MHz), power (W) and temperature (C) sampled through NVML during a
+    phase: the GPU's own speed, which no tracer changes, next to each phase's throughput.
+    Records nothing where pynvml is missing."""
+
+    def __init__(self):
+        self.samples = []
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            self.nvml = pynvml
+            self.handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        except Exception:  # no pynvml, no driver: the phase goes without GPU conditions
+            self.nvml = None
+
+    def sample(self):
+        if self.nvml is None:
+            return
+        n, h = self.nvml, self.handle
+        try:
+            self.samples.append((n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM),
+                                 n.nvmlDeviceGetPowerUsage(h) / 1000.0,
+                                 n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU)))
+        except n.NVMLError:
+            pass
+
+    def means(self):
+        if not self.samples:
+            return {}
+        return {k: statistics.fmean(s[i] for s in self.samples)
+                for i, k in enumerate(("gpu_sm_mhz", "gpu_power_w", "gpu_temp_c"))}
 
 
 def agent_usage(pid):
@@ -111,6 +189,62 @@ def mean_ci(values, resamples=10000, seed=1):
     n = len(values)
     means = sorted(statistics.fmean(rng.choices(values, k=n)) for _ in range(resamples))
     return statistics.fmean(values), means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
+
+
+def neighbour_ratio(run, i, key):
+    """Phase i's `key` over the mean of the nearest untraced phases before and after it in its
+    run; None where the phase or both neighbours lack it."""
+    before = next((q for q in reversed(run[:i]) if q["mode"] == "untraced"), None)
+    after = next((q for q in run[i + 1:] if q["mode"] == "untraced"), None)
+    refs = [q[key] for q in (before, after) if q and q.get(key, 0) > 0]
+    if not refs or run[i].get(key, 0) <= 0:
+        return None
+    return run[i][key] / statistics.mean(refs)
+
+
+# What each phase records of the host's and the GPU's own speed, which the tracer does not
+# change: the canary's rate and the GPU's SM clock.
+COVARIATES = ("canary_per_s", "gpu_sm_mhz")
+
+
+def t975(df):
+    """The 97.5% quantile of Student's t with `df` degrees of freedom (Cornish-Fisher expansion
+    about the normal's 1.96; within 1% of the table from df = 5 up, 0.1% from df = 10)."""
+    z = 1.959964
+    return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+
+
+def adjusted_loss(pairs):
+    """Throughput loss with the part of each phase's noise that a covariate explains taken out
+    (regression adjustment, as in CUPED). `pairs`: (throughput ratio, covariate ratio) of each
+    traced phase against its untraced neighbours. On logs, fit y = a + theta * x by least
+    squares: the covariate is not changed by tracing, so its ratio is 1 (x = 0) but for noise,
+    and the intercept a is the log throughput ratio with that noise taken out. Its 95%
+    interval is the textbook one for an intercept (t with n - 2 degrees of freedom), which
+    holds where a bootstrap over 30-odd phases covers too little. Returns the adjusted mean
+    loss and interval, theta, the correlation, and the covariate's own mean change in traced
+    phases (near zero, or tracing moved the covariate and the adjustment does not hold)."""
+    import math
+    n = len(pairs)
+    ys = [math.log(r) for r, _ in pairs]
+    xs = [math.log(c) for _, c in pairs]
+    my, mx = statistics.fmean(ys), statistics.fmean(xs)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    theta = sxy / sxx if sxx > 0 else 0.0
+    a = my - theta * mx
+    sse = sum((y - a - theta * x) ** 2 for x, y in zip(xs, ys))
+    se = math.sqrt(sse / (n - 2) * (1 / n + (mx * mx / sxx if sxx > 0 else 0.0)))
+    half = t975(n - 2) * se
+
+    def loss(log_ratio):
+        return 100 * (1 - math.exp(log_ratio))
+
+    return {"mean_loss_pct": loss(a), "loss_ci95_pct": [loss(a + half), loss(a - half)],
+            "theta": theta,
+            "correlation": sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else 0.0,
+            "covariate_change_pct": 100 * (math.exp(mx) - 1)}
 
 
 def on_sigterm(signum, frame):
@@ -178,7 +312,11 @@ def run_phase(mode, args, train, rt, drv, steps_log, idx, accounting=False):
         if accounting else {}
     train_cpu0 = process_cpu_s(train.pid)
     steal0, total0 = host_cpu_ticks()
-    time.sleep(args.phase - args.settle)
+    gpu = GpuSampler()
+    end = time.monotonic() + (args.phase - args.settle)
+    while (left := end - time.monotonic()) > 0:
+        gpu.sample()
+        time.sleep(min(1.0, left))
     t1 = time.monotonic_ns()
     train_cpu1 = process_cpu_s(train.pid)
     steal1, total1 = host_cpu_ticks()
@@ -196,7 +334,9 @@ def run_phase(mode, args, train, rt, drv, steps_log, idx, accounting=False):
              "steps_per_s": n / ((t1 - t0) / 1e9),
              "train_cpu_ms_per_step": 1e3 * (train_cpu1 - train_cpu0) / n if n else 0,
              "host_steal_pct": 100 * (steal1 - steal0) / max(1, total1 - total0),
-             **agent}
+             **gpu.means(), **agent}
+    if args.canary_log:
+        phase["canary_per_s"] = rate_between(args.canary_log, t0, t1)
     if accounting:
         progs = {}
         for pid_, (name, cnt0, ns0) in stats0.items():
@@ -234,6 +374,9 @@ def main():
     p.add_argument("--trap-ns", default="",
                    help="ENTRY,RET: ns one uprobe and one uretprobe cost beyond their program "
                         "(gw_uprobe_cost: bare entry, bare pair minus bare entry)")
+    p.add_argument("--canary", action="store_true",
+                   help="run a host-speed canary process beside the training and record its "
+                        "rate in every phase (canary_per_s)")
     p.add_argument("--summarize", metavar="DIR", nargs="+",
                    help="only recompute the summary of earlier runs from DIR/phases.jsonl "
                         "(several: pooled)")
@@ -265,6 +408,11 @@ def main():
         if train.poll() is not None:
             sys.exit("training exited early")
         time.sleep(1)
+    args.canary_log = None
+    canary = None
+    if args.canary:
+        args.canary_log = os.path.join(args.out, "canary.txt")
+        canary = subprocess.Popen([sys.executable, "-c", CANARY, args.canary_log])
     rt, drv = mapped_cuda_libs(train.pid)
     print(f"training pid {train.pid}; libcudart {rt}; libcuda {drv}", flush=True)
     phases = []
@@ -318,6 +466,9 @@ def main():
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the summary is written whatever comes now
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     train.send_signal(signal.SIGINT)
+    if canary is not None:
+        canary.kill()
+        canary.wait()
     try:
         train.wait(timeout=30)
     except subprocess.TimeoutExpired:
@@ -333,20 +484,23 @@ def summarize(runs, out, trap_ns):
     # it in its own run.
     ratios = {m: [] for m in modes if m != "untraced"}
     cpu_ratios = {m: [] for m in modes if m != "untraced"}
+    # (throughput ratio, covariate ratio) of each traced phase, per covariate recorded
+    covariate_pairs = {m: {c: [] for c in COVARIATES} for m in ratios}
     for phases in runs:
         run = [q for q in phases if not q.get("accounting")]
         for i, ph in enumerate(run):
             if ph["mode"] == "untraced":
                 continue
-            before = next((q for q in reversed(run[:i]) if q["mode"] == "untraced"), None)
-            after = next((q for q in run[i + 1:] if q["mode"] == "untraced"), None)
-            refs = [q["steps_per_s"] for q in (before, after) if q and q["steps_per_s"] > 0]
-            if refs and ph["steps_per_s"] > 0:
-                ratios[ph["mode"]].append(ph["steps_per_s"] / statistics.mean(refs))
-            crefs = [q["train_cpu_ms_per_step"] for q in (before, after)
-                     if q and q["train_cpu_ms_per_step"] > 0]
-            if crefs and ph["train_cpu_ms_per_step"] > 0:
-                cpu_ratios[ph["mode"]].append(ph["train_cpu_ms_per_step"] / statistics.mean(crefs))
+            r = neighbour_ratio(run, i, "steps_per_s")
+            if r is not None:
+                ratios[ph["mode"]].append(r)
+                for c in COVARIATES:
+                    rc = neighbour_ratio(run, i, c)
+                    if rc is not None:
+                        covariate_pairs[ph["mode"]][c].append((r, rc))
+            r = neighbour_ratio(run, i, "train_cpu_ms_per_step")
+            if r is not None:
+                cpu_ratios[ph["mode"]].append(r)
     summary = {"runs": len(runs)}
     for m, rs in ratios.items():
         if rs:
@@ -359,6 +513,9 @@ def summarize(runs, out, trap_ns):
                 cmean, clo, chi = mean_ci([100 * (r - 1) for r in cpu_ratios[m]])
                 summary[m]["train_cpu_per_step_increase_pct"] = cmean
                 summary[m]["train_cpu_per_step_ci95_pct"] = [clo, chi]
+            for c, pairs in covariate_pairs[m].items():
+                if len(pairs) >= 4 and len(pairs) == len(rs):
+                    summary[m].setdefault("adjusted", {})[c] = adjusted_loss(pairs)
             cpu = [q["agent_cpu_pct"] for q in ab if q["mode"] == m and "agent_cpu_pct" in q]
             rss = [q["agent_peak_rss_mb"] for q in ab if q["mode"] == m and "agent_peak_rss_mb" in q]
             if cpu:
@@ -408,6 +565,11 @@ def summarize(runs, out, trap_ns):
                   f"{v['phases']} phases; CPU/step "
                   f"{v.get('train_cpu_per_step_increase_pct', float('nan')):+.2f}% "
                   f"{[round(x, 2) for x in v.get('train_cpu_per_step_ci95_pct', [])]}")
+        for c, adj in v.get("adjusted", {}).items():
+            print(f"{m:13s}   adjusted for {c}: loss {adj['mean_loss_pct']:+.2f}% "
+                  f"[{adj['loss_ci95_pct'][0]:+.2f}, {adj['loss_ci95_pct'][1]:+.2f}] "
+                  f"(theta {adj['theta']:.2f}, correlation {adj['correlation']:+.2f}, "
+                  f"{c} itself {adj['covariate_change_pct']:+.2f}% in traced phases)")
         for acc in v.get("accounting_runs", []):
             ps = acc["per_step"]
             line = (f"{m:13s} per step: {ps['uprobe']['hits']:.1f} uprobe + "
