@@ -5,24 +5,18 @@ Meanwhile this controller cycles through short phases — untraced, `gpuwhy trac
 `gpuwhy trace --stack`, `gpuwhy trace --launch-duty 1` (gpuwhy_exact: every launch counted),
 and the bare mechanism (empty uprobe+uretprobe pairs on the same
 functions) — in rotating order. Each phase's throughput comes from the steps that ended inside
-it (after a settle period for attach/detach; with the default launch duty cycle of 10 s, a
+it (after a settle period that counts from the agent's attach — its start line — so that the
+first second after it, which counts launches at both layers until they are seen to nest, and
+`--stack`'s slower start stay outside; with the default launch duty cycle of 10 s, a
 measured part of 10 s holds exactly one counting second), and each traced phase is compared with the
 untraced phases on either side of it, so the loop's slow drift cancels out. Two metrics per
 phase: throughput (steps/s) and the main thread's CPU time per step (/proc/PID/schedstat, ns:
 the thread that makes the CUDA calls, so the one that pays for the probes). Each phase
 also records the host's steal time (/proc/stat: on a VM, CPU time the hypervisor gave
-elsewhere), so a noisy host shows in the data. Each mode reports the mean loss over its phases with a 95% bootstrap
+elsewhere), the GPU's SM clock, power and temperature (NVML, where pynvml is installed) and
+how long the agent took to attach, so a noisy host or a throttled GPU shows in the data. Each mode reports the mean loss over its phases with a 95% bootstrap
 confidence interval (10,000 resamples of the per-phase ratios, fixed seed): many short phases
 resolve what a few long ones cannot, because the loop's own drift is slow next to a phase.
-
-Covariates: each phase also records the GPU's SM clock, power and temperature (NVML, once a
-second, where pynvml is installed), and with --canary the rate of a host-speed canary (a
-separate Python process doing fixed interpreter work, no CUDA). Neither is changed by tracing,
-but both move with the host's and the GPU's own speed, which is most of the phase noise on a
-shared host. For each, the summary adds a regression-adjusted loss (the intercept of log
-throughput ratio on log covariate ratio, t interval), next to — never instead of — the direct
-one, with the covariate's own change in traced phases so that a covariate tracing did move
-shows.
 
 Probe accounting (--accounting): a phase's throughput cannot resolve a few tenths of a percent
 on a loop whose own phase-to-phase noise is ±2%, so after the alternating phases each traced
@@ -46,10 +40,11 @@ Usage (as root):
   python3 overhead.py --gpuwhy ./gpuwhy --bare ./gw_bare_probes --out DIR
                       [--phase 13] [--settle 3] [--rounds 8] [--deadline S]
                       [--modes untraced,gpuwhy,bare] [--train-arg=--data=gpu ...]
-                      [--accounting [--bpftool PATH]] [--trap-ns ENTRY,RET] [--canary]
+                      [--accounting [--bpftool PATH]] [--trap-ns ENTRY,RET]
   python3 overhead.py --summarize DIR [DIR…] [--trap-ns ENTRY,RET] [--out DIR]
 """
 import argparse
+import functools
 import json
 import os
 import signal
@@ -81,8 +76,7 @@ def mapped_cuda_libs(pid):
     return rt, drv
 
 
-def lines_between(log, t0, t1):
-    """How many timestamps (CLOCK_MONOTONIC ns, one a line) in `log` fall in [t0, t1)."""
+def steps_between(log, t0, t1):
     n = 0
     with open(log) as f:
         for line in f:
@@ -94,55 +88,25 @@ def lines_between(log, t0, t1):
     return n
 
 
-steps_between = lines_between
-
-
-def rate_between(log, t0, t1):
-    """Events a second in `log` (timestamps, one a line) over [t0, t1), measured from the first
-    to the last event inside it, so that no fraction of an interval is counted."""
-    first = last = None
-    n = 0
-    with open(log) as f:
-        for line in f:
-            t = int(line)
-            if t0 <= t < t1:
-                first = t if first is None else first
-                last = t
-                n += 1
-    return (n - 1) / ((last - first) / 1e9) if n > 1 and last > first else 0.0
-
-# The host-speed canary: a separate Python process doing a fixed amount of interpreter work per
-# chunk and logging the time each chunk ends. It makes no CUDA calls and no syscalls between
-# writes, so the tracer barely touches it; its rate in a phase shows how fast this host's CPUs
-# ran then, the same for untraced and traced phases.
-CANARY = """
-import os, sys, time
-d = {}
-parent = os.getppid()
-with open(sys.argv[1], "w", buffering=1) as f:
-    while os.getppid() == parent:  # ends with the measurement, however that ends
-        for i in range(10000):
-            d[i & 255] = d.get((i * 7) & 255, 0) + i
-            s = [i, i + 1, i + 2]
-            s.sort(reverse=True)
-        f.write(f"{time.monotonic_ns()}\\n")
-"""
+@functools.lru_cache(maxsize=None)
+def nvml_device():
+    """(pynvml, handle of GPU 0), initialized once; (None, None) without pynvml or a driver."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(0)
+    except Exception:  # pynvml raises its own errors, and ImportError where it is missing
+        return None, None
 
 
 class GpuSampler:
-    """The GPU's SM clock (MHz), power (W) and temperature (C) sampled through NVML during a
-    phase: the GPU's own speed, which no tracer changes, next to each phase's throughput.
-    Records nothing where pynvml is missing."""
+    """The GPU's SM clock (MHz), power (W) and temperature (C) sampled through NVML once a
+    second during a phase: whether the GPU itself changed speed (a throttled clock) shows next
+    to each phase's throughput. Records nothing where pynvml is missing."""
 
     def __init__(self):
         self.samples = []
-        try:
-            import pynvml
-            pynvml.nvmlInit()
-            self.nvml = pynvml
-            self.handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        except Exception:  # no pynvml, no driver: the phase goes without GPU conditions
-            self.nvml = None
+        self.nvml, self.handle = nvml_device()
 
     def sample(self):
         if self.nvml is None:
@@ -160,6 +124,27 @@ class GpuSampler:
             return {}
         return {k: statistics.fmean(s[i] for s in self.samples)
                 for i, k in enumerate(("gpu_sm_mhz", "gpu_power_w", "gpu_temp_c"))}
+
+
+# What an agent prints once its probes are attached: `gpuwhy trace`'s start line, and
+# gw_bare_probes' count of attached pairs.
+READY_MARKS = ("gpuwhy trace: tracing", "pairs attached")
+
+
+def wait_ready(proc, log_path, timeout=60):
+    """Waits until the agent's log says its probes are attached. An agent that exits or does
+    not attach within `timeout` seconds ends the measurement: a phase without probes would be
+    measured as a traced one."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(log_path, errors="replace") as f:
+            if any(mark in f.read() for mark in READY_MARKS):
+                return
+        if proc.poll() is not None:
+            sys.exit(f"the agent exited before it attached (code {proc.returncode}); see {log_path}")
+        time.sleep(0.05)
+    proc.kill()
+    sys.exit(f"the agent did not attach within {timeout} s; see {log_path}")
 
 
 def agent_usage(pid):
@@ -202,51 +187,6 @@ def neighbour_ratio(run, i, key):
     return run[i][key] / statistics.mean(refs)
 
 
-# What each phase records of the host's and the GPU's own speed, which the tracer does not
-# change: the canary's rate and the GPU's SM clock.
-COVARIATES = ("canary_per_s", "gpu_sm_mhz")
-
-
-def t975(df):
-    """The 97.5% quantile of Student's t with `df` degrees of freedom (Cornish-Fisher expansion
-    about the normal's 1.96; within 1% of the table from df = 5 up, 0.1% from df = 10)."""
-    z = 1.959964
-    return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
-
-
-def adjusted_loss(pairs):
-    """Throughput loss with the part of each phase's noise that a covariate explains taken out
-    (regression adjustment, as in CUPED). `pairs`: (throughput ratio, covariate ratio) of each
-    traced phase against its untraced neighbours. On logs, fit y = a + theta * x by least
-    squares: the covariate is not changed by tracing, so its ratio is 1 (x = 0) but for noise,
-    and the intercept a is the log throughput ratio with that noise taken out. Its 95%
-    interval is the textbook one for an intercept (t with n - 2 degrees of freedom), which
-    holds where a bootstrap over 30-odd phases covers too little. Returns the adjusted mean
-    loss and interval, theta, the correlation, and the covariate's own mean change in traced
-    phases (near zero, or tracing moved the covariate and the adjustment does not hold)."""
-    import math
-    n = len(pairs)
-    ys = [math.log(r) for r, _ in pairs]
-    xs = [math.log(c) for _, c in pairs]
-    my, mx = statistics.fmean(ys), statistics.fmean(xs)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    syy = sum((y - my) ** 2 for y in ys)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
-    theta = sxy / sxx if sxx > 0 else 0.0
-    a = my - theta * mx
-    sse = sum((y - a - theta * x) ** 2 for x, y in zip(xs, ys))
-    se = math.sqrt(sse / (n - 2) * (1 / n + (mx * mx / sxx if sxx > 0 else 0.0)))
-    half = t975(n - 2) * se
-
-    def loss(log_ratio):
-        return 100 * (1 - math.exp(log_ratio))
-
-    return {"mean_loss_pct": loss(a), "loss_ci95_pct": [loss(a + half), loss(a - half)],
-            "theta": theta,
-            "correlation": sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else 0.0,
-            "covariate_change_pct": 100 * (math.exp(mx) - 1)}
-
-
 def on_sigterm(signum, frame):
     raise KeyboardInterrupt
 
@@ -259,13 +199,19 @@ def start_mode(mode, args, pid, rt, drv, out, idx):
         if drv:
             cmd += ["--lib", drv, "--symbols", DRIVER_SYMBOLS]
     else:
-        cmd = [args.gpuwhy, "trace", "--quiet", "--db", os.path.join(out, f"phase{idx}.db")]
+        # Not --quiet: the start line says when the probes are attached (a status line a
+        # second follows, as when a user runs it with its output to a file).
+        cmd = [args.gpuwhy, "trace", "--db", os.path.join(out, f"phase{idx}.db")]
         if mode == "gpuwhy_stack":
             cmd.append("--stack")
         if mode == "gpuwhy_exact":  # every launch counted (no launch duty cycle)
             cmd += ["--launch-duty", "1"]
-    log = open(os.path.join(out, f"phase{idx}_{mode}.log"), "w")
+    log = open(phase_log_path(out, idx, mode), "w")
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+
+
+def phase_log_path(out, idx, mode):
+    return os.path.join(out, f"phase{idx}_{mode}.log")
 
 
 BPF_STATS = "/proc/sys/kernel/bpf_stats_enabled"
@@ -304,7 +250,14 @@ def run_phase(mode, args, train, rt, drv, steps_log, idx, accounting=False):
     """One phase: start `mode`, settle, measure, stop. With `accounting`, BPF run counters of
     the programs the agent loaded are read over the measured part too."""
     before_ids = set(bpf_progs(args.bpftool)) if accounting else set()
+    launched = time.monotonic()
     proc = start_mode(mode, args, train.pid, rt, drv, args.out, idx)
+    # The settle period counts from the attach, not from the launch: `--stack` takes longer to
+    # attach (symbol tables), and the first second after an attach counts launches at both
+    # layers until they are seen to nest, a start-up cost a long trace pays once.
+    if proc is not None:
+        wait_ready(proc, phase_log_path(args.out, idx, mode))
+    ready_s = time.monotonic() - launched
     t0 = time.monotonic_ns() + int(args.settle * 1e9)
     time.sleep(args.settle)
     cpu0, _ = agent_usage(proc.pid) if proc is not None else (None, None)
@@ -334,9 +287,7 @@ def run_phase(mode, args, train, rt, drv, steps_log, idx, accounting=False):
              "steps_per_s": n / ((t1 - t0) / 1e9),
              "train_cpu_ms_per_step": 1e3 * (train_cpu1 - train_cpu0) / n if n else 0,
              "host_steal_pct": 100 * (steal1 - steal0) / max(1, total1 - total0),
-             **gpu.means(), **agent}
-    if args.canary_log:
-        phase["canary_per_s"] = rate_between(args.canary_log, t0, t1)
+             "ready_s": ready_s, **gpu.means(), **agent}
     if accounting:
         progs = {}
         for pid_, (name, cnt0, ns0) in stats0.items():
@@ -374,9 +325,6 @@ def main():
     p.add_argument("--trap-ns", default="",
                    help="ENTRY,RET: ns one uprobe and one uretprobe cost beyond their program "
                         "(gw_uprobe_cost: bare entry, bare pair minus bare entry)")
-    p.add_argument("--canary", action="store_true",
-                   help="run a host-speed canary process beside the training and record its "
-                        "rate in every phase (canary_per_s)")
     p.add_argument("--summarize", metavar="DIR", nargs="+",
                    help="only recompute the summary of earlier runs from DIR/phases.jsonl "
                         "(several: pooled)")
@@ -408,11 +356,6 @@ def main():
         if train.poll() is not None:
             sys.exit("training exited early")
         time.sleep(1)
-    args.canary_log = None
-    canary = None
-    if args.canary:
-        args.canary_log = os.path.join(args.out, "canary.txt")
-        canary = subprocess.Popen([sys.executable, "-c", CANARY, args.canary_log])
     rt, drv = mapped_cuda_libs(train.pid)
     print(f"training pid {train.pid}; libcudart {rt}; libcuda {drv}", flush=True)
     phases = []
@@ -422,17 +365,19 @@ def main():
     phase_log = open(os.path.join(args.out, "phases.jsonl"), "w", buffering=1)
     # What one phase past its measured part costs: the tracer's stop, the detach pause.
     tail_s = 4.0
+    ready_s = 3.0  # the longest attach so far (a guess until the first traced phase)
     # The accounting phases come last and are kept time for.
-    reserve = (args.phase + tail_s) * len(traced_modes) if args.accounting else 0
+    reserve = len(traced_modes) if args.accounting else 0
     stats_was = None
     try:
         for r in range(args.rounds):
             order = modes[r % len(modes):] + modes[:r % len(modes)]
             for mode in order:
-                if args.deadline > 0 and (time.monotonic() - started + args.phase + tail_s
-                                          + reserve > args.deadline):
+                if args.deadline > 0 and (time.monotonic() - started + (1 + reserve)
+                                          * (args.phase + tail_s + ready_s) > args.deadline):
                     raise StopIteration
                 phases.append(run_phase(mode, args, train, rt, drv, steps_log, idx))
+                ready_s = max(ready_s, phases[-1]["ready_s"])
                 phase_log.write(json.dumps(phases[-1]) + "\n")
                 print(f"phase {idx:3d} {mode:13s} {phases[-1]['steps_per_s']:8.2f} steps/s",
                       flush=True)
@@ -466,9 +411,6 @@ def main():
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the summary is written whatever comes now
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     train.send_signal(signal.SIGINT)
-    if canary is not None:
-        canary.kill()
-        canary.wait()
     try:
         train.wait(timeout=30)
     except subprocess.TimeoutExpired:
@@ -484,23 +426,15 @@ def summarize(runs, out, trap_ns):
     # it in its own run.
     ratios = {m: [] for m in modes if m != "untraced"}
     cpu_ratios = {m: [] for m in modes if m != "untraced"}
-    # (throughput ratio, covariate ratio) of each traced phase, per covariate recorded
-    covariate_pairs = {m: {c: [] for c in COVARIATES} for m in ratios}
     for phases in runs:
         run = [q for q in phases if not q.get("accounting")]
         for i, ph in enumerate(run):
             if ph["mode"] == "untraced":
                 continue
-            r = neighbour_ratio(run, i, "steps_per_s")
-            if r is not None:
-                ratios[ph["mode"]].append(r)
-                for c in COVARIATES:
-                    rc = neighbour_ratio(run, i, c)
-                    if rc is not None:
-                        covariate_pairs[ph["mode"]][c].append((r, rc))
-            r = neighbour_ratio(run, i, "train_cpu_ms_per_step")
-            if r is not None:
-                cpu_ratios[ph["mode"]].append(r)
+            for key, into in (("steps_per_s", ratios), ("train_cpu_ms_per_step", cpu_ratios)):
+                r = neighbour_ratio(run, i, key)
+                if r is not None:
+                    into[ph["mode"]].append(r)
     summary = {"runs": len(runs)}
     for m, rs in ratios.items():
         if rs:
@@ -513,9 +447,6 @@ def summarize(runs, out, trap_ns):
                 cmean, clo, chi = mean_ci([100 * (r - 1) for r in cpu_ratios[m]])
                 summary[m]["train_cpu_per_step_increase_pct"] = cmean
                 summary[m]["train_cpu_per_step_ci95_pct"] = [clo, chi]
-            for c, pairs in covariate_pairs[m].items():
-                if len(pairs) >= 4 and len(pairs) == len(rs):
-                    summary[m].setdefault("adjusted", {})[c] = adjusted_loss(pairs)
             cpu = [q["agent_cpu_pct"] for q in ab if q["mode"] == m and "agent_cpu_pct" in q]
             rss = [q["agent_peak_rss_mb"] for q in ab if q["mode"] == m and "agent_peak_rss_mb" in q]
             if cpu:
@@ -565,11 +496,6 @@ def summarize(runs, out, trap_ns):
                   f"{v['phases']} phases; CPU/step "
                   f"{v.get('train_cpu_per_step_increase_pct', float('nan')):+.2f}% "
                   f"{[round(x, 2) for x in v.get('train_cpu_per_step_ci95_pct', [])]}")
-        for c, adj in v.get("adjusted", {}).items():
-            print(f"{m:13s}   adjusted for {c}: loss {adj['mean_loss_pct']:+.2f}% "
-                  f"[{adj['loss_ci95_pct'][0]:+.2f}, {adj['loss_ci95_pct'][1]:+.2f}] "
-                  f"(theta {adj['theta']:.2f}, correlation {adj['correlation']:+.2f}, "
-                  f"{c} itself {adj['covariate_change_pct']:+.2f}% in traced phases)")
         for acc in v.get("accounting_runs", []):
             ps = acc["per_step"]
             line = (f"{m:13s} per step: {ps['uprobe']['hits']:.1f} uprobe + "
