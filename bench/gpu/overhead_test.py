@@ -1,0 +1,126 @@
+"""Tests of overhead.py's statistics and phase bookkeeping: the parts a claim in BENCHMARKS.md
+rests on, runnable on any machine (no GPU, no root).
+
+  python3 bench/gpu/overhead_test.py
+"""
+import math
+import os
+import random
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import overhead  # noqa: E402
+
+
+def alternating_run(phases, noise, loss, rng):
+    """One run in overhead.py's rotating order (untraced, traced, traced, untraced, ...) with
+    log-normal phase noise of sd `noise` and a true throughput loss of `loss` (a fraction)."""
+    modes = []
+    r = 0
+    while len(modes) < phases:
+        order = ["untraced", "traced"]
+        modes += order[r % 2:] + order[:r % 2]
+        r += 1
+    run = []
+    for i, m in enumerate(modes[:phases]):
+        rate = 90 * rng.lognormvariate(0, noise) * ((1 - loss) if m == "traced" else 1)
+        run.append({"mode": m, "t0": i, "steps_per_s": rate, "train_cpu_ms_per_step": 5.0})
+    return run
+
+
+def loss_interval(run):
+    groups = {}
+    for i, q in enumerate(run):
+        if q["mode"] == "untraced":
+            continue
+        r = overhead.neighbour_ratio(run, i, "steps_per_s")
+        groups.setdefault(overhead.neighbours_of(run, i), []).append(100 * (1 - r))
+    return overhead.mean_ci(list(groups.values()))
+
+
+class IntervalTest(unittest.TestCase):
+    def test_interval_holds_the_true_loss_about_95_percent_of_the_time(self):
+        # Traced phases that share untraced neighbours share their noise; an interval that
+        # treated them as independent held the truth ~90% of the time here.
+        for phases, trials in ((38, 500), (110, 300)):
+            rng = random.Random(phases)
+            held = 0
+            for _ in range(trials):
+                _, lo, hi = loss_interval(alternating_run(phases, 0.04, 0.005, rng))
+                held += lo <= 0.5 <= hi
+            self.assertGreaterEqual(held / trials, 0.92, f"{phases} phases")
+            self.assertLessEqual(held / trials, 0.98, f"{phases} phases")
+
+    def test_a_real_loss_is_resolved_on_a_quiet_loop(self):
+        rng = random.Random(7)
+        mean, lo, hi = loss_interval(alternating_run(60, 0.002, 0.01, rng))
+        self.assertAlmostEqual(mean, 1.0, delta=0.2)
+        self.assertGreater(lo, 0.5)
+        self.assertLess(hi, 1.5)
+
+    def test_one_group_has_no_interval(self):
+        mean, lo, hi = overhead.mean_ci([[1.0, 2.0]])
+        self.assertEqual(mean, 1.5)
+        self.assertTrue(math.isinf(lo) and math.isinf(hi))
+
+    def test_t_quantiles_match_the_table(self):
+        for df, table in ((1, 12.706), (4, 2.776), (5, 2.571), (10, 2.228), (30, 2.042)):
+            self.assertAlmostEqual(overhead.t975(df), table, delta=table * 0.01)
+
+
+class PhaseTest(unittest.TestCase):
+    def test_neighbours_are_the_nearest_untraced_phases_of_the_same_run(self):
+        run = [{"mode": m, "t0": i, "steps_per_s": s} for i, (m, s) in enumerate(
+            [("untraced", 100), ("traced", 99), ("traced", 98), ("untraced", 102)])]
+        self.assertEqual(overhead.neighbours_of(run, 1), (0, 3))
+        self.assertEqual(overhead.neighbours_of(run, 2), (0, 3))
+        self.assertAlmostEqual(overhead.neighbour_ratio(run, 1, "steps_per_s"), 99 / 101)
+        # A phase without the key (an older run's file) has no ratio rather than a wrong one.
+        self.assertIsNone(overhead.neighbour_ratio(run, 1, "gpu_sm_mhz"))
+
+    def test_step_rate_counts_no_fraction_of_a_step_at_the_edges(self):
+        # Two steps a second, ends at 0.9 s, 1.4 s, ...: the window [0, 10) holds 19 of them.
+        ends = [int((0.9 + 0.5 * k) * 1e9) for k in range(40)]
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+            f.write("# pid 1 batch 1\n" + "".join(f"{t}\n" for t in ends))
+        try:
+            n, first, last = overhead.steps_between(f.name, 0, int(10e9))
+            self.assertEqual(n, 19)
+            self.assertAlmostEqual(overhead.step_rate(n, first, last, 0, int(10e9)), 2.0)
+        finally:
+            os.unlink(f.name)
+
+    def test_waiting_for_the_attach_fails_for_an_agent_that_exits_first(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
+            f.write("gpuwhy trace: error: needs root\n")
+
+        class Exited:
+            returncode = 1
+
+            def poll(self):
+                return 1
+
+        try:
+            with self.assertRaises(SystemExit):
+                overhead.wait_ready(Exited(), f.name, timeout=5)
+        finally:
+            os.unlink(f.name)
+
+    def test_waiting_for_the_attach_returns_at_the_start_line(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
+            f.write("gpuwhy trace: tracing into x.db — Ctrl-C to stop\n")
+
+        class Running:
+            def poll(self):
+                return None
+
+        try:
+            overhead.wait_ready(Running(), f.name, timeout=5)
+        finally:
+            os.unlink(f.name)
+
+
+if __name__ == "__main__":
+    unittest.main()
