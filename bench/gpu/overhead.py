@@ -378,6 +378,8 @@ def main():
             with open(os.path.join(d, "phases.jsonl")) as f:
                 runs.append([json.loads(line) for line in f if line.strip()])
         out = args.out or (args.summarize[0] if len(runs) == 1 else None)
+        if out:
+            os.makedirs(out, exist_ok=True)
         summarize(runs, out, args.trap_ns)
         return
     if not (args.gpuwhy and args.bare and args.out):
