@@ -3,11 +3,13 @@ rests on, runnable on any machine (no GPU, no root).
 
   python3 bench/gpu/overhead_test.py
 """
+import contextlib
 import math
 import os
 import random
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -93,34 +95,36 @@ class PhaseTest(unittest.TestCase):
             os.unlink(f.name)
 
     def test_waiting_for_the_attach_fails_for_an_agent_that_exits_first(self):
-        with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
-            f.write("gpuwhy trace: error: needs root\n")
-
-        class Exited:
-            returncode = 1
-
-            def poll(self):
-                return 1
-
-        try:
-            with self.assertRaises(SystemExit):
-                overhead.wait_ready(Exited(), f.name, timeout=5)
-        finally:
-            os.unlink(f.name)
+        with agent_log("gpuwhy trace: error: needs root\n") as path:
+            started = time.monotonic()
+            with self.assertRaises(SystemExit) as ended:
+                overhead.wait_ready(FakeAgent(exit_code=1), path, timeout=30)
+            self.assertLess(time.monotonic() - started, 5)  # at the exit, not the timeout
+            self.assertIn("exited before it attached", str(ended.exception))
 
     def test_waiting_for_the_attach_returns_at_the_start_line(self):
-        with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
-            f.write("gpuwhy trace: tracing into x.db — Ctrl-C to stop\n")
+        with agent_log("gpuwhy trace: tracing into x.db — Ctrl-C to stop\n") as path:
+            overhead.wait_ready(FakeAgent(exit_code=None), path, timeout=5)
 
-        class Running:
-            def poll(self):
-                return None
 
-        try:
-            overhead.wait_ready(Running(), f.name, timeout=5)
-        finally:
-            os.unlink(f.name)
+class FakeAgent:
+    """What wait_ready asks of the agent's process: whether it has exited."""
 
+    def __init__(self, exit_code):
+        self.returncode = exit_code
+
+    def poll(self):
+        return self.returncode
+
+
+@contextlib.contextmanager
+def agent_log(text):
+    with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
+        f.write(text)
+    try:
+        yield f.name
+    finally:
+        os.unlink(f.name)
 
 if __name__ == "__main__":
     unittest.main()
