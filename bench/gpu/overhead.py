@@ -7,7 +7,8 @@ and the bare mechanism (empty uprobe+uretprobe pairs on the same
 functions) — in rotating order. Each phase's throughput comes from the steps that ended inside
 it (after a settle period that counts from the agent's attach — its start line — so that the
 first second after it, which counts launches at both layers until they are seen to nest, and
-`--stack`'s slower start stay outside; with the default launch duty cycle of 10 s, a
+`--stack`'s slower start stay outside; an untraced phase after an untraced one needs no
+settle; with the default launch duty cycle of 10 s, a
 measured part of 10 s holds exactly one counting second), and each traced phase is compared with the
 untraced phases on either side of it, so the loop's slow drift cancels out. Two metrics per
 phase: throughput (steps/s) and the main thread's CPU time per step (/proc/PID/schedstat, ns:
@@ -289,7 +290,7 @@ def host_cpu_ticks():
     return steal, sum(fields[:8])
 
 
-def run_phase(mode, args, train, rt, drv, steps_log, idx, accounting=False):
+def run_phase(mode, args, train, rt, drv, steps_log, idx, accounting=False, settle=None):
     """One phase: start `mode`, settle, measure, stop. With `accounting`, BPF run counters of
     the programs the agent loaded are read over the measured part too."""
     before_ids = set(bpf_progs(args.bpftool)) if accounting else set()
@@ -301,8 +302,9 @@ def run_phase(mode, args, train, rt, drv, steps_log, idx, accounting=False):
     if proc is not None:
         wait_ready(proc, phase_log_path(args.out, idx, mode))
     ready_s = time.monotonic() - launched
-    t0 = time.monotonic_ns() + int(args.settle * 1e9)
-    time.sleep(args.settle)
+    settle = args.settle if settle is None else settle
+    t0 = time.monotonic_ns() + int(settle * 1e9)
+    time.sleep(settle)
     cpu0, _ = agent_usage(proc.pid) if proc is not None else (None, None)
     stats0 = {k: v for k, v in bpf_progs(args.bpftool).items() if k not in before_ids} \
         if accounting else {}
@@ -421,7 +423,11 @@ def main():
                 if args.deadline > 0 and (time.monotonic() - started + (1 + reserve)
                                           * (args.phase + tail_s + ready_s) > args.deadline):
                     raise StopIteration
-                phases.append(run_phase(mode, args, train, rt, drv, steps_log, idx))
+                # An untraced phase right after another has no attach or detach to settle
+                # from; its measured part is as long as every other phase's.
+                quiet = mode == "untraced" and phases and phases[-1]["mode"] == "untraced"
+                phases.append(run_phase(mode, args, train, rt, drv, steps_log, idx,
+                                        settle=0 if quiet else None))
                 ready_s = max(ready_s, phases[-1]["ready_s"])
                 phase_log.write(json.dumps(phases[-1]) + "\n")
                 print(f"phase {idx:3d} {mode:13s} {phases[-1]['steps_per_s']:8.2f} steps/s",
