@@ -8,7 +8,7 @@ functions) — in rotating order. Each phase's throughput comes from the steps t
 it (after a settle period that counts from the agent's attach — its start line — so that the
 first second after it, which counts launches at both layers until they are seen to nest, and
 `--stack`'s slower start stay outside; an untraced phase after an untraced one needs no
-settle; with the default launch duty cycle of 10 s, a
+settle; a gpuwhy phase whose CUDA probes did not attach ends the measurement; with the default launch duty cycle of 10 s, a
 measured part of 10 s holds exactly one counting second), and each traced phase is compared with the
 untraced phases on either side of it, so the loop's slow drift cancels out. Two metrics per
 phase: throughput (steps/s) and the main thread's CPU time per step (/proc/PID/schedstat, ns:
@@ -50,6 +50,7 @@ Usage (as root):
   python3 overhead.py --summarize DIR [DIR…] [--trap-ns ENTRY,RET] [--out DIR]
 """
 import argparse
+import atexit
 import functools
 import json
 import os
@@ -163,6 +164,14 @@ def wait_ready(proc, log_path, timeout=60):
         time.sleep(0.05)
     proc.kill()
     sys.exit(f"the agent did not attach within {timeout} s; see {log_path}")
+
+
+def has_cuda_probes(log_path):
+    """Whether a gpuwhy phase's CUDA probes went on (its "cuda: attached N probes" note,
+    printed within a second of the start). A phase without them would measure a tracer that
+    traces no CUDA call, and understate the loss."""
+    with open(log_path, errors="replace") as f:
+        return "cuda: attached" in f.read()
 
 
 def agent_usage(pid):
@@ -305,6 +314,10 @@ def run_phase(mode, args, train, rt, drv, steps_log, idx, accounting=False, sett
     settle = args.settle if settle is None else settle
     t0 = time.monotonic_ns() + int(settle * 1e9)
     time.sleep(settle)
+    if mode.startswith("gpuwhy") and not has_cuda_probes(phase_log_path(args.out, idx, mode)):
+        proc.kill()
+        sys.exit("gpuwhy attached no CUDA probes (no 'cuda: attached' note); see "
+                 + phase_log_path(args.out, idx, mode))
     cpu0, _ = agent_usage(proc.pid) if proc is not None else (None, None)
     stats0 = {k: v for k, v in bpf_progs(args.bpftool).items() if k not in before_ids} \
         if accounting else {}
@@ -398,6 +411,7 @@ def main():
     train = subprocess.Popen([sys.executable, args.trainer, "--duration",
                               str(total), "--log", steps_log, "--workers", str(args.workers)]
                              + args.train_arg)
+    atexit.register(train.kill)  # a measurement that ends on an error leaves no training behind
     # Warm up: wait for steady steps (CUDA context, cuBLAS handles, workers).
     while not os.path.exists(steps_log) or steps_between(steps_log, 0, 1 << 62)[0] < 200:
         if train.poll() is not None:

@@ -107,6 +107,17 @@ class PhaseTest(unittest.TestCase):
             overhead.wait_ready(FakeAgent(exit_code=None), path, timeout=5)
 
 
+class CudaProbesTest(unittest.TestCase):
+    def test_a_phase_counts_only_with_its_cuda_probes_attached(self):
+        with agent_log("gpuwhy trace: tracing into x.db — Ctrl-C to stop\n"
+                       "gpuwhy trace: no CUDA library found\n") as path:
+            self.assertFalse(overhead.has_cuda_probes(path))
+        with agent_log("gpuwhy trace: tracing into x.db — Ctrl-C to stop\n"
+                       "gpuwhy trace: cuda: attached 55 probes to libcudart.so.13 (runtime)\n"
+                       ) as path:
+            self.assertTrue(overhead.has_cuda_probes(path))
+
+
 class FakeAgent:
     """What wait_ready asks of the agent's process: whether it has exited."""
 
