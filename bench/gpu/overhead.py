@@ -215,10 +215,15 @@ def mean_ci(groups):
     values = [v for g in groups for v in g]
     mean = statistics.fmean(values)
     if len(groups) < 2:
-        return mean, float("-inf"), float("inf")
+        return mean, None, None  # one group: no spread to make an interval from
     means = [statistics.fmean(g) for g in groups]
     half = t975(len(groups) - 1) * statistics.stdev(means) / len(groups) ** 0.5
     return mean, mean - half, mean + half
+
+
+def interval(lo_hi):
+    lo, hi = lo_hi
+    return "[no interval: one group]" if lo is None else f"[{lo:+.2f}, {hi:+.2f}]"
 
 
 def neighbour_ratio(run, i, key):
@@ -560,10 +565,10 @@ def summarize(runs, out, trap_ns):
             continue
         if "mean_loss_pct" in v:
             print(f"{m:13s} throughput loss {v['mean_loss_pct']:+.2f}% "
-                  f"[{v['loss_ci95_pct'][0]:+.2f}, {v['loss_ci95_pct'][1]:+.2f}] over "
-                  f"{v['phases']} phases; CPU/step "
+                  f"{interval(v['loss_ci95_pct'])} over {v['phases']} phases "
+                  f"({v['groups']} groups); CPU/step "
                   f"{v.get('train_cpu_per_step_increase_pct', float('nan')):+.2f}% "
-                  f"{[round(x, 2) for x in v.get('train_cpu_per_step_ci95_pct', [])]}")
+                  f"{interval(v.get('train_cpu_per_step_ci95_pct', [None, None]))}")
         for acc in v.get("accounting_runs", []):
             ps = acc["per_step"]
             line = (f"{m:13s} per step: {ps['uprobe']['hits']:.1f} uprobe + "
