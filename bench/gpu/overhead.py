@@ -8,9 +8,10 @@ functions) — in rotating order. Each phase's throughput comes from the steps t
 it (after a settle period that counts from the agent's attach — its start line — so that the
 first second after it, which counts launches at both layers until they are seen to nest, and
 `--stack`'s slower start stay outside; an untraced phase after an untraced one needs no
-settle; a gpuwhy phase whose CUDA probes did not attach ends the measurement; with the default launch duty cycle of 10 s, a
-measured part of 10 s holds exactly one counting second), and each traced phase is compared with the
-untraced phases on either side of it, so the loop's slow drift cancels out. Two metrics per
+settle; with the default launch duty cycle of 10 s, a measured part of 10 s holds exactly one
+counting second), and each traced phase is compared with the untraced phases on either side
+of it, so the loop's slow drift cancels out. A gpuwhy phase whose CUDA probes did not attach
+ends the measurement. Two metrics per
 phase: throughput (steps/s) and the main thread's CPU time per step (/proc/PID/schedstat, ns:
 the thread that makes the CUDA calls, so the one that pays for the probes). Each phase
 also records the host's steal time (/proc/stat: on a VM, CPU time the hypervisor gave
@@ -35,7 +36,7 @@ the cost the probes add per step is bounded from above: every hit is charged to 
 process's critical path, tracepoint hits of other processes included. `--summarize DIR`
 recomputes the summary from DIR/phases.jsonl (e.g. with the trap costs measured later);
 `--summarize DIR1 DIR2 …` pools runs: each traced phase is still compared with the untraced
-phases of its own run, and the interval is over all runs' phases together (written to --out
+phases of its own run, and the interval is over all runs' groups together (written to --out
 DIR when given).
 
 Every phase is appended to DIR/phases.jsonl as it ends, and --deadline S stops starting phases
@@ -226,23 +227,20 @@ def interval(lo_hi):
     return "[no interval: one group]" if lo is None else f"[{lo:+.2f}, {hi:+.2f}]"
 
 
-def neighbour_ratio(run, i, key):
-    """Phase i's `key` over the mean of the nearest untraced phases before and after it in its
-    run; None where the phase or both neighbours lack it."""
+def neighbours(run, i):
+    """The nearest untraced phases before and after phase i in its run (None where none)."""
     before = next((q for q in reversed(run[:i]) if q["mode"] == "untraced"), None)
     after = next((q for q in run[i + 1:] if q["mode"] == "untraced"), None)
-    refs = [q[key] for q in (before, after) if q and q.get(key, 0) > 0]
+    return before, after
+
+
+def neighbour_ratio(run, i, key):
+    """Phase i's `key` over the mean of its untraced neighbours' (neighbours()); None where the
+    phase or both neighbours lack it."""
+    refs = [q[key] for q in neighbours(run, i) if q and q.get(key, 0) > 0]
     if not refs or run[i].get(key, 0) <= 0:
         return None
     return run[i][key] / statistics.mean(refs)
-
-
-def neighbours_of(run, i):
-    """Which untraced phases phase i is compared with (their t0s): the group it shares its
-    reference, and so its noise, with."""
-    before = next((q["t0"] for q in reversed(run[:i]) if q["mode"] == "untraced"), None)
-    after = next((q["t0"] for q in run[i + 1:] if q["mode"] == "untraced"), None)
-    return before, after
 
 
 def on_sigterm(signum, frame):
@@ -493,7 +491,7 @@ def summarize(runs, out, trap_ns):
     ab = [q for phases in runs for q in phases if not q.get("accounting")]
     modes = list(dict.fromkeys(q["mode"] for q in ab))
     # Each non-untraced phase against the mean of the nearest untraced phase before and after
-    # it in its own run, grouped by those neighbours (mean_ci resamples whole groups).
+    # it in its own run, grouped by those neighbours (mean_ci's units).
     ratios = {m: {} for m in modes if m != "untraced"}
     cpu_ratios = {m: {} for m in modes if m != "untraced"}
     for n, phases in enumerate(runs):
@@ -501,7 +499,8 @@ def summarize(runs, out, trap_ns):
         for i, ph in enumerate(run):
             if ph["mode"] == "untraced":
                 continue
-            group = (n, neighbours_of(run, i))
+            # Phases compared with the same neighbours share their noise: one group.
+            group = (n,) + tuple(q and q["t0"] for q in neighbours(run, i))
             for key, into in (("steps_per_s", ratios), ("train_cpu_ms_per_step", cpu_ratios)):
                 r = neighbour_ratio(run, i, key)
                 if r is not None:
@@ -551,7 +550,6 @@ def summarize(runs, out, trap_ns):
                         "cost_us_per_step_bound": cost_us,
                         "loss_bound_pct": 100 * cost_us / (step_us + cost_us)})
         summary.setdefault(q["mode"], {}).setdefault("accounting_runs", []).append(acc)
-        summary[q["mode"]]["accounting"] = acc
     if out:
         with open(os.path.join(out, "overhead.json"), "w") as f:
             json.dump({"phases": runs[0] if len(runs) == 1 else runs, "summary": summary}, f,

@@ -37,7 +37,8 @@ def loss_interval(run):
         if q["mode"] == "untraced":
             continue
         r = overhead.neighbour_ratio(run, i, "steps_per_s")
-        groups.setdefault(overhead.neighbours_of(run, i), []).append(100 * (1 - r))
+        key = tuple(q and q["t0"] for q in overhead.neighbours(run, i))
+        groups.setdefault(key, []).append(100 * (1 - r))
     return overhead.mean_ci(list(groups.values()))
 
 
@@ -76,8 +77,8 @@ class PhaseTest(unittest.TestCase):
     def test_neighbours_are_the_nearest_untraced_phases_of_the_same_run(self):
         run = [{"mode": m, "t0": i, "steps_per_s": s} for i, (m, s) in enumerate(
             [("untraced", 100), ("traced", 99), ("traced", 98), ("untraced", 102)])]
-        self.assertEqual(overhead.neighbours_of(run, 1), (0, 3))
-        self.assertEqual(overhead.neighbours_of(run, 2), (0, 3))
+        self.assertEqual(overhead.neighbours(run, 1), (run[0], run[3]))
+        self.assertEqual(overhead.neighbours(run, 2), (run[0], run[3]))
         self.assertAlmostEqual(overhead.neighbour_ratio(run, 1, "steps_per_s"), 99 / 101)
         # A phase without the key (an older run's file) has no ratio rather than a wrong one.
         self.assertIsNone(overhead.neighbour_ratio(run, 1, "gpu_sm_mhz"))
