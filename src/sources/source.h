@@ -63,6 +63,10 @@ struct SourceContext {
   StackRegistry* stack_registry = nullptr;
   // With --stack: the per-thread stack budget every source applies (--stack-rate, ≥ 1).
   uint32_t stack_rate = kDefaultStackRate;
+  // The budget's mean spacing: one stack per thread per this many ns.
+  uint64_t stack_interval_ns() const {
+    return 1'000'000'000ull / (stack_rate > 0 ? stack_rate : 1);
+  }
   // Extra CUDA library files or directories to attach to (trace --cuda-lib).
   std::vector<std::string> cuda_libs;
 };

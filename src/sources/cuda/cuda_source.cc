@@ -224,9 +224,8 @@ Status CudaSource::Configure(const SourceContext& context) {
   }
   if (context.stack_registry != nullptr) {
     skel->rodata->capture_stacks = 1;
-    uint32_t rate = std::max<uint32_t>(1, context.stack_rate);
-    skel->rodata->stack_interval_ns = 1'000'000'000ull / rate;
-    skel->rodata->stack_burst = std::max<uint32_t>(1, rate / 5);
+    skel->rodata->stack_interval_ns = context.stack_interval_ns();
+    skel->rodata->stack_burst = std::max<uint32_t>(1, context.stack_rate / 5);
     skel->rodata->stack_always_ns = options_.stack_always_ns;
     RETURN_IF_ERROR(context.stack_registry->ShareMaps(skel->obj));
   }

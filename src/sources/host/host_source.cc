@@ -192,8 +192,7 @@ Status HostSource::Start(const SourceContext& context) {
   skel->rodata->self_tgid = static_cast<__u32>(getpid());
   if (context.stack_registry != nullptr) {
     skel->rodata->capture_stacks = 1;
-    // At most one off-CPU stack per thread per 1/stack_rate s.
-    skel->rodata->stack_sample_ns = 1'000'000'000ull / std::max<uint32_t>(1, context.stack_rate);
+    skel->rodata->stack_sample_ns = context.stack_interval_ns();  // one off-CPU stack each
     RETURN_IF_ERROR(context.stack_registry->ShareMaps(skel->obj));
   }
   if (int err = bpf_map__set_max_entries(skel->maps.events,
