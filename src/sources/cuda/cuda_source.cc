@@ -460,6 +460,13 @@ Status CudaSource::AttachLibrary(const CudaLibrary& library) {
   }
   AddNote(std::move(note));
   std::lock_guard<std::mutex> lock(attach_mu_);
+  if (library.kind == CudaLibKind::kDriver) {
+    // Runtime launches counted before this driver was probed could not pair: the nesting
+    // proof starts over from here.
+    for (const auto& other : libraries_) {
+      if (other->library.kind == CudaLibKind::kRuntime && other->launch_probes > 0) nesting_rebase_ = true;
+    }
+  }
   libraries_.push_back(std::move(attached));
   return Status::Ok();
 }
@@ -498,17 +505,33 @@ void CudaSource::SetLaunchProbes(bool on) {
   std::lock_guard<std::mutex> lock(attach_mu_);
   if (on == launches_on_) return;
   launches_on_ = on;
-  for (auto& library : libraries_) {
-    if (!on) {
-      DetachLaunchProbes(*library);
-      continue;
+  // The driver's launch probes are attached before the runtime's and detached after them, so
+  // every runtime launch counted has its driver launch probed: the nesting proof
+  // (DetachNestedRuntimeLaunches) sees only launches that can pair.
+  const CudaLibKind first = on ? CudaLibKind::kDriver : CudaLibKind::kRuntime;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (auto& library : libraries_) {
+      if ((library->library.kind == first) != (pass == 0)) continue;
+      if (!on) {
+        DetachLaunchProbes(*library);
+        continue;
+      }
+      Status status = AttachLaunchProbes(*library, &notes_);
+      if (!status.ok()) notes_.push_back(status.message());
     }
-    Status status = AttachLaunchProbes(*library, &notes_);
-    if (!status.ok()) notes_.push_back(status.message());
   }
 }
 
 std::vector<CudaLibrary> CudaSource::Libraries() {
+  std::vector<CudaLibrary> found = FindLibraries();
+  // Drivers first: a runtime launch probe attached before its driver's would see launches
+  // that cannot be seen to nest, and the nesting proof would fail for no reason.
+  std::stable_partition(found.begin(), found.end(),
+                        [](const CudaLibrary& l) { return l.kind == CudaLibKind::kDriver; });
+  return found;
+}
+
+std::vector<CudaLibrary> CudaSource::FindLibraries() {
   std::vector<std::string> extra = options_.libraries;
   extra.insert(extra.end(), context_.cuda_libs.begin(), context_.cuda_libs.end());
   if (options_.discover) return FindCudaLibraries(extra, "/proc", &maps_filter_);
@@ -574,13 +597,21 @@ void CudaSource::DetachNestedRuntimeLaunches() {
   }
   uint64_t totals[GW_CUDA_NEST_SLOTS] = {};
   if (!SumPerCpuSlots(skel_.get()->maps.launch_nesting, GW_CUDA_NEST_SLOTS, totals)) return;
+  if (nesting_rebase_.exchange(false)) {
+    nesting_seen_[GW_CUDA_NEST_RUNTIME] = totals[GW_CUDA_NEST_RUNTIME];
+    nesting_seen_[GW_CUDA_NEST_PAIRED] = totals[GW_CUDA_NEST_PAIRED];
+    return;
+  }
   uint64_t runtime = totals[GW_CUDA_NEST_RUNTIME] - nesting_seen_[GW_CUDA_NEST_RUNTIME];
   uint64_t paired = totals[GW_CUDA_NEST_PAIRED] - nesting_seen_[GW_CUDA_NEST_PAIRED];
   if (runtime < kNestingProofLaunches) return;  // keep accumulating
   nesting_seen_[GW_CUDA_NEST_RUNTIME] = totals[GW_CUDA_NEST_RUNTIME];
   nesting_seen_[GW_CUDA_NEST_PAIRED] = totals[GW_CUDA_NEST_PAIRED];
   // Every runtime launch (to 1 in 1,000) made a driver launch: the driver probes alone see them.
-  if (paired * 1000 < runtime * 999) return;
+  if (paired * 1000 < runtime * 999) {
+    ++nesting_proofs_failed_;
+    return;
+  }
   size_t retired = 0;
   std::lock_guard<std::mutex> lock(attach_mu_);
   for (auto& library : libraries_) {

@@ -118,6 +118,8 @@ class CudaSource : public Source {
   bool UsesMultiUprobeLinks() const { return multi_links_; }
   // Whether the runtime launch probes were detached (every runtime launch nests a driver one).
   bool RuntimeLaunchesDetached() const { return runtime_launches_detached_.load(); }
+  // Windows of runtime launches in which too few were seen to nest (the proof failed).
+  int64_t NestingProofsFailed() const { return nesting_proofs_failed_.load(); }
 
  private:
   struct ProcessState;
@@ -131,7 +133,8 @@ class CudaSource : public Source {
   Status AttachLibrary(const CudaLibrary& library);
   // The libraries to attach to now: discovered ones (in processes new or changed since the
   // last call, see MapsScanFilter) plus the named ones.
-  std::vector<CudaLibrary> Libraries();
+  std::vector<CudaLibrary> Libraries();  // drivers first
+  std::vector<CudaLibrary> FindLibraries();
   void AttachDiscovered();
   void AddNote(std::string note);
 
@@ -192,6 +195,8 @@ class CudaSource : public Source {
   DriverObjectNames driver_names_;            // CUfunction / CUkernel → the driver's name
   uint64_t nesting_seen_[2] = {0, 0};         // launch_nesting totals already judged
   std::atomic<bool> runtime_launches_detached_{false};
+  std::atomic<int64_t> nesting_proofs_failed_{0};
+  std::atomic<bool> nesting_rebase_{false};  // a driver attached late: restart the proof window
   std::atomic<bool> launches_on_{true};  // launch probes attached in this second
   int64_t launch_phase_ = -1;  // the duty cycle's first counting second with launches; -1: none yet
 };

@@ -690,6 +690,32 @@ TEST_F(CudaSourceTest, LaunchesStayExactWhenRuntimeLaunchProbesAreDetached) {
   EXPECT_GT(driver_counted, 0);   // after it
 }
 
+// Attaching to a job already launching, under the launch duty cycle: the runtime launch probes
+// retire at the first proof. Launches made while only one layer is probed (the driver library's
+// attach, each counting second's re-attach) must not count as runtime launches that failed to
+// nest: the driver's launch probes go on first and off last. Trigger: a launch-heavy loop, the
+// source started 300 ms into it with the runtime library named first, --launch-duty 2.
+// Capture: the source's proof state. Assert: retired, and no proof window failed.
+TEST_F(CudaSourceTest, RuntimeLaunchProbesRetireAtTheFirstProofWhenAttachingToARunningJob) {
+  const std::string sim = GW_SIM_DIR;
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("gw_retire_counts_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  CudaSourceOptions options = SimOptions();  // libcudart before libcuda
+  options.launch_duty = 2;
+  auto source = CudaSource::Create(options);
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  pid_t pid = StartLaunchHeavyLoop(sim, dir.string());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CollectingSink sink;
+  ASSERT_TRUE((*source)->Start(TestContext(&sink, -1)).ok());
+  int status = DrainUntilExit(**source, pid, 5);
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE((*source)->RuntimeLaunchesDetached());
+  EXPECT_EQ((*source)->NestingProofsFailed(), 0);
+}
+
 // --launch-duty 2: the launch probes stay attached until a second with launches is counted, then
 // one second in two from it. Trigger: a launch-heavy loop for 4 s. Capture: the counts. Assert:
 // every count belongs to a counting second (the first one's parity), and about half the
