@@ -243,6 +243,21 @@ def neighbour_ratio(run, i, key):
     return run[i][key] / statistics.mean(refs)
 
 
+def neighbour_groups(run, key):
+    """Each traced phase's `key` relative to its untraced neighbours' (neighbour_ratio), by mode
+    and then by those neighbours: {mode: {(t0 before, t0 after): [ratios]}}. Phases compared
+    with the same neighbours share their noise, so a group is mean_ci's unit."""
+    out = {}
+    for i, ph in enumerate(run):
+        if ph["mode"] == "untraced":
+            continue
+        r = neighbour_ratio(run, i, key)
+        if r is not None:
+            group = tuple(q and q["t0"] for q in neighbours(run, i))
+            out.setdefault(ph["mode"], {}).setdefault(group, []).append(r)
+    return out
+
+
 def on_sigterm(signum, frame):
     raise KeyboardInterrupt
 
@@ -496,15 +511,10 @@ def summarize(runs, out, trap_ns):
     cpu_ratios = {m: {} for m in modes if m != "untraced"}
     for n, phases in enumerate(runs):
         run = [q for q in phases if not q.get("accounting")]
-        for i, ph in enumerate(run):
-            if ph["mode"] == "untraced":
-                continue
-            # Phases compared with the same neighbours share their noise: one group.
-            group = (n,) + tuple(q and q["t0"] for q in neighbours(run, i))
-            for key, into in (("steps_per_s", ratios), ("train_cpu_ms_per_step", cpu_ratios)):
-                r = neighbour_ratio(run, i, key)
-                if r is not None:
-                    into[ph["mode"]].setdefault(group, []).append(r)
+        for key, into in (("steps_per_s", ratios), ("train_cpu_ms_per_step", cpu_ratios)):
+            for mode, groups in neighbour_groups(run, key).items():
+                for group, rs in groups.items():
+                    into[mode][(n,) + group] = rs  # groups never span runs
     summary = {"runs": len(runs)}
     for m, groups in ratios.items():
         rs = [r for g in groups.values() for r in g]

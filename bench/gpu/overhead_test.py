@@ -31,15 +31,14 @@ def alternating_run(phases, noise, loss, rng):
     return run
 
 
+def loss_groups(run):
+    """The traced phases' throughput losses (percent), in overhead.py's groups."""
+    groups = overhead.neighbour_groups(run, "steps_per_s").get("traced", {})
+    return [[100 * (1 - r) for r in g] for g in groups.values()]
+
+
 def loss_interval(run):
-    groups = {}
-    for i, q in enumerate(run):
-        if q["mode"] == "untraced":
-            continue
-        r = overhead.neighbour_ratio(run, i, "steps_per_s")
-        key = tuple(q and q["t0"] for q in overhead.neighbours(run, i))
-        groups.setdefault(key, []).append(100 * (1 - r))
-    return overhead.mean_ci(list(groups.values()))
+    return overhead.mean_ci(loss_groups(run))
 
 
 class IntervalTest(unittest.TestCase):

@@ -21,16 +21,6 @@ import overhead_test  # noqa: E402
 TRUE_LOSS = 0.5  # percent
 
 
-def run_groups(run):
-    groups = {}
-    for i, q in enumerate(run):
-        if q["mode"] == "untraced":
-            continue
-        key = tuple(n and n["t0"] for n in overhead.neighbours(run, i))
-        groups.setdefault(key, []).append(100 * (1 - overhead.neighbour_ratio(run, i, "steps_per_s")))
-    return list(groups.values())
-
-
 def weighted_interval(runs, df_rule):
     means, ses, dfs = [], [], []
     for groups in runs:
@@ -58,8 +48,8 @@ def main():
         rng = random.Random(1)
         held = {"satterthwaite": 0, "min": 0, "pooled": 0}
         for _ in range(args.trials):
-            runs = [run_groups(overhead_test.alternating_run(21, n, TRUE_LOSS / 100, rng))
-                    for n in noises]
+            runs = [overhead_test.loss_groups(
+                overhead_test.alternating_run(21, n, TRUE_LOSS / 100, rng)) for n in noises]
             for rule in ("satterthwaite", "min"):
                 lo, hi = weighted_interval(runs, rule)
                 held[rule] += lo <= TRUE_LOSS <= hi

@@ -81,16 +81,23 @@ r = next(x for x in resp if x.get("id") == 2)["result"]
 assert not r.get("isError"), r
 d = r["structuredContent"]
 w = d["gpus"][0]["windows"]
-n = sum(x["samples"] for x in w)
-avg = sum(x["sm_active_pct"] * x["samples"] for x in w) / n
 lo, hi = round(d["window"]["from_s"] * 1e9), round(d["window"]["to_s"] * 1e9)
-sql = f"SELECT COUNT(*) AS n, AVG(sm_active_pct) AS a FROM gpu_samples WHERE ts >= {lo} AND ts < {hi}"
+# Per 1 s window: the sample count, and SM activity averaged over the samples that have it (the
+# first GPM sample of a session has none).
+sql = (f"SELECT ts / 1000000000 AS w, COUNT(*) AS n, AVG(sm_active_pct) AS a FROM gpu_samples "
+       f"WHERE ts >= {lo} AND ts < {hi} GROUP BY w ORDER BY w")
 want = json.loads(subprocess.run([gpuwhy, "query", "--db", db, "--json", sql], capture_output=True,
-                                 text=True, check=True).stdout)[0]
-assert n == want["n"] and n > 0, (n, want)
-assert abs(avg - want["a"]) < 0.1, (avg, want)
+                                 text=True, check=True).stdout)
+assert len(w) == len(want) and want, (w, want)
+for got, exp in zip(w, want):
+    assert round(got["start_s"]) == exp["w"] and got["samples"] == exp["n"], (got, exp)
+    if exp["a"] is None:
+        assert got["sm_active_pct"] is None, (got, exp)
+    else:
+        assert abs(got["sm_active_pct"] - exp["a"]) < 0.01, (got, exp)
 assert any(p["pid"] == int(jobpid) for p in d["processes"]), d["processes"]
-print(f"{n} samples, mean SM active {avg:.1f}%")
+n = sum(x["samples"] for x in w)
+print(f"{n} samples in {len(w)} windows,")
 ' "$GPUWHY" "$WORK/healthy.db" "$WORK/mcp.out" "$jobpid" > "$WORK/mcp.check" \
   && pass "MCP gpu_samples: $(cat "$WORK/mcp.check") as in SQL, the job listed" \
   || fail "MCP gpu_samples: $(head -c 800 "$WORK/mcp.out") $(cat "$WORK/mcp.err")"
