@@ -464,7 +464,10 @@ Status CudaSource::AttachLibrary(const CudaLibrary& library) {
     // Runtime launches counted before this driver was probed could not pair: the nesting
     // proof starts over from here.
     for (const auto& other : libraries_) {
-      if (other->library.kind == CudaLibKind::kRuntime && other->launch_probes > 0) nesting_rebase_ = true;
+      if (other->library.kind == CudaLibKind::kRuntime && !other->launches_retired &&
+          !other->launch_offsets.empty()) {
+        nesting_rebase_ = true;
+      }
     }
   }
   libraries_.push_back(std::move(attached));
