@@ -37,7 +37,10 @@ process's critical path, tracepoint hits of other processes included. `--summari
 recomputes the summary from DIR/phases.jsonl (e.g. with the trap costs measured later);
 `--summarize DIR1 DIR2 …` pools runs: each traced phase is still compared with the untraced
 phases of its own run, and the interval is over all runs' groups together (written to --out
-DIR when given).
+DIR when given). The interval assumes the runs' groups share one noise level: with
+--max-untraced-spread PCT, a run whose untraced phases lie more than PCT% apart (a noisy host,
+judged on untraced phases only, so the choice says nothing about the traced ones) is left out,
+and named. Weighting runs by their own noise instead covers badly (pooling_sim.py).
 
 Every phase is appended to DIR/phases.jsonl as it ends, and --deadline S stops starting phases
 once one more would not end S seconds after the start, so a time limit still leaves a summary
@@ -48,7 +51,8 @@ Usage (as root):
                       [--phase 13] [--settle 3] [--rounds 8] [--deadline S]
                       [--modes untraced,gpuwhy,bare] [--train-arg=--data=gpu ...]
                       [--accounting [--bpftool PATH]] [--trap-ns ENTRY,RET]
-  python3 overhead.py --summarize DIR [DIR…] [--trap-ns ENTRY,RET] [--out DIR]
+  python3 overhead.py --summarize DIR [DIR…] [--max-untraced-spread PCT] [--trap-ns ENTRY,RET]
+                      [--out DIR]
 """
 import argparse
 import atexit
@@ -258,6 +262,16 @@ def neighbour_groups(run, key):
     return out
 
 
+def untraced_spread_pct(run):
+    """How far apart a run's untraced phases lie: 100 × (fastest / slowest - 1); None with
+    fewer than two."""
+    rates = [q["steps_per_s"] for q in run
+             if q["mode"] == "untraced" and not q.get("accounting") and q["steps_per_s"] > 0]
+    if len(rates) < 2:
+        return None
+    return 100 * (max(rates) / min(rates) - 1)
+
+
 def on_sigterm(signum, frame):
     raise KeyboardInterrupt
 
@@ -404,12 +418,25 @@ def main():
     p.add_argument("--summarize", metavar="DIR", nargs="+",
                    help="only recompute the summary of earlier runs from DIR/phases.jsonl "
                         "(several: pooled)")
+    p.add_argument("--max-untraced-spread", metavar="PCT", type=float, default=None,
+                   help="with --summarize: leave out runs whose untraced phases lie more than "
+                        "PCT%% apart (max/min - 1)")
     args = p.parse_args()
     if args.summarize:
         runs = []
         for d in args.summarize:
             with open(os.path.join(d, "phases.jsonl")) as f:
-                runs.append([json.loads(line) for line in f if line.strip()])
+                run = [json.loads(line) for line in f if line.strip()]
+            spread = untraced_spread_pct(run)
+            if args.max_untraced_spread is not None and (
+                    spread is None or spread > args.max_untraced_spread):
+                print(f"left out {d}: untraced phases "
+                      + ("missing" if spread is None else f"{spread:.1f}% apart")
+                      + f" (limit {args.max_untraced_spread:g}%)", flush=True)
+                continue
+            runs.append(run)
+        if not runs:
+            sys.exit("no run left to summarize")
         out = args.out or (args.summarize[0] if len(runs) == 1 else None)
         if out:
             os.makedirs(out, exist_ok=True)

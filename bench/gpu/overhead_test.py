@@ -4,8 +4,10 @@ rests on, runnable on any machine (no GPU, no root).
   python3 bench/gpu/overhead_test.py
 """
 import contextlib
+import json
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -66,6 +68,35 @@ class IntervalTest(unittest.TestCase):
         self.assertEqual(mean, 1.5)
         self.assertIsNone(lo)
         self.assertIsNone(hi)
+
+    def test_untraced_spread_judges_only_untraced_phases(self):
+        run = [{"mode": "untraced", "steps_per_s": 90.0}, {"mode": "traced", "steps_per_s": 50.0},
+               {"mode": "untraced", "steps_per_s": 99.0},
+               {"mode": "untraced", "steps_per_s": 10.0, "accounting": True}]
+        self.assertAlmostEqual(overhead.untraced_spread_pct(run), 10.0)
+        self.assertIsNone(overhead.untraced_spread_pct(run[:2]))
+
+    def test_summarize_leaves_out_a_noisy_run_and_names_it(self):
+        rng = random.Random(3)
+        with tempfile.TemporaryDirectory() as tmp:
+            dirs = []
+            for name, noise in (("quiet", 0.002), ("noisy", 0.08)):
+                os.makedirs(os.path.join(tmp, name))
+                with open(os.path.join(tmp, name, "phases.jsonl"), "w") as f:
+                    for q in alternating_run(21, noise, 0.0, rng):
+                        f.write(json.dumps(q) + "\n")
+                dirs.append(os.path.join(tmp, name))
+            out = subprocess.run([sys.executable, overhead.__file__, "--summarize", *dirs,
+                                  "--max-untraced-spread", "2"],
+                                 capture_output=True, text=True, check=True).stdout
+            self.assertIn(f"left out {dirs[1]}: untraced phases", out)
+            self.assertNotIn(f"left out {dirs[0]}", out)
+            self.assertIn("\"runs\": 1,", out)  # the quiet one alone
+            self.assertRegex(out, r"traced +throughput loss .* over 10 phases")
+            failed = subprocess.run([sys.executable, overhead.__file__, "--summarize", dirs[1],
+                                     "--max-untraced-spread", "2"], capture_output=True, text=True)
+            self.assertNotEqual(failed.returncode, 0)
+            self.assertIn("no run left", failed.stderr)
 
     def test_t_quantiles_match_the_table(self):
         for df, table in ((1, 12.706), (4, 2.776), (5, 2.571), (10, 2.228), (30, 2.042)):
