@@ -121,6 +121,7 @@ struct Options {
   int sync_every = 1;
   int dtoh_every = 10;
   bool malloc_per_step = false;
+  int failed_launches = 0;  // launches per step of an unregistered function (they fail)
   std::string worker_comm = "pt_data_worker";
   int prefetch = 2;           // batches in flight per worker (DataLoader prefetch_factor)
   double slow_worker_ms = 0;  // extra CPU ms per batch for worker 0 only
@@ -151,6 +152,10 @@ void Usage(FILE* out) {
           "  --sync-every N        cudaStreamSynchronize every N steps (default 1; 0: never)\n"
           "  --dtoh-every N        read the loss back (DtoH + sync) every N steps (default 10)\n"
           "  --malloc-per-step     cudaMalloc/cudaFree a batch-sized buffer every step\n"
+          "  --failed-launches-per-step N  N more cudaLaunchKernel calls a step on a host\n"
+          "                        function never registered: each fails in the runtime\n"
+          "                        (invalid device function) without reaching the driver\n"
+          "                        (default 0; --shape simple only)\n"
           "  --worker-comm NAME    worker process name (default pt_data_worker)\n"
           "  --prefetch N          batches in flight per worker (default 2)\n"
           "  --shape simple|pytorch  thread/process layout (default simple: one trainer\n"
@@ -213,6 +218,7 @@ enum OptionId {
   kOptSyncEvery,
   kOptDtohEvery,
   kOptMallocPerStep,
+  kOptFailedLaunches,
   kOptWorkerComm,
   kOptPrefetch,
   kOptShape,
@@ -243,6 +249,7 @@ int ParseOptions(int argc, char** argv, Options* o) {
       {"sync-every", required_argument, nullptr, kOptSyncEvery},
       {"dtoh-every", required_argument, nullptr, kOptDtohEvery},
       {"malloc-per-step", no_argument, nullptr, kOptMallocPerStep},
+      {"failed-launches-per-step", required_argument, nullptr, kOptFailedLaunches},
       {"worker-comm", required_argument, nullptr, kOptWorkerComm},
       {"prefetch", required_argument, nullptr, kOptPrefetch},
       {"shape", required_argument, nullptr, kOptShape},
@@ -310,6 +317,10 @@ int ParseOptions(int argc, char** argv, Options* o) {
         ok = ParseInt(optarg, &n);
         o->dtoh_every = static_cast<int>(n);
         break;
+      case kOptFailedLaunches:
+        ok = ParseInt(optarg, &n) && n >= 0;
+        o->failed_launches = static_cast<int>(n);
+        break;
       case kOptMallocPerStep:
         o->malloc_per_step = true;
         break;
@@ -361,6 +372,10 @@ int ParseOptions(int argc, char** argv, Options* o) {
   }
   if (o->steps == 0 && o->duration_s == 0) {
     fprintf(stderr, "gw_train_loop: one of --steps or --duration must be non-zero\n");
+    return 1;
+  }
+  if (o->failed_launches > 0 && o->shape == Shape::kPytorch) {
+    fprintf(stderr, "gw_train_loop: --failed-launches-per-step needs --shape simple\n");
     return 1;
   }
   if (o->odirect && o->io_file.empty()) {
@@ -855,6 +870,15 @@ bool RunSteps(Trainer& t, std::vector<Worker>& workers, long* steps_done, double
       if (!Check(cudaLaunchKernel(reinterpret_cast<const void*>(kernel.stub), dim3(kernel.grid),
                                   dim3(kernel.block), args, 0, stream),
                  "cudaLaunchKernel")) {
+        return false;
+      }
+    }
+    for (int k = 0; k < o.failed_launches; ++k) {
+      void* no_args[] = {nullptr};
+      cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(&Usage), dim3(1), dim3(1),
+                                       no_args, 0, stream);
+      if (e != cudaErrorInvalidDeviceFunction) {
+        fprintf(stderr, "gw_train_loop: a launch of an unregistered function returned %d\n", e);
         return false;
       }
     }

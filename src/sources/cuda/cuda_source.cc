@@ -613,6 +613,8 @@ void CudaSource::DetachNestedRuntimeLaunches() {
   // Every runtime launch (to 1 in 1,000) made a driver launch: the driver probes alone see them.
   if (paired * 1000 < runtime * 999) {
     ++nesting_proofs_failed_;
+    last_failed_window_[GW_CUDA_NEST_RUNTIME] = runtime;
+    last_failed_window_[GW_CUDA_NEST_PAIRED] = paired;
     return;
   }
   size_t retired = 0;
@@ -678,6 +680,15 @@ int64_t CudaSource::Poll() {
     if (stop_flush_pending_ && options_.row_budget) {
       std::string summary = BudgetSummary();
       if (!summary.empty()) AddNote(std::move(summary));
+    }
+    if (stop_flush_pending_ && !runtime_launches_detached_ && nesting_proofs_failed_ > 0) {
+      uint64_t runtime = last_failed_window_[GW_CUDA_NEST_RUNTIME];
+      AddNote("cuda: the runtime launch probes stayed attached (launches cost two probe hits): "
+              "in " + std::to_string(nesting_proofs_failed_.load()) +
+              " windows more than 1 in 1,000 runtime launches did not reach a driver launch "
+              "(launches that failed in the runtime, or went another way); the last: " +
+              std::to_string(runtime - last_failed_window_[GW_CUDA_NEST_PAIRED]) + " of " +
+              std::to_string(runtime));
     }
     if (options_.detach_nested_runtime_launches) DetachNestedRuntimeLaunches();
     current_sec_ = now_sec;

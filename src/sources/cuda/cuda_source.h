@@ -194,6 +194,7 @@ class CudaSource : public Source {
   std::unique_ptr<Symbolizer> stub_symbols_;  // host stub → symbol, created on first need
   DriverObjectNames driver_names_;            // CUfunction / CUkernel → the driver's name
   uint64_t nesting_seen_[2] = {0, 0};         // launch_nesting totals already judged
+  uint64_t last_failed_window_[2] = {0, 0};   // the last window whose proof failed
   std::atomic<bool> runtime_launches_detached_{false};
   std::atomic<int64_t> nesting_proofs_failed_{0};
   std::atomic<bool> nesting_rebase_{false};  // a driver attached late: restart the proof window

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <regex>
 #include <set>
 #include <string>
 #include <thread>
@@ -714,6 +715,51 @@ TEST_F(CudaSourceTest, RuntimeLaunchProbesRetireAtTheFirstProofWhenAttachingToAR
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_TRUE((*source)->RuntimeLaunchesDetached());
   EXPECT_EQ((*source)->NestingProofsFailed(), 0);
+}
+
+// A job some of whose runtime launches never reach the driver (they fail in the runtime): the
+// runtime launch probes must stay, or those launches would go unseen, and the user is told why
+// launches cost two probe hits. Trigger: the launch-heavy loop with one launch of an unregistered
+// function a step (1 in 65 fails). Capture: proof state and notes. Assert: not retired, proofs
+// failed, the note says so with the last window's numbers, and every launch the job made is
+// counted, the failed ones included.
+TEST_F(CudaSourceTest, RuntimeLaunchProbesStayWhenRuntimeLaunchesDoNotReachTheDriver) {
+  const std::string sim = GW_SIM_DIR;
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("gw_stay_counts_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  auto source = CudaSource::Create(SimOptions());
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  CollectingSink sink;
+  ASSERT_TRUE((*source)->Start(TestContext(&sink, -1)).ok());
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("GWSIM_CALL_COUNTS_DIR", dir.c_str(), 1);
+    std::string bin = sim + "/bin/gw_train_loop";
+    execl(bin.c_str(), bin.c_str(), "--duration", "3", "--workers", "1", "--kernels-per-step",
+          "64", "--kernel-us", "1", "--batch-cpu-ms", "0", "--failed-launches-per-step", "1",
+          nullptr);
+    _exit(127);
+  }
+  int status = DrainUntilExit(**source, pid, 5);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_FALSE((*source)->RuntimeLaunchesDetached());
+  EXPECT_GT((*source)->NestingProofsFailed(), 0);
+  std::string note;
+  for (const std::string& n : (*source)->TakeNotes()) {
+    if (n.find("runtime launch probes stayed attached") != std::string::npos) note = n;
+  }
+  EXPECT_TRUE(std::regex_search(note, std::regex("in [0-9]+ windows .* the last: [0-9]+ of [0-9]+")))
+      << note;
+
+  std::string suffix = "." + std::to_string(pid) + ".counts";
+  auto runtime = ReadCallCounts((dir / ("libcudart" + suffix)).string());
+  std::filesystem::remove_all(dir);
+  int64_t counted = 0;
+  for (const auto& [key, n] : Launches(sink, pid)) {
+    if (OpLayer(key.first) == Layer::kCudaRuntime) counted += n;
+  }
+  EXPECT_EQ(counted, runtime["cudaLaunchKernel"]);  // failed launches included
 }
 
 // --launch-duty 2: the launch probes stay attached until a second with launches is counted, then
