@@ -638,16 +638,28 @@ std::map<std::string, int64_t> ReadCallCounts(const std::string& path) {
 // (the simulated driver's own count) is counted once, with its name.
 // The simulated loop for 4 s, 64 launches of 1 µs per step: launch-heavy. The sim libraries
 // write their own per-call counts into `counts_dir` at exit (the ground truth).
-pid_t StartLaunchHeavyLoop(const std::string& sim, const std::string& counts_dir) {
+// gw_train_loop with `args`, its call counts written into `counts_dir`.
+pid_t StartSimLoop(const std::string& sim, const std::string& counts_dir,
+                   const std::vector<std::string>& args) {
   pid_t pid = fork();
   if (pid == 0) {
     setenv("GWSIM_CALL_COUNTS_DIR", counts_dir.c_str(), 1);
     std::string bin = sim + "/bin/gw_train_loop";
-    execl(bin.c_str(), bin.c_str(), "--duration", "4", "--workers", "1", "--kernels-per-step",
-          "64", "--kernel-us", "1", "--batch-cpu-ms", "0", nullptr);
+    std::vector<char*> argv = {bin.data()};
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(bin.c_str(), argv.data());
     _exit(127);
   }
   return pid;
+}
+
+pid_t StartLaunchHeavyLoop(const std::string& sim, const std::string& counts_dir,
+                           std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"--duration", "4", "--workers", "1", "--kernels-per-step",
+                                   "64", "--kernel-us", "1", "--batch-cpu-ms", "0"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return StartSimLoop(sim, counts_dir, args);
 }
 
 TEST_F(CudaSourceTest, LaunchesStayExactWhenRuntimeLaunchProbesAreDetached) {
@@ -732,15 +744,7 @@ TEST_F(CudaSourceTest, RuntimeLaunchProbesStayWhenRuntimeLaunchesDoNotReachTheDr
   ASSERT_TRUE(source.ok()) << source.status().message();
   CollectingSink sink;
   ASSERT_TRUE((*source)->Start(TestContext(&sink, -1)).ok());
-  pid_t pid = fork();
-  if (pid == 0) {
-    setenv("GWSIM_CALL_COUNTS_DIR", dir.c_str(), 1);
-    std::string bin = sim + "/bin/gw_train_loop";
-    execl(bin.c_str(), bin.c_str(), "--duration", "3", "--workers", "1", "--kernels-per-step",
-          "64", "--kernel-us", "1", "--batch-cpu-ms", "0", "--failed-launches-per-step", "1",
-          nullptr);
-    _exit(127);
-  }
+  pid_t pid = StartLaunchHeavyLoop(sim, dir.string(), {"--failed-launches-per-step", "1"});
   int status = DrainUntilExit(**source, pid, 5);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_FALSE((*source)->RuntimeLaunchesDetached());
@@ -821,14 +825,9 @@ TEST_F(CudaSourceTest, CountedCallsStayInTheirSecondUnderTheLaunchDutyCycle) {
   ASSERT_TRUE(source.ok()) << source.status().message();
   CollectingSink sink;
   ASSERT_TRUE((*source)->Start(TestContext(&sink, -1)).ok());
-  pid_t pid = fork();
-  if (pid == 0) {
-    setenv("GWSIM_CALL_COUNTS_DIR", dir.c_str(), 1);
-    std::string bin = sim + "/bin/gw_train_loop";
-    execl(bin.c_str(), bin.c_str(), "--duration", "4", "--workers", "1", "--shape", "pytorch",
-          "--kernels-per-step", "16", "--kernel-us", "20", "--batch-cpu-ms", "1", nullptr);
-    _exit(127);
-  }
+  pid_t pid = StartSimLoop(sim, dir.string(),
+                           {"--duration", "4", "--workers", "1", "--shape", "pytorch",
+                            "--kernels-per-step", "16", "--kernel-us", "20", "--batch-cpu-ms", "1"});
   int status = DrainUntilExit(**source, pid, 6);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   (*source)->Stop();
