@@ -753,8 +753,8 @@ TEST_F(CudaSourceTest, RuntimeLaunchProbesStayWhenRuntimeLaunchesDoNotReachTheDr
   for (const std::string& n : (*source)->TakeNotes()) {
     if (n.find("runtime launch probes stayed attached") != std::string::npos) note = n;
   }
-  EXPECT_TRUE(std::regex_search(note, std::regex("in [0-9]+ windows .* the last: [0-9]+ of [0-9]+")))
-      << note;
+  const std::regex said("in [0-9]+ windows .* the last: [0-9]+ of [0-9]+");
+  EXPECT_TRUE(std::regex_search(note, said)) << note;
 
   std::string suffix = "." + std::to_string(pid) + ".counts";
   auto runtime = ReadCallCounts((dir / ("libcudart" + suffix)).string());
@@ -827,7 +827,8 @@ TEST_F(CudaSourceTest, CountedCallsStayInTheirSecondUnderTheLaunchDutyCycle) {
   ASSERT_TRUE((*source)->Start(TestContext(&sink, -1)).ok());
   pid_t pid = StartSimLoop(sim, dir.string(),
                            {"--duration", "4", "--workers", "1", "--shape", "pytorch",
-                            "--kernels-per-step", "16", "--kernel-us", "20", "--batch-cpu-ms", "1"});
+                            "--kernels-per-step", "16", "--kernel-us", "20",
+                            "--batch-cpu-ms", "1"});
   int status = DrainUntilExit(**source, pid, 6);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   (*source)->Stop();
