@@ -262,11 +262,15 @@ def neighbour_groups(run, key):
     return out
 
 
+def untraced_phases(phases):
+    """The untraced phases that measured a throughput."""
+    return [q for q in phases if q["mode"] == "untraced" and q["steps_per_s"] > 0]
+
+
 def untraced_spread_pct(run):
     """How far apart a run's untraced phases lie: 100 × (fastest / slowest - 1); None with
     fewer than two."""
-    rates = [q["steps_per_s"] for q in run
-             if q["mode"] == "untraced" and not q.get("accounting") and q["steps_per_s"] > 0]
+    rates = [q["steps_per_s"] for q in untraced_phases(run) if not q.get("accounting")]
     if len(rates) < 2:
         return None
     return 100 * (max(rates) / min(rates) - 1)
@@ -562,7 +566,7 @@ def summarize(runs, out, trap_ns):
                 summary[m]["agent_cpu_pct_median"] = statistics.median(cpu)
                 summary[m]["agent_cpu_pct_max"] = max(cpu)
                 summary[m]["agent_peak_rss_mb_max"] = max(rss)
-    untraced = [q["steps_per_s"] for q in ab if q["mode"] == "untraced" and q["steps_per_s"] > 0]
+    untraced = [q["steps_per_s"] for q in untraced_phases(ab)]
     if untraced:
         summary["untraced_steps_per_s"] = {"median": statistics.median(untraced),
                                            "min": min(untraced), "max": max(untraced)}
@@ -570,7 +574,7 @@ def summarize(runs, out, trap_ns):
     if steal:
         summary["host_steal_pct"] = {"median": statistics.median(steal), "max": max(steal)}
     trap = [float(x) for x in trap_ns.split(",")] if trap_ns else None
-    accounting = [(q, [p for p in phases if p["mode"] == "untraced" and p["steps_per_s"] > 0])
+    accounting = [(q, untraced_phases(phases))
                   for phases in runs for q in phases if q.get("accounting") and q["steps"]]
     for q, run_untraced in accounting:
         per_step = {c: {"hits": 0.0, "run_ns": 0.0} for c in ("uprobe", "uretprobe", "tracepoint")}

@@ -633,12 +633,8 @@ std::map<std::string, int64_t> ReadCallCounts(const std::string& path) {
   return out;
 }
 
-// A launch-heavy job: once every runtime launch is seen to make a driver launch, the runtime
-// launch probes are detached. Launches stay exact across the switch: every launch the job made
-// (the simulated driver's own count) is counted once, with its name.
-// The simulated loop for 4 s, 64 launches of 1 µs per step: launch-heavy. The sim libraries
-// write their own per-call counts into `counts_dir` at exit (the ground truth).
-// gw_train_loop with `args`, its call counts written into `counts_dir`.
+// gw_train_loop with `args`. The sim libraries write their own per-call counts into
+// `counts_dir` at exit (the ground truth).
 pid_t StartSimLoop(const std::string& sim, const std::string& counts_dir,
                    const std::vector<std::string>& args) {
   pid_t pid = fork();
@@ -654,14 +650,18 @@ pid_t StartSimLoop(const std::string& sim, const std::string& counts_dir,
   return pid;
 }
 
+// The simulated loop for 4 s, 64 launches of 1 µs per step: launch-heavy.
 pid_t StartLaunchHeavyLoop(const std::string& sim, const std::string& counts_dir,
-                           std::vector<std::string> extra = {}) {
+                           const std::vector<std::string>& extra = {}) {
   std::vector<std::string> args = {"--duration", "4", "--workers", "1", "--kernels-per-step",
                                    "64", "--kernel-us", "1", "--batch-cpu-ms", "0"};
   args.insert(args.end(), extra.begin(), extra.end());
   return StartSimLoop(sim, counts_dir, args);
 }
 
+// A launch-heavy job: once every runtime launch is seen to make a driver launch, the runtime
+// launch probes are detached. Launches stay exact across the switch: every launch the job made
+// (the simulated driver's own count) is counted once, with its name.
 TEST_F(CudaSourceTest, LaunchesStayExactWhenRuntimeLaunchProbesAreDetached) {
   const std::string sim = GW_SIM_DIR;
   std::filesystem::path dir = std::filesystem::temp_directory_path() /
@@ -704,11 +704,12 @@ TEST_F(CudaSourceTest, LaunchesStayExactWhenRuntimeLaunchProbesAreDetached) {
 }
 
 // Attaching to a job already launching, under the launch duty cycle: the runtime launch probes
-// retire at the first proof. Launches made while only one layer is probed (the driver library's
-// attach, each counting second's re-attach) must not count as runtime launches that failed to
-// nest: the driver's launch probes go on first and off last. Trigger: a launch-heavy loop, the
-// source started 300 ms into it with the runtime library named first, --launch-duty 2.
-// Capture: the source's proof state. Assert: retired, and no proof window failed.
+// retire at the first proof. Launches made while only the runtime layer is probed must not count
+// as runtime launches that failed to nest: at the start (drivers are attached first) and at
+// each counting second's re-attach (the driver's launch probes go on first and off last).
+// Trigger: a launch-heavy loop, the source started 300 ms into it with the runtime library named
+// first, --launch-duty 2. Capture: the source's proof state. Assert: retired, and no proof
+// window failed.
 TEST_F(CudaSourceTest, RuntimeLaunchProbesRetireAtTheFirstProofWhenAttachingToARunningJob) {
   const std::string sim = GW_SIM_DIR;
   std::filesystem::path dir = std::filesystem::temp_directory_path() /
