@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -31,10 +33,13 @@ void RemoveGpuState() {
   }
 }
 
-void CreateGpuState(int device_count) {
+std::string StateDir() {
   const char* dir = getenv("GWSIM_GPU_STATE_DIR");
-  std::string path = std::string(dir != nullptr && *dir != '\0' ? dir : "/dev/shm") + "/" +
-                     GWSIM_GPU_STATE_PREFIX + std::to_string(getpid());
+  return dir != nullptr && *dir != '\0' ? dir : "/dev/shm";
+}
+
+void CreateGpuState(int device_count) {
+  std::string path = StateDir() + "/" + GWSIM_GPU_STATE_PREFIX + std::to_string(getpid());
   int fd = -1;
   for (int attempt = 0; attempt < 2 && fd < 0; ++attempt) {
     fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -63,7 +68,9 @@ void CreateGpuState(int device_count) {
 
 // A kernel occupied [start, end) of `device`'s time. Called with Sim::mu held, so intervals
 // are merged without races: only time after the newest counted end is added.
-void PublishKernel(int device, int64_t start, int64_t end, size_t used_bytes) {
+// `kernels`: 1 for a kernel's last interval, 0 for the earlier slices of a shared-device kernel.
+void PublishKernel(int device, int64_t start, int64_t end, size_t used_bytes,
+                   uint64_t kernels = 1) {
   if (g_gpu_state == nullptr || device < 0 ||
       device >= static_cast<int>(g_gpu_state->device_count) || end <= start) {
     return;
@@ -79,8 +86,107 @@ void PublishKernel(int device, int64_t start, int64_t end, size_t used_bytes) {
     __atomic_store_n(&d.covered_until_ns, e, __ATOMIC_RELAXED);
   }
   __atomic_store_n(&d.used_bytes, static_cast<uint64_t>(used_bytes), __ATOMIC_RELAXED);
-  __atomic_store_n(&d.kernels, __atomic_load_n(&d.kernels, __ATOMIC_RELAXED) + 1,
+  __atomic_store_n(&d.kernels, __atomic_load_n(&d.kernels, __ATOMIC_RELAXED) + kernels,
                    __ATOMIC_RELAXED);
+}
+
+// --- GWSIM_SHARED_DEVICE=1: one simulated GPU per device index, shared by every process ---
+//
+// Without it each process has a device of its own. With it, kernels of different processes
+// never overlap on a device index, as on a real GPU without MPS (contexts are time-sliced):
+// a kernel runs in time slices of at most GWSIM_SHARED_DEVICE_SLICE_US (0: whole kernels), and
+// each slice reserves the device's next free interval in <dir>/gwsim-device<N>.lock (<dir> =
+// GWSIM_GPU_STATE_DIR), then runs then. The file holds one SharedDeviceRecord, updated under
+// flock(LOCK_EX) for the few instructions of a reservation only: the device clock stays exact
+// (2 processes × K kernels of D take 2·K·D), turns alternate between processes (an executor
+// reserves its next slice only when its previous one has ended, after any slice another
+// process reserved meanwhile), and a process killed at any point leaves nothing held. Kernels
+// of one process on concurrent streams still overlap each other, as in one context. Only the
+// reserved slices are published as busy time: waiting for another process is not.
+struct SharedDeviceRecord {
+  uint64_t magic;
+  uint64_t until_ns;         // end of the latest reservation (CLOCK_MONOTONIC ns)
+  int64_t owner_pid;         // the process that made it
+  uint64_t others_until_ns;  // end of the latest reservation by a process other than owner
+};
+constexpr uint64_t kSharedDeviceMagic = 0x3156454444575347ull;  // "GSWDDEV1"
+// A reservation further ahead than this is not from a live process (a file from before a
+// reboot on a persistent GWSIM_GPU_STATE_DIR, or garbage): the record is reset.
+constexpr int64_t kSharedDeviceMaxAheadNs = 3600LL * 1'000'000'000;
+
+struct SharedDevice {
+  int fd = -1;  // -1: not opened yet; -2: failed, run unshared
+  SharedDeviceRecord* rec = nullptr;
+};
+
+std::mutex g_shared_mu;  // threads of this process (flock does not exclude them: one fd)
+std::vector<SharedDevice>* g_shared = nullptr;
+
+SharedDevice* OpenSharedDevice(int device) {
+  if (g_shared == nullptr) g_shared = new std::vector<SharedDevice>();  // leaked, like Sim
+  if (g_shared->size() <= static_cast<size_t>(device)) {
+    g_shared->resize(static_cast<size_t>(device) + 1);
+  }
+  SharedDevice& sd = (*g_shared)[static_cast<size_t>(device)];
+  if (sd.fd != -1) return sd.fd >= 0 ? &sd : nullptr;
+  sd.fd = -2;
+  std::string path = StateDir() + "/gwsim-device" + std::to_string(device) + ".lock";
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
+  struct stat st {};
+  if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+    close(fd);
+    fd = -1;
+  }
+  if (fd >= 0 && st.st_uid == geteuid()) fchmod(fd, 0666);  // processes of other users share it
+  void* p = MAP_FAILED;
+  if (fd >= 0 && flock(fd, LOCK_EX) == 0) {
+    if (st.st_size >= static_cast<off_t>(sizeof(SharedDeviceRecord)) ||
+        ftruncate(fd, sizeof(SharedDeviceRecord)) == 0) {  // zero-filled: a valid idle record
+      p = mmap(nullptr, sizeof(SharedDeviceRecord), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    }
+    flock(fd, LOCK_UN);
+  }
+  if (p == MAP_FAILED) {
+    fprintf(stderr, "gwsim: GWSIM_SHARED_DEVICE: cannot use %s (%s); device %d is not shared\n",
+            path.c_str(), strerror(errno), device);
+    if (fd >= 0) close(fd);
+    return nullptr;
+  }
+  sd.fd = fd;
+  sd.rec = static_cast<SharedDeviceRecord*>(p);
+  return &sd;
+}
+
+// A kernel of `duration` ns that could start at `start` on `device`: returns when it does start,
+// after every other process's reserved kernel, and reserves [that, that + duration).
+int64_t ReserveSharedDevice(int device, int64_t start, uint64_t duration) {
+  std::lock_guard<std::mutex> guard(g_shared_mu);
+  SharedDevice* sd = OpenSharedDevice(device);
+  if (sd == nullptr) return start;
+  while (flock(sd->fd, LOCK_EX) != 0 && errno == EINTR) {
+  }
+  SharedDeviceRecord* r = sd->rec;
+  int64_t now = NowNs();
+  if (r->magic != kSharedDeviceMagic ||
+      static_cast<int64_t>(r->until_ns) > now + kSharedDeviceMaxAheadNs ||
+      static_cast<int64_t>(r->others_until_ns) > now + kSharedDeviceMaxAheadNs) {
+    *r = SharedDeviceRecord{kSharedDeviceMagic, 0, 0, 0};
+  }
+  int64_t pid = getpid();
+  int64_t end;
+  if (r->owner_pid == pid) {  // overlaps only this process's own kernels
+    start = std::max(start, static_cast<int64_t>(r->others_until_ns));
+    end = start + static_cast<int64_t>(duration);
+    r->until_ns = std::max<uint64_t>(r->until_ns, static_cast<uint64_t>(end));
+  } else {
+    start = std::max(start, static_cast<int64_t>(r->until_ns));
+    end = start + static_cast<int64_t>(duration);
+    r->others_until_ns = r->until_ns;
+    r->owner_pid = pid;
+    r->until_ns = static_cast<uint64_t>(end);
+  }
+  flock(sd->fd, LOCK_UN);
+  return start;
 }
 
 constexpr size_t kStagingChunkBytes = 2u << 20;
@@ -183,6 +289,26 @@ void StreamLoop(CUstream_st* s) {
       }
       case WorkKind::kKernel:
         lock.unlock();
+        if (sim.config.shared_device && item.duration_ns > 0) {
+          // Slice by slice, each after other processes' reserved slices: the waits are not
+          // busy time (only the reserved slices are published).
+          uint64_t left = item.duration_ns;
+          uint64_t quantum = sim.config.shared_slice_ns > 0 ? sim.config.shared_slice_ns : left;
+          cursor_ns = start;
+          while (left > 0) {
+            uint64_t slice = std::min(left, quantum);
+            int64_t s0 = ReserveSharedDevice(s->ctx->device, cursor_ns, slice);
+            cursor_ns = s0 + static_cast<int64_t>(slice);
+            left -= slice;
+            SleepUntilNs(cursor_ns);
+            lock.lock();
+            PublishKernel(s->ctx->device, s0, cursor_ns,
+                          sim.devices[static_cast<size_t>(s->ctx->device)].used_bytes,
+                          left == 0 ? 1 : 0);
+            if (left > 0) lock.unlock();
+          }
+          break;
+        }
         cursor_ns = start + static_cast<int64_t>(item.duration_ns);
         SleepUntilNs(cursor_ns);
         lock.lock();
@@ -295,6 +421,8 @@ Sim::Sim() {
   config.pageable_bytes_per_ns = EnvDouble("GWSIM_PAGEABLE_GBPS", 10.0);
   config.max_kernel_ns = EnvU64("GWSIM_MAX_KERNEL_NS", 10'000'000'000ull);
   config.populate_max_bytes = EnvU64("GWSIM_POPULATE_MAX_MB", 256) << 20;
+  config.shared_device = EnvU64("GWSIM_SHARED_DEVICE", 0) != 0;
+  config.shared_slice_ns = EnvU64("GWSIM_SHARED_DEVICE_SLICE_US", 2000) * 1000;
   devices.resize(static_cast<size_t>(config.device_count));
   CreateGpuState(config.device_count);
 }

@@ -178,6 +178,9 @@ struct Config {
   double pageable_bytes_per_ns = 10.0;       // GWSIM_PAGEABLE_GBPS: staged copies; 0: unpaced
   uint64_t max_kernel_ns = 10'000'000'000;   // GWSIM_MAX_KERNEL_NS
   size_t populate_max_bytes = 256ull << 20;  // GWSIM_POPULATE_MAX_MB
+  // GWSIM_SHARED_DEVICE=1: kernels of every process on a device index take turns (device.cc).
+  bool shared_device = false;
+  uint64_t shared_slice_ns = 2'000'000;  // GWSIM_SHARED_DEVICE_SLICE_US: time slice (0: none)
 };
 
 struct DeviceState {

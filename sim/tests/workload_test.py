@@ -8,6 +8,7 @@ import argparse
 import os
 import re
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -291,6 +292,115 @@ def run_slow_worker(name, base, env):
     print(f"ok   {name}: healthy {h_sps:.1f} steps/s, one 100 ms worker {s_sps:.1f} steps/s")
 
 
+def run_main_thread_batches(name, base, env, comm):
+    """--main-thread-batches forks no worker, and the main thread's batch CPU time bounds the
+    job: a step is batch-cpu-ms of main-thread CPU, then 8 × 1 ms of kernels and a sync."""
+    p = subprocess.Popen(base + ["--main-thread-batches", "--batch-cpu-ms", "20",
+                                 "--duration", "2", "--worker-comm", comm],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    kids = children_of(p.pid)
+    out, err = p.communicate(timeout=60)
+    if p.returncode != 0:
+        fail(f"{name}: exit {p.returncode}\nstderr:{err}")
+        return
+    if kids:
+        fail(f"{name}: children {kids} (num_workers=0 forks none)")
+    m = REPORT.search(out)
+    if not m:
+        fail(f"{name}: no report line in output:\n{out}")
+        return
+    steps, seconds = int(m.group(1)), float(m.group(2))
+    bound = seconds / 0.028 + 1
+    if steps > bound:
+        fail(f"{name}: {steps} steps in {seconds} s, over the bound {bound:.0f}")
+    print(f"ok   {name}: no children, {m.group(0)}")
+
+
+# Offsets in gwsim/gpu_state.h: magic u64, version u32, device_count u32, pid i32, reserved u32,
+# then dev[0] = {busy_ns, covered_until_ns, used_bytes, kernels}.
+GPU_STATE = struct.Struct("=QIIiI4Q")
+GPU_STATE_MAGIC = 0x5550474D49535747
+
+
+def read_busy(state_dir, pid):
+    """(busy_ns, kernels) of device 0 in a live process's gwsim-gpu.<pid>, or None."""
+    try:
+        with open(os.path.join(state_dir, f"gwsim-gpu.{pid}"), "rb") as f:
+            data = f.read(GPU_STATE.size)
+    except OSError:
+        return None
+    if len(data) < GPU_STATE.size:
+        return None
+    magic, _, _, fpid, _, busy, _, _, kernels = GPU_STATE.unpack(data)
+    if magic != GPU_STATE_MAGIC or fpid != pid:
+        return None
+    return busy, kernels
+
+
+def run_pair(py, env, kernels, kernel_ms, state_dir):
+    """Two --neighbour processes of `kernels` kernels of `kernel_ms` each, started together.
+    Returns ([loop seconds], [last busy ns seen], wall seconds) or None."""
+    cmd = [sys.executable, py, "--neighbour", "--report", "--steps", str(kernels),
+           "--duration", "0", "--neighbour-kernel-ms", str(kernel_ms)]
+    env = dict(env, GWSIM_GPU_STATE_DIR=state_dir)
+    t0 = time.monotonic()
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    busy = [0, 0]
+    while any(p.poll() is None for p in procs):
+        for i, p in enumerate(procs):
+            b = read_busy(state_dir, p.pid)
+            if b is not None:
+                busy[i] = max(busy[i], b[0])
+        time.sleep(0.005)
+    wall = time.monotonic() - t0
+    seconds = []
+    for p in procs:
+        out, err = p.communicate()
+        m = REPORT.search(out)
+        if p.returncode != 0 or not m or int(m.group(1)) != kernels:
+            fail(f"shared device: neighbour exit {p.returncode}\nstdout:{out}\nstderr:{err}")
+            return None
+        seconds.append(float(m.group(2)))
+    return seconds, busy, wall
+
+
+def run_shared_device(py, env, tmp):
+    """GWSIM_SHARED_DEVICE=1 serializes kernels across processes: two processes of K kernels of
+    D each take 2·K·D of device time together (their kernels never overlap), and each publishes
+    only its own K·D as busy time (waiting for the other is not busy); without it each has a
+    device of its own and takes about K·D."""
+    k, d_ms = 20, 100
+    kd = k * d_ms / 1000.0
+    state_dir = os.path.join(tmp, "gpu-state")
+    os.mkdir(state_dir)
+    alone = run_pair(py, dict(env, GWSIM_SHARED_DEVICE="0"), k, d_ms, state_dir)
+    shared = run_pair(py, dict(env, GWSIM_SHARED_DEVICE="1"), k, d_ms, state_dir)
+    if alone is None or shared is None:
+        return
+    (a_secs, a_busy, a_wall), (s_secs, s_busy, s_wall) = alone, shared
+    desc = (f"own devices: loops {a_secs[0]:.2f}/{a_secs[1]:.2f} s; shared: loops "
+            f"{s_secs[0]:.2f}/{s_secs[1]:.2f} s, wall {s_wall:.2f} s, busy "
+            f"{s_busy[0] / 1e9:.2f}/{s_busy[1] / 1e9:.2f} s (K·D = {kd:.1f} s)")
+    if min(a_secs) < kd or max(a_secs) > 1.4 * kd:
+        fail(f"shared device: without GWSIM_SHARED_DEVICE each should take about {kd} s: {desc}")
+    # Exact: the two processes' 2·K·D of kernels never overlap.
+    if s_wall < 2 * kd:
+        fail(f"shared device: both finished within {s_wall:.2f} s < 2·K·D: {desc}")
+    # The later starter shares the device for all its loop: about 2·K·D minus the start skew.
+    if min(s_secs) < kd or max(s_secs) < 1.5 * kd:
+        fail(f"shared device: loops not slowed by the other process: {desc}")
+    # Busy time is each process's own kernels (the newest kernel may not be published yet).
+    for busy in s_busy + a_busy:
+        if not (kd - 2 * d_ms / 1000.0) * 1e9 <= busy <= kd * 1e9 * 1.001:
+            fail(f"shared device: published busy {busy / 1e9:.3f} s, expected about {kd} s: "
+                 f"{desc}")
+    if os.listdir(state_dir) != ["gwsim-device0.lock"]:
+        fail(f"shared device: {state_dir} holds {os.listdir(state_dir)}")
+    print(f"ok   shared device: {desc}")
+
+
 def odirect_supported(path):
     try:
         os.close(os.open(path, os.O_RDONLY | os.O_DIRECT))
@@ -353,6 +463,25 @@ def main():
             run(f"{lang} no workers", common + ["--duration", "1", "--workers", "0"], env, comm)
             run_sigterm(f"{lang} sigterm", common + ["--duration", "60"], env, comm)
             run_sigkill(f"{lang} sigkill", common + ["--duration", "60"], env, comm)
+
+        # The Python job shapes for gpuwhy's end-to-end tests.
+        comm = f"gwtpy{tag}"
+        common = [sys.executable, a.py, "--report", "--worker-comm", comm]
+        run("py gil thread", common + ["--duration", "1", "--gil-thread"], env, comm)
+        run("py gil thread, late, bursts", common + [
+            "--duration", "1", "--gil-thread", "--gil-thread-start", "0.5",
+            "--gil-thread-duty", "0.5"], env, comm)
+        run("py tiny kernels", common + ["--duration", "1", "--kernels-per-step", "2000",
+                                         "--kernel-us", "5"], env, comm)
+        run("py helper thread", common + ["--steps", "20", "--duration", "0",
+                                          "--helper-thread", "--kernels-per-step", "9"],
+            env, comm, expect_steps=20)
+        run("py neighbour", [sys.executable, a.py, "--report", "--neighbour", "--steps", "12",
+                             "--duration", "0", "--neighbour-kernel-ms", "5"], env, comm,
+            expect_steps=12)
+        run_main_thread_batches("py main-thread batches", [sys.executable, a.py, "--report"],
+                                env, comm)
+        run_shared_device(a.py, env, tmp)
 
         # --shape pytorch (C++ only): the same faults on a PyTorch job's threads and processes.
         comm = f"gwtpt{tag}"

@@ -7,6 +7,12 @@ device, launches K kernels, synchronizes and reads a loss back, like a PyTorch j
 call is made directly on its own source line, so a tracer that maps calls to file:line sees a
 distinct, stable line per call site.
 
+Job shapes for end-to-end tests of gpuwhy (each off by default): --gil-thread (a pure-Python
+thread competing for the GIL), --main-thread-batches (num_workers=0: batches built on the main
+thread), --helper-thread (backward launches on a second Python thread), --neighbour (another
+process's long kernels on a GPU shared with GWSIM_SHARED_DEVICE=1); tiny kernels are
+--kernels-per-step 2000 --kernel-us 5.
+
 Simulator convention: a kernel's first argument is a uint64 duration in nanoseconds.
 The sim libraries come from --lib-dir or $GWSIM_LIB_DIR (e.g. build/sim/lib).
 Runs on CPython 3.10-3.13.
@@ -20,6 +26,7 @@ import random
 import signal
 import struct
 import sys
+import threading
 import time
 import warnings
 
@@ -96,9 +103,34 @@ def parse_args(argv):
                    help="cudaMalloc/cudaFree a batch-sized buffer every step")
     p.add_argument("--worker-comm", default="pt_data_worker", help="worker process name")
     p.add_argument("--prefetch", type=int, default=2, help="batches in flight per worker (2)")
+    p.add_argument("--gil-thread", action="store_true",
+                   help="start a pure-Python daemon thread that spins on integer arithmetic "
+                        "(spin_gil), so the main thread's Python code waits for the GIL")
+    p.add_argument("--gil-thread-start", type=float, default=0.0, metavar="S",
+                   help="--gil-thread starts spinning S seconds after the training loop "
+                        "starts (default 0)")
+    p.add_argument("--gil-thread-duty", type=float, default=1.0, metavar="F",
+                   help="--gil-thread spins F of the time, in bursts of F x 20 ms separated "
+                        "by sleeps (default 1: always)")
+    p.add_argument("--main-thread-batches", action="store_true",
+                   help="num_workers=0: fork no workers; the main thread builds each batch "
+                        "(--batch-cpu-ms of CPU in build_batch_on_main_thread), then copies it")
+    p.add_argument("--helper-thread", action="store_true",
+                   help="a second Python thread (pt_autograd_0) launches the backward half of "
+                        "each step's kernels while the main thread waits on a threading.Event")
+    p.add_argument("--neighbour", action="store_true",
+                   help="be a neighbour on a shared GPU instead of a trainer: no workers, no "
+                        "batches, back-to-back kernels of --neighbour-kernel-ms with a "
+                        "cudaStreamSynchronize every --neighbour-sync-every (a step is one "
+                        "kernel); run it next to a trainer, both with GWSIM_SHARED_DEVICE=1")
+    p.add_argument("--neighbour-kernel-ms", type=float, default=20.0,
+                   help="--neighbour: kernel duration in ms (default 20)")
+    p.add_argument("--neighbour-sync-every", type=int, default=5,
+                   help="--neighbour: synchronize every N kernels (default 5; 0: never)")
     p.add_argument("--report", action="store_true",
-                   help="print 'gw_train_loop: steps=N seconds=S steps_per_s=X "
-                        "samples_per_s=Y' at exit")
+                   help="print one machine-readable line at exit, 'gw_train_loop: steps=N "
+                        "seconds=S steps_per_s=X samples_per_s=Y' (the training loop's steps "
+                        "and wall time, setup excluded)")
     p.add_argument("--lib-dir", default=os.environ.get("GWSIM_LIB_DIR"),
                    help="directory of the sim libcudart.so.13 (default $GWSIM_LIB_DIR)")
     args = p.parse_args(argv)
@@ -111,6 +143,14 @@ def parse_args(argv):
                 "(e.g. build/sim/lib)")
     if args.workers < 0 or args.prefetch < 1:
         p.error("--workers must be >= 0 and --prefetch >= 1")
+    if args.gil_thread_start < 0:
+        p.error("--gil-thread-start must be >= 0")
+    if not 0 < args.gil_thread_duty <= 1:
+        p.error("--gil-thread-duty must be in (0, 1]")
+    if args.neighbour and (args.neighbour_kernel_ms < 0 or args.neighbour_sync_every < 0):
+        p.error("--neighbour-kernel-ms and --neighbour-sync-every must be >= 0")
+    if args.main_thread_batches or args.neighbour:
+        args.workers = 0  # num_workers=0: nothing is forked
     return args
 
 
@@ -202,9 +242,8 @@ def batch_pattern(n):
     return _PATTERN[n]
 
 
-def produce_batch(args, slot_addr, io_fd, io_buf, io_state, seed):
-    """One batch: optional file read and page faults, then CPU work that fills the slot."""
-    cpu_start = time.thread_time()
+def load_batch(args, slot_addr, io_fd, io_buf, io_state, seed):
+    """A batch's optional file read and page faults, and its pattern written into the slot."""
     if io_fd is not None:
         remaining = args.batch_bytes
         while remaining > 0:
@@ -224,7 +263,14 @@ def produce_batch(args, slot_addr, io_fd, io_buf, io_state, seed):
     n = args.batch_bytes
     ctypes.memmove(slot_addr, batch_pattern(n), n)
     ctypes.memmove(slot_addr, struct.pack("=Q", seed), min(8, n))
+
+
+def produce_batch(args, slot_addr, io_fd, io_buf, io_state, seed):
+    """One batch: optional file read and page faults, then CPU work that fills the slot."""
+    cpu_start = time.thread_time()
+    load_batch(args, slot_addr, io_fd, io_buf, io_state, seed)
     # Keep "augmenting" until the batch has cost batch_cpu_ms of CPU time.
+    n = args.batch_bytes
     data = (ctypes.c_ubyte * n).from_address(slot_addr)
     x = seed
     i = 0
@@ -233,6 +279,50 @@ def produce_batch(args, slot_addr, io_fd, io_buf, io_state, seed):
             x = (x * 6364136223846793005 + 1442695040888963407) & 0xFFFFFFFFFFFFFFFF
             data[i] = x >> 56
             i = (i + 4099) % n
+
+
+def build_batch_on_main_thread(args, slot_addr, seed):
+    """--main-thread-batches (num_workers=0): produce_batch's work on the trainer's main thread,
+    in a frame of its own name, so a Python stack shows who builds the batch."""
+    cpu_start = time.thread_time()
+    load_batch(args, slot_addr, None, None, None, seed)
+    n = args.batch_bytes
+    data = (ctypes.c_ubyte * n).from_address(slot_addr)
+    x = seed
+    i = 0
+    while (time.thread_time() - cpu_start) * 1000.0 < args.batch_cpu_ms:
+        for _ in range(256):
+            x = (x * 6364136223846793005 + 1442695040888963407) & 0xFFFFFFFFFFFFFFFF
+            data[i] = x >> 56
+            i = (i + 4099) % n
+
+
+def spin_gil(control):
+    """--gil-thread: pure-Python integer arithmetic that holds the GIL except when the
+    interpreter's switch interval makes it hand the GIL over."""
+    if control["start_s"] > 0:
+        time.sleep(control["start_s"])  # releases the GIL
+    x = 1
+    duty = control["duty"]
+    if duty >= 1:
+        while control["spin"]:
+            x = (x * 1103515245 + 12345) & 0x7fffffff
+        return x
+    period = 0.020
+    while control["spin"]:  # bursts of duty × period, then a sleep (the GIL is free)
+        burst_end = time.monotonic() + duty * period
+        while time.monotonic() < burst_end:
+            for _ in range(256):
+                x = (x * 1103515245 + 12345) & 0x7fffffff
+        time.sleep((1 - duty) * period)
+    return x
+
+
+def start_gil_thread(args):
+    control = {"spin": True, "start_s": args.gil_thread_start, "duty": args.gil_thread_duty}
+    t = threading.Thread(target=spin_gil, args=(control,), name="spin_gil", daemon=True)
+    t.start()
+    return control
 
 
 def worker_main(args, index, slots_addr, data_w, free_r):
@@ -331,7 +421,72 @@ def read_message(fd):
     return MESSAGE.unpack(data)
 
 
-def train(args, rt, kernels, workers, state):
+class BackwardThread:
+    """--helper-thread: a Python thread (comm pt_autograd_0, like PyTorch's autograd thread)
+    that launches kernels [first, last) of a step when the main thread hands them over; the
+    main thread sleeps on a threading.Event meanwhile."""
+
+    def __init__(self, args, rt, kernels, state):
+        self.args, self.rt, self.kernels, self.state = args, rt, kernels, state
+        self.go, self.done = threading.Event(), threading.Event()
+        self.work = None  # (first, last), or None to stop
+        self.error = None
+        self.thread = threading.Thread(target=self.loop, name="pt_autograd_0", daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        set_comm("pt_autograd_0")
+        rt, kernels, state, vp = self.rt, self.kernels, self.state, ctypes.c_void_p
+        kernel_ns = ctypes.c_uint64(int(self.args.kernel_us * 1000))
+        stream = None
+        while True:
+            self.go.wait()
+            self.go.clear()
+            if self.work is None:
+                return
+            try:
+                for k in range(*self.work):
+                    stub, grid, block = kernels.entries[k % len(kernels.entries)]
+                    params = (vp * 3)(ctypes.addressof(kernel_ns), ctypes.addressof(state["d_batch"]), ctypes.addressof(state["d_loss"]))
+                    check(rt, rt.cudaLaunchKernel(stub, grid, block, params, 0, stream), "cudaLaunchKernel backward")
+            except CudaError as e:
+                self.error = e
+            self.done.set()
+
+    def run_backward(self, first, last):
+        self.work = (first, last)
+        self.done.clear()
+        self.go.set()
+        while not self.done.wait(0.2):  # timed: a stop signal still reaches the main thread
+            pass
+        if self.error is not None:
+            raise self.error
+
+    def stop(self):
+        self.work = None
+        self.go.set()
+
+
+def neighbour(args, rt, kernels, state):
+    """--neighbour: another process's job on the same GPU, back-to-back long kernels."""
+    stream = None
+    kernel_ns = ctypes.c_uint64(int(args.neighbour_kernel_ms * 1e6))
+    stub, grid, block = kernels.entries[2]  # ampere_sgemm_128x64_tn
+    params = (ctypes.c_void_p * 3)(ctypes.addressof(kernel_ns), ctypes.addressof(state["d_batch"]), ctypes.addressof(state["d_loss"]))
+    start = time.monotonic()
+    step = 0
+    while not (args.steps and step >= args.steps) and not (
+            args.duration and time.monotonic() - start >= args.duration):
+        check(rt, rt.cudaLaunchKernel(stub, grid, block, params, 0, stream), "cudaLaunchKernel neighbour")
+        step += 1
+        if args.neighbour_sync_every and step % args.neighbour_sync_every == 0:
+            check(rt, rt.cudaStreamSynchronize(stream), "cudaStreamSynchronize neighbour")
+        state["steps"] = step
+    check(rt, rt.cudaDeviceSynchronize(), "cudaDeviceSynchronize neighbour")
+    state["seconds"] = time.monotonic() - start
+
+
+def train(args, rt, kernels, workers, state, helper=None):
     vp = ctypes.c_void_p
     stream = None  # the legacy default stream, as PyTorch uses by default
     kernel_ns = ctypes.c_uint64(int(args.kernel_us * 1000))
@@ -362,6 +517,9 @@ def train(args, rt, kernels, workers, state):
                 break
             slot = msg[0]
             batch_addr = w["base"] + slot * args.batch_bytes
+        elif args.main_thread_batches:
+            build_batch_on_main_thread(args, state["local"], step)
+            w, slot, batch_addr = None, 0, state["local"]
         else:
             produce_batch(args, state["local"], None, None, None, step)
             w, slot, batch_addr = None, 0, state["local"]
@@ -383,11 +541,17 @@ def train(args, rt, kernels, workers, state):
                 event = slot_events[key]
                 check(rt, rt.cudaEventRecord(event, stream), "cudaEventRecord")
             pending.append((w, slot, event))
-        # 3. K kernels.
-        for k in range(args.kernels_per_step):
+        # 3. K kernels (--helper-thread: the backward half on the helper thread, while this
+        # thread waits for it).
+        forward = args.kernels_per_step
+        if helper:
+            forward -= args.kernels_per_step // 2
+        for k in range(forward):
             stub, grid, block = kernels.entries[k % len(kernels.entries)]
             params = (vp * 3)(ctypes.addressof(kernel_ns), ctypes.addressof(state["d_batch"]), ctypes.addressof(state["d_loss"]))
             check(rt, rt.cudaLaunchKernel(stub, grid, block, params, 0, stream), "cudaLaunchKernel")
+        if helper:
+            helper.run_backward(forward, args.kernels_per_step)
         if args.malloc_per_step:
             check(rt, rt.cudaFree(scratch), "cudaFree")
         step += 1
@@ -438,16 +602,24 @@ def main(argv):
         raise StopRequested()
 
     workers = start_workers(args)
+    # Threads start after the workers are forked (a forked child has only the forking thread).
+    helper = None
+    if args.helper_thread and not args.neighbour:
+        helper = BackwardThread(args, rt, kernels, state)
     if args.pinned:
         # Page-lock the shared batch slots (pin_memory), so copies out of them are async DMA.
         for w in workers:
             check(rt, rt.cudaHostRegister(w["base"], args.prefetch * args.batch_bytes, 0), "cudaHostRegister")
     signal.signal(signal.SIGTERM, on_stop)
     signal.signal(signal.SIGINT, on_stop)
+    gil = start_gil_thread(args) if args.gil_thread else None
     start = time.monotonic()
     rc = 0
     try:
-        train(args, rt, kernels, workers, state)
+        if args.neighbour:
+            neighbour(args, rt, kernels, state)
+        else:
+            train(args, rt, kernels, workers, state, helper)
     except StopRequested:
         state["seconds"] = time.monotonic() - start
     except CudaError as e:
@@ -456,6 +628,10 @@ def main(argv):
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if gil is not None:
+            gil["spin"] = False
+        if helper is not None:
+            helper.stop()
         stop_workers(workers)
     rt.cudaDeviceSynchronize()
     if args.pinned:

@@ -357,7 +357,8 @@ TEST(CpuContentionTest, QuietRunHasNothingAboveLow) {
 // Run-queue waits that only the job's own threads caused. `busy_pct` is the host's CPU busy
 // share in the snapshots; `spread` puts the main thread's switches on both CPUs (else CPU 0:
 // pinned); `holder` took the CPU each time (101: the job's own worker).
-Severity SelfContention(double busy_pct, bool spread, int32_t holder, std::string* root) {
+Severity SelfContention(double busy_pct, bool spread, int32_t holder, std::string* root,
+                        const char* rule = "cpu-contention") {
   Builder b;
   b.w.cores = 2;
   b.Proc(101, kMain, "pt_data_worker:0", true);
@@ -375,8 +376,8 @@ Severity SelfContention(double busy_pct, bool spread, int32_t holder, std::strin
     if (e.op == Op::kSchedSwitch) e.cpu = spread ? (i++ % 2) : 0;
   }
   Report r = b.Run();
-  const Finding* f = Find(r, "cpu-contention");
-  EXPECT_NE(f, nullptr);
+  const Finding* f = Find(r, rule);
+  EXPECT_NE(f, nullptr) << rule;
   if (f == nullptr) return Severity::kLow;
   root->clear();
   for (const std::string& line : f->root) *root += line + "\n";
@@ -385,15 +386,17 @@ Severity SelfContention(double busy_pct, bool spread, int32_t holder, std::strin
 
 TEST(CpuContentionTest, OwnThreadsOnAnIdleHostAreWakeupLatencyNotContention) {
   std::string root;
-  EXPECT_EQ(SelfContention(20, true, 101, &root), Severity::kLow);
+  const char* own = "cpu-oversubscription";
+  EXPECT_EQ(SelfContention(20, true, 101, &root, own), Severity::kLow);
   EXPECT_NE(root.find("No other process held the CPUs and the host's 2 cores were 80.0% idle"),
             std::string::npos)
       << root;
-  // The same waits are contention when the host is busy, when the job is pinned to fewer CPUs
-  // than the host has, or when another process held the CPU.
-  EXPECT_EQ(SelfContention(90, true, 101, &root), Severity::kMedium);
+  // The same waits cost the job when the host is busy or the job is pinned to fewer CPUs than
+  // the host has: its own threads crowd its CPUs (oversubscription). Behind another process
+  // they are contention.
+  EXPECT_EQ(SelfContention(90, true, 101, &root, own), Severity::kMedium);
   EXPECT_EQ(root.find("No other process"), std::string::npos) << root;
-  EXPECT_EQ(SelfContention(20, false, 101, &root), Severity::kMedium);
+  EXPECT_EQ(SelfContention(20, false, 101, &root, own), Severity::kMedium);
   EXPECT_EQ(SelfContention(20, true, 900, &root), Severity::kMedium);
 }
 
@@ -940,6 +943,238 @@ TEST(CallersTest, NoStacksNoSections) {
   nlohmann::json j = nlohmann::json::parse(ReportToJson(r));
   EXPECT_TRUE(j["callers"].empty());
   EXPECT_TRUE(j["sched_victims"].is_null());
+}
+
+
+// ---- The GPU-time budget (budget.cc) and the rules that read it -------------------------------
+
+
+double PathS(const Report& r, BudgetCause c) {
+  return r.budget.lines.at(static_cast<size_t>(c)).path_s;
+}
+double LostS(const Report& r, BudgetCause c) {
+  return r.budget.lines.at(static_cast<size_t>(c)).lost_s;
+}
+
+// NVML utilization `util(ts)` every 100 ms (no GPM), optionally with per-process samples.
+template <typename Fn>
+void AddUtil(WindowData& w, Fn util) {
+  w.gpu_devices.push_back({0, "NVIDIA H200", false});
+  for (int64_t t = w.from + 100 * kMs; t < w.to; t += 100 * kMs) {
+    GpuSample g;
+    g.ts_ns = t;
+    g.util_pct = static_cast<int64_t>(util(t));
+    w.gpu_samples.push_back(g);
+  }
+}
+
+
+// The critical path's rows are a partition of the window: the budget's path seconds sum to it.
+TEST(BudgetTest, CausesPartitionTheWindow) {
+  Builder b;
+  b.Proc(101, kMain, "pt_data_worker:0", true);
+  b.Proc(900, 1, "ffmpeg", false);
+  for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
+    b.Add(Sw(kMain, t + 20 * kMs, 10 * kMs, SwitchKind::kPreempted, 10 * kMs, 900));
+    b.Add(Sw(kMain, t + 40 * kMs, 10 * kMs, SwitchKind::kBlockedIo, 0));
+    RawEvent wait = Sw(kMain, t + 60 * kMs, 20 * kMs, SwitchKind::kBlocked, 0);
+    wait.waker_pid = 101;
+    wait.waker_tid = 101;
+    b.Add(wait);
+  }
+  Report r = b.Run();
+  ASSERT_TRUE(r.budget.present);
+  double sum = 0;
+  for (const BudgetLine& l : r.budget.lines) sum += l.path_s;
+  EXPECT_NEAR(sum, r.budget.window_s, 0.01);
+  EXPECT_NEAR(PathS(r, BudgetCause::kRunqOther), 10, 0.1);
+  EXPECT_NEAR(PathS(r, BudgetCause::kProcessIo), 10, 0.1);
+  EXPECT_NEAR(PathS(r, BudgetCause::kBatchCompute), 20, 0.2);
+  EXPECT_EQ(r.budget.source, "stream");
+  // Stream evidence: waits are idle GPU time; the 50 µs syncs may have found the GPU working,
+  // so the main thread's computing is not counted as idle.
+  EXPECT_NEAR(LostS(r, BudgetCause::kBatchCompute), 20, 0.2);
+  EXPECT_NEAR(LostS(r, BudgetCause::kHostCompute), 0, 0.01);
+  auto j = nlohmann::json::parse(ReportToJson(r));
+  ASSERT_TRUE(j.contains("budget"));
+  EXPECT_EQ(j["budget"]["causes"].size(), kBudgetCauseCount);
+  EXPECT_EQ(j["budget"]["causes"][0]["cause"], "host_compute");
+  EXPECT_NE(ReportToText(r).find("GPU time over 100.0 s (the job's syncs; no GPU samples)"),
+            std::string::npos)
+      << ReportToText(r);
+}
+
+// Each finding's lost_s is its cause's line of the budget: one definition everywhere.
+TEST(BudgetTest, FindingsTakeTheirLostSecondsFromTheBudget) {
+  Builder b;
+  b.Proc(101, kMain, "pt_data_worker:0", true);
+  for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
+    RawEvent wait = Sw(kMain, t + 60 * kMs, 30 * kMs, SwitchKind::kBlocked, 0);
+    wait.waker_pid = 101;
+    wait.waker_tid = 101;
+    b.Add(wait);
+  }
+  // The GPU idles 20% of every interval: the 30 ms batch waits explain 20 ms of it.
+  AddUtil(b.w, [](int64_t) { return 80.0; });
+  Report r = b.Run();
+  EXPECT_EQ(r.budget.source, "nvml");
+  const Finding* f = Find(r, "dataloader-starvation");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(f->lost_s, LostS(r, BudgetCause::kBatchCompute), 1e-9);
+  EXPECT_NEAR(f->lost_s, 20, 0.5);
+  EXPECT_NEAR(r.budget.gpu_idle_s, 20, 0.5);
+  EXPECT_NEAR(r.budget.gpu_busy_job_s, 80, 0.5);
+}
+
+// A healthy loop: the GPU busy 97% of the time; the main thread's Python time overlaps its
+// kernels. Nothing above LOW, and the report says the job is GPU-bound.
+TEST(BudgetTest, BusyGpuIsGpuBoundAndQuiet) {
+  Builder b;
+  AddUtil(b.w, [](int64_t) { return 97.0; });
+  Report r = b.Run();
+  for (const Finding& f : r.findings) EXPECT_EQ(f.severity, Severity::kLow) << f.rule;
+  EXPECT_TRUE(r.budget.gpu_bound);
+  EXPECT_NE(ReportToText(r).find("GPU-bound: the job kept its GPU busy"), std::string::npos);
+}
+
+// The main thread on the CPU while the GPU sits idle 60% of the window: host-compute, with the
+// fix for the main thread's own work (no launches to speak of, no helper threads).
+TEST(BudgetTest, IdleGpuWhileTheMainThreadComputesIsHostCompute) {
+  Builder b;
+  AddUtil(b.w, [](int64_t) { return 40.0; });
+  Report r = b.Run();
+  ASSERT_FALSE(r.findings.empty());
+  const Finding& f = r.findings[0];
+  EXPECT_EQ(f.rule, "host-compute");
+  EXPECT_EQ(f.severity, Severity::kHigh);
+  EXPECT_NEAR(f.lost_s, 60, 1);
+  std::string fixes;
+  for (const std::string& x : f.fix) fixes += x + "\n";
+  EXPECT_NE(fixes.find("num_workers>0"), std::string::npos) << fixes;
+  EXPECT_EQ(fixes.find("taskset"), std::string::npos) << fixes;
+}
+
+// Waits explain idle time before the computing does: contention holding the main thread 60 ms of
+// every 100 while the GPU idles 68% is contention's, not the computing's.
+TEST(BudgetTest, WaitsExplainIdleTimeBeforeComputing) {
+  Builder b;
+  b.Proc(900, 1, "ffmpeg", false);
+  for (int64_t t = 0; t < 100 * kSec; t += 100 * kMs) {
+    b.Add(Sw(kMain, t + 10 * kMs, 60 * kMs, SwitchKind::kPreempted, 60 * kMs, 900));
+  }
+  AddUtil(b.w, [](int64_t) { return 32.0; });
+  Report r = b.Run();
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].rule, "cpu-contention");
+  EXPECT_NEAR(r.findings[0].lost_s, 60, 1);
+  EXPECT_EQ(Find(r, "host-compute"), nullptr) << "8% of the window is below its ladder";
+}
+
+// A thread of the trainer without CUDA calls runs while the main thread sleeps until it wakes
+// it (a pure-Python thread holding the GIL): lock-contention names that thread.
+TEST(BudgetTest, SiblingThreadHoldingTheMainThreadIsLockContention) {
+  Builder b;
+  b.Proc(101, kMain, "pt_data_worker:0", true);  // workers exist, but did not deliver these
+  constexpr int32_t kSpinner = 177;
+  for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
+    RawEvent wait = Sw(kMain, t + 10 * kMs, 80 * kMs, SwitchKind::kBlocked, 0);
+    wait.waker_pid = kMain;
+    wait.waker_tid = kSpinner;
+    b.Add(wait);
+    // The spinner is on the CPU except for 5 ms of every 100 ms.
+    b.Add(Sw(kMain, t + 92 * kMs, 5 * kMs, SwitchKind::kBlocked, 0, 0, kSpinner));
+  }
+  AddUtil(b.w, [](int64_t) { return 10.0; });
+  Report r = b.Run();
+  ASSERT_FALSE(r.findings.empty());
+  const Finding& f = r.findings[0];
+  EXPECT_EQ(f.rule, "lock-contention");
+  EXPECT_EQ(f.severity, Severity::kHigh);
+  EXPECT_NEAR(f.lost_s, 80, 1);
+  EXPECT_EQ(r.budget.hold_tid, kSpinner);
+  EXPECT_NE(f.root[0].find("thread 177"), std::string::npos) << f.root[0];
+  EXPECT_NE(f.cause.find("GIL"), std::string::npos) << f.cause;
+  EXPECT_EQ(Find(r, "dataloader-starvation"), nullptr);
+}
+
+// Run-queue time behind the job's own workers is oversubscription, with a thread-count fix, not
+// contention with a pinning fix.
+TEST(BudgetTest, RunqBehindTheJobsOwnThreadsIsOversubscription) {
+  Builder b;
+  b.Proc(101, kMain, "pt_data_worker:0", true);
+  b.Proc(102, kMain, "pt_data_worker:1", true);
+  for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
+    b.Add(Sw(kMain, t + 10 * kMs, 40 * kMs, SwitchKind::kPreempted, 40 * kMs, 101));
+    b.Add(Sw(101, t + 60 * kMs, 5 * kMs, SwitchKind::kPreempted, 5 * kMs, 102));
+  }
+  AddUtil(b.w, [](int64_t) { return 55.0; });
+  Report r = b.Run();
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].rule, "cpu-oversubscription");
+  EXPECT_EQ(Find(r, "cpu-contention"), nullptr);
+  std::string fixes;
+  for (const std::string& x : r.findings[0].fix) fixes += x + "\n";
+  EXPECT_NE(fixes.find("torch.set_num_threads(1)"), std::string::npos) << fixes;
+  EXPECT_EQ(fixes.find("taskset"), std::string::npos) << fixes;
+}
+
+// The training process's own writes (a checkpoint): main-thread-io with a checkpoint fix, not a
+// dataset-caching fix.
+TEST(BudgetTest, MainThreadWritesAreTheProcessesOwnIo) {
+  Builder b;
+  b.Proc(101, kMain, "pt_data_worker:0", true);
+  for (int64_t t = 0; t < b.w.to; t += 2 * kSec) {
+    b.Add(Sw(kMain, t + 100 * kMs, 600 * kMs, SwitchKind::kBlockedIo, 0));
+  }
+  AddUtil(b.w, [](int64_t t) { return (t % (2 * kSec)) < 800 * kMs ? 20.0 : 95.0; });
+  Report r = b.Run();
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].rule, "main-thread-io");
+  EXPECT_EQ(Find(r, "io-bottleneck"), nullptr);
+  std::string fixes;
+  for (const std::string& x : r.findings[0].fix) fixes += x + "\n";
+  EXPECT_NE(fixes.find("checkpoint asynchronously"), std::string::npos) << fixes;
+  EXPECT_EQ(fixes.find("tmpfs"), std::string::npos) << fixes;
+}
+
+// Another process (traced or not) keeps the GPU busy while the job waits in syncs: gpu-sharing
+// from the per-process samples, and the verdict does not tell the job to write faster kernels.
+TEST(BudgetTest, NeighbourOnTheGpuIsGpuSharingFromProcessSamples) {
+  Builder b;
+  for (RawEvent& e : b.w.events) {
+    if (e.op == Op::kCudaStreamSync) e.duration = 8 * kMs;  // 8 ms of every 10 in syncs
+  }
+  AddUtil(b.w, [](int64_t) { return 95.0; });
+  for (const GpuSample& s : std::vector<GpuSample>(b.w.gpu_samples)) {
+    b.w.gpu_process_samples.push_back({s.ts_ns, 0, kMain, 30, 0});
+    b.w.gpu_process_samples.push_back({s.ts_ns, 0, 4242, 60, 0});
+  }
+  Report r = b.Run();
+  EXPECT_EQ(r.budget.source, "nvml-process");
+  EXPECT_NEAR(r.budget.gpu_busy_other_s, 100 * 0.95 * 60 / 90, 1);
+  const Finding* f = Find(r, "gpu-sharing");
+  ASSERT_NE(f, nullptr);
+  EXPECT_GE(f->severity, Severity::kMedium);
+  EXPECT_NEAR(f->lost_s, 80 * 60.0 / 90, 1.5);
+  EXPECT_EQ(r.gpu_verdict.find("faster kernels"), std::string::npos) << r.gpu_verdict;
+  EXPECT_NE(r.gpu_verdict.find("the GPU is shared"), std::string::npos) << r.gpu_verdict;
+}
+
+// A helper thread of the process with no batch to relay stays not attributed when it is asleep
+// too; the not-attributed remainder is printed with its seconds.
+TEST(BudgetTest, NotAttributedIsPrintedWithItsSeconds) {
+  Builder b;
+  for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
+    RawEvent wait = Sw(kMain, t + 10 * kMs, 50 * kMs, SwitchKind::kBlocked, 0);
+    wait.waker_pid = 0;  // a timer
+    wait.waker_tid = 0;
+    b.Add(wait);
+  }
+  AddUtil(b.w, [](int64_t) { return 50.0; });
+  Report r = b.Run();
+  EXPECT_NEAR(PathS(r, BudgetCause::kNotAttributed), 50, 0.5);
+  EXPECT_NEAR(LostS(r, BudgetCause::kNotAttributed), 50, 0.5);
+  EXPECT_NE(ReportToText(r).find("not attributed"), std::string::npos);
 }
 
 }  // namespace

@@ -20,6 +20,13 @@ constexpr BlamedCause kBlamed[] = {
     {"memory-pressure", FeedCause::kPageFault, "while the main thread waited on page faults",
      true},
     {"memcpy-bottleneck", FeedCause::kMemcpy, "while the main thread was in host copies", false},
+    {"host-compute", FeedCause::kRunning, "while the main thread computed on the CPU", false},
+    {"lock-contention", FeedCause::kThreadHold,
+     "while another thread of the process held the main thread", false},
+    {"cpu-oversubscription", FeedCause::kRunqWait, "while the main thread waited for a CPU",
+     true},
+    {"main-thread-io", FeedCause::kBlockedIo, "while the main thread waited for its own I/O",
+     false},
 };
 
 constexpr int64_t kSecond = 1'000'000'000;

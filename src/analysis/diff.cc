@@ -30,6 +30,7 @@ struct SessionMeasures {
   std::vector<double> feed_pct;  // main thread % per FeedCause
   std::vector<std::string> findings;
   std::optional<GpuSummary> gpu;  // the job's GPU (NVML samples), when the session has them
+  GpuBudget budget;               // explain's GPU-time budget over the session
 };
 
 StatusOr<SessionMeasures> Measure(StoreReader& reader, int64_t session) {
@@ -62,7 +63,8 @@ StatusOr<SessionMeasures> Measure(StoreReader& reader, int64_t session) {
   }
   m.runq_share = m.feed_pct[static_cast<size_t>(FeedCause::kRunqWait)];
   std::vector<int64_t> syncs;
-  for (const RawEvent& e : w.events) {
+  // explain's syncs: a driver sync nested in a runtime sync is the same sync (f.events).
+  for (const RawEvent& e : f.events) {
     if (e.pid == f.main_pid && IsSync(e.op)) syncs.push_back(e.duration);
   }
   m.sync_p50_us = static_cast<double>(Percentile(syncs, 50)) / 1e3;
@@ -75,6 +77,7 @@ StatusOr<SessionMeasures> Measure(StoreReader& reader, int64_t session) {
   m.cuda_ops_per_s = secs > 0 ? static_cast<double>(ops) / static_cast<double>(secs) : 0;
   Report r = Analyze(w, options);
   if (const GpuSummary* g = JobGpu(r.gpus)) m.gpu = *g;
+  m.budget = r.budget;
   for (const Finding& x : r.findings) {
     m.findings.push_back(std::string("[") + SeverityName(x.severity) + "] " + x.cause + " → " +
                          x.effect);
@@ -148,6 +151,30 @@ StatusOr<DiffReport> Diff(StoreReader& a, int64_t session_a, StoreReader& b, int
     d.rows.push_back(Row(std::string("critical path: ") + FeedCauseLabel(c),
                          std::string("feed_") + FeedCauseName(c) + "_pct", "%", x.feed_pct[i],
                          y.feed_pct[i], lower, 1.0));
+  }
+  // The GPU-time budget (explain's one definition of lost time), as shares of each session's
+  // window so sessions of different lengths compare: busy for the job, then each cause's lost
+  // GPU time where either side has some.
+  if (x.budget.present && y.budget.present && x.budget.window_s > 0 && y.budget.window_s > 0) {
+    auto pct = [](const GpuBudget& b, double s) { return 100.0 * s / b.window_s; };
+    d.rows.push_back(Row("GPU busy for the job", "gpu_busy_job_pct", "%",
+                         pct(x.budget, x.budget.gpu_busy_job_s),
+                         pct(y.budget, y.budget.gpu_busy_job_s), false, 1.0));
+    for (size_t i = 0; i < kBudgetCauseCount && i < x.budget.lines.size() &&
+                       i < y.budget.lines.size();
+         ++i) {
+      double before = pct(x.budget, x.budget.lines[i].lost_s);
+      double after = pct(y.budget, y.budget.lines[i].lost_s);
+      if (before < 0.5 && after < 0.5) continue;
+      BudgetCause c = x.budget.lines[i].cause;
+      d.rows.push_back(Row(std::string("GPU time lost: ") + BudgetCauseLabel(c),
+                           std::string("lost_") + BudgetCauseKey(c) + "_pct", "%", before, after,
+                           true, 1.0));
+    }
+    if (x.budget.source != y.budget.source) {
+      d.notes.push_back("the GPU-time budget comes from " + x.budget.source + " before and " +
+                        y.budget.source + " after: busy and lost rows are less comparable");
+    }
   }
   // GPU truth (NVML): the job's GPU on each side, medians over the session; a better-fed GPU is
   // busier. Rows only where both sides have the figure.

@@ -51,6 +51,8 @@ const char* FeedCauseName(FeedCause c) {
       return "helper_work";
     case FeedCause::kWorkerCompute:
       return "worker_compute";
+    case FeedCause::kThreadHold:
+      return "thread_hold";
   }
   return "running";
 }
@@ -75,8 +77,32 @@ const char* FeedCauseLabel(FeedCause c) {
       return "waiting for CUDA helper threads at work";
     case FeedCause::kWorkerCompute:
       return "waiting for workers computing a batch";
+    case FeedCause::kThreadHold:
+      return "waiting for a sibling thread at work (GIL, lock)";
   }
   return "running";
+}
+
+const char* BudgetCauseKey(BudgetCause c) {
+  switch (c) {
+#define GW_BUDGET_KEY(e, key, label) \
+  case BudgetCause::e:               \
+    return key;
+    GW_BUDGET_CAUSES(GW_BUDGET_KEY)
+#undef GW_BUDGET_KEY
+  }
+  return "not_attributed";
+}
+
+const char* BudgetCauseLabel(BudgetCause c) {
+  switch (c) {
+#define GW_BUDGET_LABEL(e, key, label) \
+  case BudgetCause::e:                 \
+    return label;
+    GW_BUDGET_CAUSES(GW_BUDGET_LABEL)
+#undef GW_BUDGET_LABEL
+  }
+  return "not attributed";
 }
 
 const char* VerdictName(Verdict v) {
@@ -100,7 +126,8 @@ constexpr FeedCause kCauses[] = {
 constexpr FeedCause kPathCauses[] = {
     FeedCause::kRunning,  FeedCause::kRunqWait,     FeedCause::kBlockedIo,
     FeedCause::kPageFault, FeedCause::kBlockedOther, FeedCause::kMemcpy,
-    FeedCause::kSync,     FeedCause::kHelperWork,   FeedCause::kWorkerCompute};
+    FeedCause::kSync,     FeedCause::kHelperWork,   FeedCause::kWorkerCompute,
+    FeedCause::kThreadHold};
 
 FeedTimeGroup MakeGroup(std::string name, int32_t threads, int64_t thread_ns, const CauseTimes& t,
                         bool path = false) {
@@ -190,7 +217,9 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
     {
       auto host_family = [](const std::string& rule) {
         return rule == "cpu-contention" || rule == "dataloader-starvation" ||
-               rule == "io-bottleneck" || rule == "memory-pressure";
+               rule == "io-bottleneck" || rule == "memory-pressure" ||
+               rule == "cpu-oversubscription" || rule == "main-thread-io" ||
+               rule == "lock-contention" || rule == "host-compute";
       };
       double strongest = 0;
       for (const Finding& x : r.findings) {
@@ -206,6 +235,7 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
                                       }),
                        r.findings.end());
     }
+    r.budget = f.budget;
     AddGpuEffects(f, &r);
     AddFindingIntervals(f, &r);
     r.feed_time.push_back(MakeGroup("main thread's critical path (waits resolved by who woke it)",
@@ -400,6 +430,16 @@ StatusOr<Report> Explain(StoreReader& reader, const ExplainOptions& options) {
   if (!done) {
     ASSIGN_OR_RETURN(WindowData w, LoadWindow(reader, options.window));
     report = Analyze(w, options);
+    // A process without CUDA calls feeds no GPU: explaining it as "training threads" would
+    // describe a thread that never launched anything.
+    if (options.pid != 0 && report.feed_time.empty()) {
+      return InvalidArgument("process " + std::to_string(options.pid) + " (and its tracked "
+                             "children) made no CUDA calls in " + report.window.label +
+                             " of session " + std::to_string(report.window.session) +
+                             " — hint: `gpuwhy sessions` and `gpuwhy query \"SELECT pid, "
+                             "COUNT(*) FROM events WHERE op LIKE 'cu%' GROUP BY pid\"` show "
+                             "which processes called CUDA");
+    }
   }
   report.db_path = reader.path();
   FillSourceLines(&report);

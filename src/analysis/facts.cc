@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "analysis/budget.h"
 #include "analysis/thresholds.h"
 
 namespace gw {
@@ -87,9 +88,10 @@ class JobGraph {
   }
 
   // The main thread's own timeline with every "blocked otherwise" stretch resolved through the
-  // thread that ended it. Fills the batch and helper wait tallies.
-  CauseTimes ResolveMain(BatchWaits* batches, HelperWaits* helpers,
-                         std::vector<PathSpan>* spans) {
+  // thread that ended it. Fills the batch and helper wait tallies, each span's budget detail and
+  // the holders of thread_hold time.
+  CauseTimes ResolveMain(BatchWaits* batches, HelperWaits* helpers, std::vector<PathSpan>* spans,
+                         std::map<int32_t, int64_t>* holders) {
     CauseTimes out{};
     const ThreadTimeline& tl = tls_.at(f_.main_tid);
     AddTo(out, tl.Totals());
@@ -100,12 +102,20 @@ class JobGraph {
     for (const TimelineSegment& seg : tl.segments()) {
       if (seg.cause != FeedCause::kBlockedOther) continue;
       const Sleep* s = sleeps ? Containing(*sleeps, seg.start) : nullptr;
-      CauseTimes part = ResolveWait(f_.main_tid, s, seg.start, seg.end, 0);
+      BudgetTimes detail{};
+      CauseTimes part = ResolveWait(f_.main_tid, s, seg.start, seg.end, 0, &detail);
       for (int64_t v : part) resolved += v;
-      spans->push_back({seg.start, seg.end, part});
+      // Whatever the resolution left uncovered (a waker's lifetime shorter than the wait).
+      int64_t covered = 0;
+      for (int64_t v : detail) covered += v;
+      if (covered < seg.end - seg.start) {
+        At(detail, BudgetCause::kNotAttributed) += seg.end - seg.start - covered;
+      }
+      spans->push_back({seg.start, seg.end, part, detail});
       AddTo(out, part);
     }
     At(out, FeedCause::kBlockedOther) += blocked - resolved;  // rounding safety: totals hold
+    *holders = hold_;
     // Tally the waits per sleep (a sleep may span several segments).
     if (sleeps) {
       for (const Sleep& s : *sleeps) {
@@ -181,20 +191,123 @@ class JobGraph {
   // What the pipeline was doing during a batch wait: the delivering worker's busiest thread;
   // without one, instant by instant the most blocking state of any worker.
   CauseTimes DeliveringWorkerState(const Sleep& s, int64_t a, int64_t b) const {
+    if (const ThreadTimeline* tl = DeliveringWorker(s)) return tl->Overlap(a, b);
+    return AnyWorkerState(a, b);
+  }
+
+  // The busiest thread of the worker that delivered the batch ending sleep `s` (directly or
+  // through a relay); null when unknown.
+  const ThreadTimeline* DeliveringWorker(const Sleep& s) const {
     std::optional<int32_t> worker;
     if (IsWorkerPid(s.waker_pid)) {
       worker = static_cast<int32_t>(s.waker_pid);
     } else if (s.waker_tid != kNull && IsMainProcess(s.waker_pid)) {
       worker = RelayedWorker(s);
     }
-    if (worker) {
-      auto rep = f_.worker_rep_tid.find(*worker);
-      if (rep != f_.worker_rep_tid.end()) {
-        if (auto tl = tls_.find(rep->second); tl != tls_.end()) return tl->second.Overlap(a, b);
+    if (!worker) return nullptr;
+    auto rep = f_.worker_rep_tid.find(*worker);
+    if (rep == f_.worker_rep_tid.end()) return nullptr;
+    auto tl = tls_.find(rep->second);
+    return tl == tls_.end() ? nullptr : &tl->second;
+  }
+
+  // A thread of the main process that calls no CUDA, relays no worker's batches and has a
+  // timeline of its own: a sibling whose running can hold the main thread (the GIL, a lock).
+  bool IsSibling(int32_t tid) const {
+    return tid != f_.main_tid && !helpers_.count(tid) && tls_.count(tid) > 0 &&
+           tls_.at(tid).pid() == f_.main_pid;
+  }
+
+  enum class Via { kHelper, kSibling, kWorker };
+
+  // The sibling of the main thread (IsSibling) that ran most over [a, b), if it ran at least
+  // thresholds::kThreadHoldBusyShare of it.
+  const ThreadTimeline* BusySibling(int64_t a, int64_t b) const {
+    const ThreadTimeline* best = nullptr;
+    int64_t best_ns = 0;
+    for (const auto& [tid, tl] : tls_) {
+      if (!IsSibling(tid)) continue;
+      int64_t ran = At(tl.Overlap(a, b), FeedCause::kRunning);
+      if (ran > best_ns) {
+        best_ns = ran;
+        best = &tl;
       }
     }
-    return AnyWorkerState(a, b);
+    return static_cast<double>(best_ns) >=
+                   th::kThreadHoldBusyShare * static_cast<double>(b - a)
+               ? best
+               : nullptr;
   }
+
+  // Run-queue time by who held the CPU: the job's own threads or anyone else; an unknown holder
+  // is split by the job-wide share.
+  void CreditRunq(const std::map<int32_t, int64_t>& by_holder, BudgetTimes* d) const {
+    for (const auto& [pid, ns] : by_holder) {
+      if (pid > 0) {
+        At(*d, IsOwnPid(f_, pid) ? BudgetCause::kRunqOwn : BudgetCause::kRunqOther) += ns;
+        continue;
+      }
+      auto own = static_cast<int64_t>(f_.own_runq_share * static_cast<double>(ns));
+      At(*d, BudgetCause::kRunqOwn) += own;
+      At(*d, BudgetCause::kRunqOther) += ns - own;
+    }
+  }
+
+  // A thread's own time over [a, b) by budget cause, "blocked otherwise" left to the caller.
+  void CreditThread(const ThreadTimeline& tl, int64_t a, int64_t b, Via via,
+                    BudgetTimes* d) const {
+    CauseTimes own = tl.Overlap(a, b);
+    int64_t run = At(own, FeedCause::kRunning);
+    int64_t copies = At(own, FeedCause::kMemcpy);
+    int64_t syncs = At(own, FeedCause::kSync);
+    switch (via) {
+      case Via::kWorker:
+        At(*d, BudgetCause::kBatchCompute) += run + copies + syncs;
+        At(*d, BudgetCause::kBatchIo) += At(own, FeedCause::kBlockedIo);
+        break;
+      case Via::kHelper:
+      case Via::kSibling:
+        if (via == Via::kHelper) {
+          At(*d, BudgetCause::kHelperCompute) += run;
+        } else {
+          At(*d, BudgetCause::kThreadHold) += run;
+          if (run > 0) hold_[tl.tid()] += run;
+        }
+        At(*d, BudgetCause::kMemcpy) += copies;
+        At(*d, BudgetCause::kSyncWait) += syncs;
+        At(*d, BudgetCause::kProcessIo) += At(own, FeedCause::kBlockedIo);
+        break;
+    }
+    At(*d, BudgetCause::kPageFault) += At(own, FeedCause::kPageFault);
+    std::map<int32_t, int64_t> holders;
+    tl.RunqByHolder(a, b, &holders);
+    CreditRunq(holders, d);
+  }
+
+  // AnyWorkerState's instant-by-instant merge by budget cause (no single thread, so no holder).
+  void CreditAnyWorker(const CauseTimes& c, BudgetTimes* d) const {
+    At(*d, BudgetCause::kBatchCompute) += At(c, FeedCause::kRunning) + At(c, FeedCause::kMemcpy) +
+                                          At(c, FeedCause::kSync);
+    At(*d, BudgetCause::kBatchIo) += At(c, FeedCause::kBlockedIo);
+    At(*d, BudgetCause::kPageFault) += At(c, FeedCause::kPageFault);
+    CreditRunq({{0, At(c, FeedCause::kRunqWait)}}, d);
+    At(*d, BudgetCause::kNotAttributed) += At(c, FeedCause::kBlockedOther);
+  }
+
+  // [a, b) of a batch wait, by what the delivering worker (or, unknown, any worker) was doing.
+  CauseTimes ResolveBatch(const Sleep* s, int64_t a, int64_t b, BudgetTimes* d) const {
+    if (const ThreadTimeline* tl = s ? DeliveringWorker(*s) : nullptr) {
+      CauseTimes c = tl->Overlap(a, b);
+      CreditThread(*tl, a, b, Via::kWorker, d);
+      At(*d, BudgetCause::kNotAttributed) += At(c, FeedCause::kBlockedOther);  // worker idle
+      return AsPipeline(c);
+    }
+    CauseTimes c = AnyWorkerState(a, b);
+    CreditAnyWorker(c, d);
+    return AsPipeline(c);
+  }
+
+
 
   // Instant by instant over the workers' busiest threads: waiting for a CPU > I/O > page fault >
   // computing > idle.
@@ -253,11 +366,13 @@ class JobGraph {
   }
 
   // [a, b) of a sleep of `tid` (s: the sleep, or null when unknown), resolved through its waker.
-  CauseTimes ResolveWait(int32_t tid, const Sleep* s, int64_t a, int64_t b, int depth) const {
+  CauseTimes ResolveWait(int32_t tid, const Sleep* s, int64_t a, int64_t b, int depth,
+                         BudgetTimes* d) const {
     CauseTimes out{};
     if (b <= a) return out;
     auto other = [&] {
       At(out, FeedCause::kBlockedOther) += b - a;
+      At(*d, BudgetCause::kNotAttributed) += b - a;
       return out;
     };
     if (!s) return other();
@@ -265,41 +380,73 @@ class JobGraph {
       // No waker recorded (an older recording): the main thread's sleeps are batch waits when
       // the job has workers, split by what the workers were doing.
       if (tid != f_.main_tid || f_.worker_pids.empty()) return other();
-      return AsPipeline(AnyWorkerState(a, b));
+      CauseTimes c = AnyWorkerState(a, b);
+      CreditAnyWorker(c, d);
+      return AsPipeline(c);
     }
-    if (IsWorkerPid(s->waker_pid)) return AsPipeline(DeliveringWorkerState(*s, a, b));
+    if (IsWorkerPid(s->waker_pid)) return ResolveBatch(s, a, b, d);
+    if (s->waker_pid == 0 && tid == f_.main_tid) {
+      // A timed wait a timer ended, while a sibling ran through it: CPython's GIL wait (5 ms
+      // timeouts, a drop request each time, until the holder lets go) or a lock polled the same
+      // way. The sibling's running is the hold; the rest stays unattributed.
+      if (const ThreadTimeline* holder = BusySibling(a, b)) {
+        CauseTimes own = holder->Overlap(a, b);
+        At(out, FeedCause::kThreadHold) += At(own, FeedCause::kRunning);
+        CreditThread(*holder, a, b, Via::kSibling, d);
+        int64_t credited = At(own, FeedCause::kRunning) + At(own, FeedCause::kRunqWait) +
+                           At(own, FeedCause::kBlockedIo) + At(own, FeedCause::kPageFault) +
+                           At(own, FeedCause::kMemcpy) + At(own, FeedCause::kSync);
+        for (FeedCause c : {FeedCause::kRunqWait, FeedCause::kBlockedIo, FeedCause::kPageFault,
+                            FeedCause::kMemcpy, FeedCause::kSync}) {
+          At(out, c) += At(own, c);
+        }
+        At(out, FeedCause::kBlockedOther) += (b - a) - credited;
+        At(*d, BudgetCause::kNotAttributed) += (b - a) - credited;
+        return out;
+      }
+    }
     if (!IsMainProcess(s->waker_pid) || s->waker_tid == tid || s->waker_tid == f_.main_tid ||
         depth >= 3) {
       return other();  // interrupt/timer, another program, or a cycle back to the main thread
     }
     int32_t waker = static_cast<int32_t>(s->waker_tid);
+    Via via = Via::kHelper;
     if (!helpers_.count(waker)) {
-      // A relay of the training process (pin-memory thread): a batch wait when a worker fed it.
-      if (RelayedWorker(*s) || !f_.worker_pids.empty()) {
-        return AsPipeline(DeliveringWorkerState(*s, a, b));
+      // A relay of the training process (the pin-memory thread): a batch wait when a worker fed
+      // it. Another thread that ran while this one slept held it up itself (the GIL, a lock).
+      if (RelayedWorker(*s)) return ResolveBatch(s, a, b, d);
+      if (!IsSibling(waker)) {
+        if (!f_.worker_pids.empty()) return ResolveBatch(s, a, b, d);
+        return other();
       }
-      return other();
+      via = Via::kSibling;
     }
-    // A CUDA helper (autograd): its own time over [a, b), its sleeps resolved in turn.
+    // A CUDA helper (autograd) or a sibling: its own time over [a, b), its sleeps resolved in
+    // turn.
     auto tl = tls_.find(waker);
     if (tl == tls_.end()) return other();
     CauseTimes own = tl->second.Overlap(a, b);
-    At(out, FeedCause::kHelperWork) += At(own, FeedCause::kRunning);
+    At(out, via == Via::kHelper ? FeedCause::kHelperWork : FeedCause::kThreadHold) +=
+        At(own, FeedCause::kRunning);
     for (FeedCause c : {FeedCause::kRunqWait, FeedCause::kBlockedIo, FeedCause::kPageFault,
                         FeedCause::kMemcpy, FeedCause::kSync}) {
       At(out, c) += At(own, c);
     }
+    CreditThread(tl->second, a, b, via, d);
     const std::vector<Sleep>* sleeps = SleepsOf(waker);
     for (const TimelineSegment& seg : tl->second.segments()) {
       if (seg.cause != FeedCause::kBlockedOther || seg.end <= a || seg.start >= b) continue;
       int64_t x = std::max(a, seg.start), y = std::min(b, seg.end);
       const Sleep* inner = sleeps ? Containing(*sleeps, x) : nullptr;
-      AddTo(out, ResolveWait(waker, inner, x, y, depth + 1));
+      AddTo(out, ResolveWait(waker, inner, x, y, depth + 1, d));
     }
     // The helper's lifetime may not cover [a, b) entirely.
     int64_t covered = 0;
     for (int64_t v : out) covered += v;
-    if (covered < b - a) At(out, FeedCause::kBlockedOther) += (b - a) - covered;
+    if (covered < b - a) {
+      At(out, FeedCause::kBlockedOther) += (b - a) - covered;
+      At(*d, BudgetCause::kNotAttributed) += (b - a) - covered;
+    }
     return out;
   }
 
@@ -308,6 +455,7 @@ class JobGraph {
   std::map<int32_t, std::vector<Sleep>> sleeps_;
   std::set<int32_t> workers_;
   std::set<int32_t> helpers_;
+  mutable std::map<int32_t, int64_t> hold_;  // thread_hold ns by the sibling that ran
 };
 
 bool IsKernelThread(const ProcessRecord& p) { return p.pid == 2 || p.ppid == 2; }
@@ -355,6 +503,52 @@ CauseTimes PathOverlap(const Facts& f, int64_t a, int64_t b) {
     }
   }
   At(out, FeedCause::kBlockedOther) += std::max<int64_t>(0, blocked - moved);
+  return out;
+}
+
+bool IsOwnPid(const Facts& f, int32_t pid) {
+  return pid == f.main_pid ||
+         std::find(f.worker_pids.begin(), f.worker_pids.end(), pid) != f.worker_pids.end() ||
+         std::find(f.child_pids.begin(), f.child_pids.end(), pid) != f.child_pids.end();
+}
+
+BudgetTimes PathDetailOverlap(const Facts& f, int64_t a, int64_t b) {
+  BudgetTimes out{};
+  if (!f.main_tl || b <= a) return out;
+  const ThreadTimeline& tl = *f.main_tl;
+  CauseTimes own = tl.Overlap(a, b);
+  At(out, BudgetCause::kHostCompute) += At(own, FeedCause::kRunning);
+  At(out, BudgetCause::kProcessIo) += At(own, FeedCause::kBlockedIo);
+  At(out, BudgetCause::kPageFault) += At(own, FeedCause::kPageFault);
+  At(out, BudgetCause::kMemcpy) += At(own, FeedCause::kMemcpy);
+  At(out, BudgetCause::kSyncWait) += At(own, FeedCause::kSync);
+  std::map<int32_t, int64_t> holders;
+  tl.RunqByHolder(a, b, &holders);
+  for (const auto& [pid, ns] : holders) {
+    if (pid > 0) {
+      At(out, IsOwnPid(f, pid) ? BudgetCause::kRunqOwn : BudgetCause::kRunqOther) += ns;
+    } else {
+      auto mine = static_cast<int64_t>(f.own_runq_share * static_cast<double>(ns));
+      At(out, BudgetCause::kRunqOwn) += mine;
+      At(out, BudgetCause::kRunqOther) += ns - mine;
+    }
+  }
+  int64_t blocked = At(own, FeedCause::kBlockedOther);
+  int64_t moved = 0;
+  auto it = std::lower_bound(f.path_spans.begin(), f.path_spans.end(), a,
+                             [](const PathSpan& s, int64_t v) { return s.end <= v; });
+  for (; it != f.path_spans.end() && it->start < b; ++it) {
+    int64_t len = it->end - it->start;
+    int64_t cut = std::min(b, it->end) - std::max(a, it->start);
+    if (len <= 0 || cut <= 0) continue;
+    for (size_t i = 0; i < kBudgetCauseCount; ++i) {
+      auto v = static_cast<int64_t>(static_cast<double>(it->detail[i]) * static_cast<double>(cut) /
+                                    static_cast<double>(len));
+      out[i] += v;
+      moved += v;
+    }
+  }
+  At(out, BudgetCause::kNotAttributed) += std::max<int64_t>(0, blocked - moved);
   return out;
 }
 
@@ -444,7 +638,6 @@ bool PickMainProcess(const WindowData& w, const std::map<int32_t, int64_t>& cuda
     if (only_pid != 0 && !scope.count(pid)) continue;
     f->cuda_pids.push_back(pid);
   }
-  if (f->cuda_pids.empty() && only_pid != 0) f->cuda_pids.push_back(only_pid);
   if (f->cuda_pids.empty()) return false;
   f->main_pid = f->cuda_pids[0];
   if (auto it = w.processes.find(f->main_pid); it != w.processes.end()) {
@@ -477,6 +670,16 @@ void ClassifyDescendants(const WindowData& w, const std::map<int32_t, int64_t>& 
   for (const auto& [pid, n] : wakes_main) {
     if (n >= th::kFeederMinWakes) feeds_main.insert(pid);
   }
+  // The main process's first CUDA call in the window: descendants gone before it (or before the
+  // window) are start-up helpers — a shell shim's subshells before it exec'd Python, `readlink`
+  // — not DataLoader workers, and not programs that compete with the job either.
+  int64_t first_cuda = w.to;
+  for (const RawEvent& e : f->events) {
+    if (e.pid == f->main_pid && IsCudaOp(e.op)) {
+      first_cuda = e.ts;
+      break;
+    }
+  }
   std::set<int32_t> family = {f->main_pid};
   bool grew = true;
   while (grew) {
@@ -487,6 +690,7 @@ void ClassifyDescendants(const WindowData& w, const std::map<int32_t, int64_t>& 
       }
       family.insert(pid);
       grew = true;
+      if (p.exit_ts != kNull && (p.exit_ts < w.from || p.exit_ts < first_cuda)) continue;
       auto parent = w.processes.find(p.ppid);
       bool forked = parent != w.processes.end() && !p.cmdline.empty() &&
                     p.cmdline == parent->second.cmdline;
@@ -683,7 +887,15 @@ void MeasureCpuRoom(const WindowData& w, const ThreadRows& rows, Facts* f) {
 void ResolveCriticalPath(const ThreadRows& rows, const std::map<int32_t, ThreadTimeline>& tls,
                          Facts* f) {
   JobGraph graph(*f, rows.by_tid, tls);
-  f->path = graph.ResolveMain(&f->waits, &f->helper_waits, &f->path_spans);
+  int64_t own = 0, all = 0;
+  for (const auto& [pid, ns] : f->runq_holders) {
+    if (pid <= 0) continue;
+    all += ns;
+    if (IsOwnPid(*f, pid)) own += ns;
+  }
+  f->own_runq_share = Share(own, all);
+  f->path = graph.ResolveMain(&f->waits, &f->helper_waits, &f->path_spans, &f->hold_by_tid);
+  f->path_detail = PathDetailOverlap(*f, f->main_tl->begin(), f->main_tl->end());
   f->lost_contention = static_cast<double>(At(f->path, FeedCause::kRunqWait));
   f->lost_io = static_cast<double>(At(f->path, FeedCause::kBlockedIo));
   f->lost_memory = static_cast<double>(At(f->path, FeedCause::kPageFault));
@@ -846,6 +1058,7 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
   PickSyncBaseline(syncs, &f);
   PickThroughputBuckets(&f);
   AttributeSlowSyncs(syncs, &f);
+  ComputeBudget(&f);
   return f;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -58,11 +59,17 @@ struct Competitor {
   bool child = false;  // started by the job (exec'd descendant), e.g. subprocess.Popen
 };
 
+// Critical-path time per BudgetCause (report.h), ns.
+using BudgetTimes = std::array<int64_t, kBudgetCauseCount>;
+inline int64_t& At(BudgetTimes& t, BudgetCause c) { return t[static_cast<size_t>(c)]; }
+inline int64_t At(const BudgetTimes& t, BudgetCause c) { return t[static_cast<size_t>(c)]; }
+
 // One "blocked otherwise" stretch of the main thread with what it resolved to through its waker.
 struct PathSpan {
   int64_t start = 0;
   int64_t end = 0;
   CauseTimes causes{};
+  BudgetTimes detail{};  // the same stretch by budget cause
 };
 
 struct Facts {
@@ -97,6 +104,13 @@ struct Facts {
   CauseTimes main_totals{};                // the main thread's own time
   CauseTimes path{};                       // the main thread's time, waits resolved
   std::vector<PathSpan> path_spans;        // the resolved stretches, by start
+  BudgetTimes path_detail{};               // the whole critical path by budget cause
+  // Threads of the main process that held the main thread up while running (thread_hold), ns.
+  std::map<int32_t, int64_t> hold_by_tid;
+  // Share of the feeders' run-queue time whose CPU holder was the job's own (main process,
+  // workers, programs it started): splits run-queue time of unknown holder.
+  double own_runq_share = 0;
+  GpuBudget budget;  // budget.cc: the window's GPU time and its idle seconds by cause
   CauseTimes train_totals{};
   CauseTimes worker_totals{};
   int64_t train_thread_ns = 0;
@@ -145,6 +159,10 @@ std::optional<int64_t> RecommendedWorkers(const Facts& f);
 // The main thread's critical path over [a, b): its own timeline with every resolved "blocked
 // otherwise" stretch replaced by what it resolved to (pro rata where [a, b) cuts a stretch).
 CauseTimes PathOverlap(const Facts& f, int64_t a, int64_t b);
+// The same by budget cause.
+BudgetTimes PathDetailOverlap(const Facts& f, int64_t a, int64_t b);
+// Whether a process holding a CPU is the job itself (main process, workers, its programs).
+bool IsOwnPid(const Facts& f, int32_t pid);
 
 int64_t Percentile(std::vector<int64_t> v, double p);        // nearest-rank, 0 for empty
 std::string ProcessLabel(const WindowData& w, int32_t pid);  // "name (PID n)"

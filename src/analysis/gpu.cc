@@ -121,7 +121,8 @@ void AddGpuEffects(const Facts& f, Report* r) {
   auto host_wait = [&](const SampleInterval& x) {
     double sum = 0;
     for (const BlamedCause* b = BlamedCausesBegin(); b != BlamedCausesEnd(); ++b) {
-      sum += share(x, b->cause);
+      // The main thread's own computing is no wait: every sample has some.
+      if (b->cause != FeedCause::kRunning) sum += share(x, b->cause);
     }
     return sum;
   };
@@ -146,7 +147,8 @@ void AddGpuEffects(const Facts& f, Report* r) {
   const std::string metric = gpm ? "SM active" : "utilization";
   for (Finding& finding : r->findings) {
     const BlamedCause* blamed = BlamedCauseOf(finding.rule);
-    if (blamed == nullptr) continue;
+    // The main thread computes in every sample: no stretch of it to compare with the rest.
+    if (blamed == nullptr || blamed->cause == FeedCause::kRunning) continue;
     double sum = 0;
     int64_t n = 0;
     int64_t ns = 0;
@@ -167,14 +169,15 @@ void AddGpuEffects(const Facts& f, Report* r) {
     e.quiet_samples = static_cast<int64_t>(quiet_n);
     e.blamed_s = static_cast<double>(ns) / 1e9;
     finding.metrics.push_back({"gpu_blamed_activity_pct", e.blamed_pct, "%"});
-    if (!baseline) {
+    if (!baseline || quiet <= e.blamed_pct) {
       e.quiet_pct = -1;  // no baseline: JSON leaves the comparison out
       e.gpu_idle_s = -1;
-      finding.effects.push_back(Fmt("GPU %d %s %.0f%% %s (%lld samples, %.1f s); the cause held "
-                                    "the whole window, so there is no unaffected stretch to "
-                                    "compare with",
-                                    e.gpu, metric.c_str(), e.blamed_pct, blamed->phrase,
-                                    static_cast<long long>(n), e.blamed_s));
+      finding.effects.push_back(Fmt("GPU %d %s %.0f%% %s (%lld samples, %.1f s)%s", e.gpu,
+                                    metric.c_str(), e.blamed_pct, blamed->phrase,
+                                    static_cast<long long>(n), e.blamed_s,
+                                    baseline ? "; no less active than the rest of the window"
+                                             : "; the cause held the whole window, so there is "
+                                               "no unaffected stretch to compare with"));
       continue;
     }
     e.gpu_idle_s = std::max(0.0, e.blamed_s * (e.quiet_pct - e.blamed_pct) / 100.0);
@@ -194,7 +197,13 @@ void AddGpuEffects(const Facts& f, Report* r) {
     if (BlamedCauseOf(x.rule) != nullptr && x.severity != Severity::kLow) host_lost += x.lost_s;
   }
   double host_share = f.window_s > 0 ? host_lost / f.window_s : 0;
-  if (busy >= thresholds::kGpuBusyPct && host_share < thresholds::kGpuBoundHostShare) {
+  double others = f.budget.window_s > 0 ? f.budget.gpu_busy_other_s / f.budget.window_s : 0;
+  if (others >= thresholds::kNeighbourLowShare * 5) {
+    r->gpu_verdict = Fmt("the GPU is shared: other processes kept GPU %d busy %.0f%% of the "
+                         "window, this job %.0f%% — see gpu-sharing",
+                         job->gpu, others * 100,
+                         100 * f.budget.gpu_busy_job_s / std::max(1e-9, f.budget.window_s));
+  } else if (busy >= thresholds::kGpuBusyPct && host_share < thresholds::kGpuBoundHostShare) {
     r->gpu_verdict = Fmt("the GPU is the bottleneck: GPU %d %s %.0f%% (median), host-side causes "
                          "explain < %.0f%% of the window (%.1f%%) — faster kernels, not a faster "
                          "host, would speed this job up",

@@ -50,6 +50,7 @@ StatusOr<WindowData> LoadWindow(StoreReader& reader, const WindowRequest& reques
   w.malformed_stacks = rows.malformed_stacks;
   w.gpu_devices = std::move(rows.gpu_devices);
   w.gpu_samples = std::move(rows.gpu_samples);
+  w.gpu_process_samples = std::move(rows.gpu_process_samples);
   return w;
 }
 

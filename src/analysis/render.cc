@@ -193,6 +193,38 @@ std::string LongWindowText(const LongWindowSummary& l) {
   return out;
 }
 
+// "GPU time (this job's window)": busy for the job, for others, idle, and the idle seconds by
+// the host cause that held the critical path, with the not-attributed rest.
+std::string BudgetText(const GpuBudget& b) {
+  if (!b.present || b.window_s <= 0) return "";
+  auto pct = [&](double s) { return FormatPct(s / b.window_s); };
+  std::string source = b.source == "nvml-process" ? Fmt("NVML, GPU %d, split by process", b.gpu)
+                       : b.source == "nvml"       ? Fmt("NVML, GPU %d", b.gpu)
+                                                  : std::string("the job's syncs; no GPU samples");
+  std::string out = Fmt("GPU time over %.1f s (%s): busy for this job %.1f s (%s)", b.window_s,
+                        source.c_str(), b.gpu_busy_job_s, pct(b.gpu_busy_job_s).c_str());
+  if (b.gpu_busy_other_s > 0.05) {
+    out += Fmt(", busy for other processes %.1f s (%s)", b.gpu_busy_other_s,
+               pct(b.gpu_busy_other_s).c_str());
+  }
+  out += Fmt(", idle %.1f s (%s)\n", b.gpu_idle_s, pct(b.gpu_idle_s).c_str());
+  Table t;
+  t.columns = {"what held the job", "critical path s", "GPU lost s"};
+  for (const BudgetLine& line : b.lines) {
+    if (line.path_s < 0.05 && line.lost_s < 0.05) continue;
+    t.rows.push_back(
+        {BudgetCauseLabel(line.cause), Fmt("%.1f", line.path_s), Fmt("%.1f", line.lost_s)});
+  }
+  t.rows.push_back({"GPU idle with no host cause on the path", "-",
+                    Fmt("%.1f", b.idle_unattributed_s)});
+  out += Indent(FormatTable(t, TableFormat::kText), "  ");
+  if (b.gpu_bound) {
+    out += Fmt("  → GPU-bound: the job kept its GPU busy %s of the window\n",
+               pct(b.gpu_busy_job_s).c_str());
+  }
+  return out + "\n";
+}
+
 }  // namespace
 
 std::string ReportToText(const Report& r) {
@@ -210,7 +242,8 @@ std::string ReportToText(const Report& r) {
   }
   for (const GpuSummary& g : r.gpus) out += "  " + GpuLine(g) + "\n";
   if (!r.gpu_verdict.empty()) out += "  → " + r.gpu_verdict + "\n";
-  out += "\nCausal Chains (" + r.window.label + "):\n" + std::string(kRule) + "\n";
+  out += "\n" + BudgetText(r.budget);
+  out += "Causal Chains (" + r.window.label + "):\n" + std::string(kRule) + "\n";
   bool any = false;
   for (const Finding& f : r.findings) {
     any = true;
@@ -233,6 +266,10 @@ std::string ReportToText(const Report& r) {
   }
   if (!any && r.long_window.tier == "rollups") {
     out += "No causal chains: they need raw rows, and this window has none to read.\n\n";
+  } else if (!any && r.budget.present && !r.budget.gpu_bound) {
+    out += Fmt("No causal chains: the GPU sat idle %.1f s of %.1f s and no host cause on the "
+               "critical path explains it (see the GPU time above).\n\n",
+               r.budget.gpu_idle_s, r.budget.window_s);
   } else if (!any) {
     out += "No causal chains: nothing in this window stands out from the run's own baseline.\n\n";
   }
@@ -369,6 +406,27 @@ nlohmann::ordered_json ReportJson(const Report& r) {
     findings.push_back(jf);
   }
   j["findings"] = findings;
+  if (r.budget.present) {
+    const GpuBudget& b = r.budget;
+    ordered_json lines = ordered_json::array();
+    for (const BudgetLine& line : b.lines) {
+      lines.push_back({{"cause", BudgetCauseKey(line.cause)},
+                       {"label", BudgetCauseLabel(line.cause)},
+                       {"path_s", R(line.path_s)},
+                       {"lost_s", R(line.lost_s)}});
+    }
+    j["budget"] = {{"source", b.source},
+                   {"gpu", b.gpu},
+                   {"window_s", R(b.window_s)},
+                   {"gpu_busy_job_s", R(b.gpu_busy_job_s)},
+                   {"gpu_busy_other_s", R(b.gpu_busy_other_s)},
+                   {"gpu_idle_s", R(b.gpu_idle_s)},
+                   {"idle_attributed_s", R(b.idle_attributed_s)},
+                   {"idle_unattributed_s", R(b.idle_unattributed_s)},
+                   {"gpu_bound", b.gpu_bound},
+                   {"hold_tid", b.hold_tid},
+                   {"causes", lines}};
+  }
   ordered_json feed = ordered_json::array();
   for (const FeedTimeGroup& g : r.feed_time) {
     ordered_json rows = ordered_json::array();

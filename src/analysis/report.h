@@ -128,6 +128,8 @@ enum class FeedCause {
   // Critical path only (a waiting thread's time resolved through who woke it):
   kHelperWork,     // waiting for a CUDA helper thread (autograd) while it ran or launched
   kWorkerCompute,  // waiting for a batch while the DataLoader worker that delivered it computed
+  kThreadHold,     // waiting for another thread of the process (no CUDA helper) while it ran:
+                   // the GIL or a lock it held
 };
 const char* FeedCauseName(FeedCause c);   // stable key: "running", "runq_wait", ...
 const char* FeedCauseLabel(FeedCause c);  // human label
@@ -146,6 +148,69 @@ struct FeedTimeGroup {
   int32_t threads = 0;            // threads observed
   double thread_seconds = 0;      // sum of each thread's observed lifetime in the window
   std::vector<FeedTimeRow> rows;  // one per FeedCause, in enum order
+};
+
+// ---- The GPU-time budget (docs/detections.md, "The GPU-time budget") ----
+//
+// The job's window (the main thread's lifetime in it) split into the GPU busy for this job, busy
+// for other processes and idle; and the main thread's critical path split into a complete set
+// of causes, each with the seconds it held the path and the seconds of GPU idle time it
+// explains ("lost"). Every finding's lost_s is its cause's lost seconds here.
+//
+// X(enumerator, stable key, label)
+#define GW_BUDGET_CAUSES(X)                                                                       \
+  X(kHostCompute, "host_compute", "main thread on the CPU (Python, dispatch, launches, batches)")  \
+  X(kHelperCompute, "helper_compute", "CUDA helper threads on the CPU (autograd dispatch)")        \
+  X(kThreadHold, "thread_hold", "another thread of the process held it (GIL or a lock)")          \
+  X(kBatchCompute, "batch_compute", "DataLoader workers computing the batch")                     \
+  X(kBatchIo, "batch_io", "DataLoader workers on I/O")                                            \
+  X(kProcessIo, "process_io", "the training process's own I/O (reads, writes, checkpoints)")      \
+  X(kRunqOwn, "runq_own", "waiting for a CPU held by the job's own threads")                      \
+  X(kRunqOther, "runq_other", "waiting for a CPU held by other processes")                        \
+  X(kPageFault, "page_fault", "page faults and reclaim")                                          \
+  X(kMemcpy, "memcpy", "host-device copies")                                                      \
+  X(kSyncWait, "sync_wait", "waiting for the GPU to finish (syncs)")                              \
+  X(kNotAttributed, "not_attributed", "not attributed (idle workers, timers, unknown wakers)")
+
+enum class BudgetCause {
+#define GW_BUDGET_ENUM(e, key, label) e,
+  GW_BUDGET_CAUSES(GW_BUDGET_ENUM)
+#undef GW_BUDGET_ENUM
+};
+inline constexpr size_t kBudgetCauseCount = 0
+#define GW_BUDGET_COUNT(e, key, label) +1
+    GW_BUDGET_CAUSES(GW_BUDGET_COUNT)
+#undef GW_BUDGET_COUNT
+    ;
+const char* BudgetCauseKey(BudgetCause c);    // "host_compute"
+const char* BudgetCauseLabel(BudgetCause c);  // human label
+
+struct BudgetLine {
+  BudgetCause cause = BudgetCause::kNotAttributed;
+  double path_s = 0;  // seconds this cause held the main thread's critical path
+  double lost_s = 0;  // of those, seconds the GPU sat idle for this job (sync_wait: seconds the
+                      // GPU was busy with other processes while the job waited for it)
+};
+
+struct GpuBudget {
+  bool present = false;  // false when the window has no main CUDA thread
+  // Where the GPU's busy time comes from: "nvml-process" (NVML utilization split by the
+  // per-process samples), "nvml" (device utilization; other processes not told apart), or
+  // "stream" (no GPU samples: the GPU counts busy while the host waited in syncs and through
+  // the host time of steps whose sync still found it working).
+  std::string source;
+  int32_t gpu = -1;  // the job's GPU (NVML index), -1 with stream evidence
+  double window_s = 0;        // the main thread's lifetime in the window
+  double gpu_busy_job_s = 0;  // the GPU busy with this job's work
+  double gpu_busy_other_s = 0;
+  double gpu_idle_s = 0;
+  double idle_attributed_s = 0;  // sum of the host causes' lost_s
+  double idle_unattributed_s = 0;  // idle time with no host cause on the path (lag, sampling)
+  std::vector<BudgetLine> lines;   // every BudgetCause, in enum order
+  // The thread that held the main thread up most (thread_hold): tid, its seconds.
+  int32_t hold_tid = 0;
+  double hold_s = 0;
+  bool gpu_bound = false;  // the job kept its GPU busy ≥ thresholds::kGpuBoundBusyShare
 };
 
 struct ProcessStat {
@@ -249,6 +314,7 @@ struct Report {
   // "the GPU is the bottleneck: …". Empty otherwise.
   std::string gpu_verdict;
   std::vector<Finding> findings;  // most severe first, then by lost_s
+  GpuBudget budget;               // where the job's GPU time went (rendered first)
   std::vector<FeedTimeGroup> feed_time;
   std::vector<ProcessStat> top_processes;  // by off-CPU time, training and workers first
   int64_t events = 0;                      // raw rows in the window (all pids)

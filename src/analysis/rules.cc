@@ -252,6 +252,10 @@ void RunRules(const Facts& f, std::vector<Finding>* out) {
   if (f.main_pid == 0) return;
   rules::CpuContention(f, out);
   rules::DataLoaderStarvation(f, out);
+  rules::HostCompute(f, out);
+  rules::LockContention(f, out);
+  rules::CpuOversubscription(f, out);
+  rules::ProcessIo(f, out);
   rules::IoBottleneck(f, out);
   rules::MemoryPressure(f, out);
   rules::MemcpyBottleneck(f, out);

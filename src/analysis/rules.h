@@ -52,8 +52,17 @@ void AddSyncEffect(const Facts& f, Finding* out);
 void AddThroughputEffect(const Facts& f, Finding* out);
 
 // rules_cpu.cc
+// Run-queue waits on a mostly idle host whose CPUs the feeders all used: wake-up latency among
+// the job's own threads, which neither pinning nor fewer threads removes (graded LOW).
+bool WakeupLatencyOnly(const Facts& f);
+std::string WakeupLatencyLine(const Facts& f);
 void CpuContention(const Facts& f, std::vector<Finding>* out);
 void DataLoaderStarvation(const Facts& f, std::vector<Finding>* out);
+// rules_host.cc (from the GPU-time budget)
+void HostCompute(const Facts& f, std::vector<Finding>* out);
+void LockContention(const Facts& f, std::vector<Finding>* out);
+void CpuOversubscription(const Facts& f, std::vector<Finding>* out);
+void ProcessIo(const Facts& f, std::vector<Finding>* out);
 // rules_memory_io.cc
 void IoBottleneck(const Facts& f, std::vector<Finding>* out);
 void MemoryPressure(const Facts& f, std::vector<Finding>* out);

@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "analysis/budget.h"
 #include "analysis/format.h"
 #include "analysis/rules.h"
 
@@ -70,23 +71,24 @@ std::string FeederPids(const Facts& f) {
   return s;
 }
 
-// Workers that started after the training process had been running a while (not the first
-// spawn), or exited inside the window: DataLoader worker respawns at epoch boundaries.
+// DataLoader worker respawns (an epoch boundary without persistent_workers): a worker that
+// started after another worker of the job had exited. A first start inside the window (under
+// `trace -- CMD`, or after a long import) is not a respawn.
 int64_t WorkerRespawns(const Facts& f) {
-  int64_t main_start = f.w->session_first_ts;
-  if (auto m = f.w->processes.find(f.main_pid);
-      m != f.w->processes.end() && m->second.first_ts != kNull) {
-    main_start = m->second.first_ts;
+  int64_t first_exit = kNull;
+  for (int32_t pid : f.worker_pids) {
+    auto it = f.w->processes.find(pid);
+    if (it == f.w->processes.end() || it->second.exit_ts == kNull) continue;
+    if (first_exit == kNull || it->second.exit_ts < first_exit) first_exit = it->second.exit_ts;
   }
+  if (first_exit == kNull) return 0;
   int64_t n = 0;
   for (int32_t pid : f.worker_pids) {
     auto it = f.w->processes.find(pid);
-    if (it == f.w->processes.end()) continue;
-    const ProcessRecord& p = it->second;
-    bool late_start = p.first_ts != kNull && p.first_ts > f.w->from &&
-                      p.first_ts > main_start + th::kWorkerRespawnAfterNs;
-    bool exited = p.exit_ts != kNull && p.exit_ts >= f.w->from && p.exit_ts < f.w->to;
-    if (late_start || exited) ++n;
+    if (it != f.w->processes.end() && it->second.first_ts != kNull &&
+        it->second.first_ts > first_exit && it->second.first_ts >= f.w->from) {
+      ++n;
+    }
   }
   return n;
 }
@@ -102,8 +104,21 @@ std::string HolderList(const Facts& f, const std::vector<Competitor>& list, size
 
 }  // namespace
 
+bool WakeupLatencyOnly(const Facts& f) {
+  return f.host_busy >= 0 && f.host_busy < th::kSelfContentionHostBusyMax && f.cores > 0 &&
+         f.feeder_cpus >= f.cores;
+}
+
+std::string WakeupLatencyLine(const Facts& f) {
+  return Fmt("No other process held the CPUs and the host's %s were %s idle: these are wake-up "
+             "delays among the job's own threads, not a shortage of CPUs",
+             Plural(f.cores, "core", "cores").c_str(), FormatPct(1.0 - f.host_busy).c_str());
+}
+
 void CpuContention(const Facts& f, std::vector<Finding>* out) {
-  double share = Share(f.lost_contention, static_cast<double>(f.window_ns));
+  // Other processes' CPU time on the path; the job's own threads are cpu-oversubscription.
+  double lost_s = BudgetLostS(f, BudgetCause::kRunqOther);
+  double share = Share(lost_s, f.budget.window_s);
   std::optional<Severity> sev = Ladder(share);
   if (!sev) return;
   int64_t feed_ns = f.train_thread_ns + f.worker_thread_ns;
@@ -115,16 +130,14 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
   // Nobody outside the job held the CPUs, the feeders ran across all of them and the host was
   // mostly idle: the waits are wake-up latency among the job's own threads (several woken at
   // once), which neither pinning, renicing nor fewer workers would remove.
-  bool wakeup_latency = f.competitors.empty() && f.host_busy >= 0 &&
-                        f.host_busy < th::kSelfContentionHostBusyMax && f.cores > 0 &&
-                        f.feeder_cpus >= f.cores;
+  bool wakeup_latency = f.competitors.empty() && WakeupLatencyOnly(f);
   if (wakeup_latency) sev = Severity::kLow;
   Finding x;
   x.rule = "cpu-contention";
   x.severity = *sev;
   x.cause = "CPU scheduling contention";
   x.effect = "CUDA throughput drop";
-  x.lost_s = Sec(f.lost_contention);
+  x.lost_s = lost_s;
   auto sw = f.switches.find(f.main_pid);
   int64_t main_switches = sw == f.switches.end() ? 0 : sw->second.count;
   int64_t worker_switches = 0;
@@ -163,12 +176,7 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
             FormatPct(Share(static_cast<double>(wrunq), static_cast<double>(f.worker_thread_ns)))
                 .c_str()));
   }
-  if (wakeup_latency) {
-    x.root.push_back(Fmt("No other process held the CPUs and the host's %s were %s idle: these "
-                         "are wake-up delays among the job's own threads, not a shortage of CPUs",
-                         Plural(f.cores, "core", "cores").c_str(),
-                         FormatPct(1.0 - f.host_busy).c_str()));
-  }
+  if (wakeup_latency) x.root.push_back(WakeupLatencyLine(f));
   AddSyncEffect(f, &x);
   AddThroughputEffect(f, &x);
   if (f.slow.count > 0 && f.slow.total_ns >= 50'000'000) {
@@ -249,7 +257,8 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
 
 void DataLoaderStarvation(const Facts& f, std::vector<Finding>* out) {
   if (f.worker_pids.empty() || f.waits.total_ns == 0) return;
-  double share = Share(f.lost_starvation, static_cast<double>(f.window_ns));
+  double lost_s = BudgetLostS(f, BudgetCause::kBatchCompute);
+  double share = Share(lost_s, f.budget.window_s);
   std::optional<Severity> sev = Ladder(share);
   if (!sev) return;
   int64_t wt = 0;
@@ -265,7 +274,7 @@ void DataLoaderStarvation(const Facts& f, std::vector<Finding>* out) {
   x.severity = *sev;
   x.cause = "DataLoader starvation";
   x.effect = "GPU idle between steps";
-  x.lost_s = Sec(f.lost_starvation);
+  x.lost_s = lost_s;
   x.root.push_back(
       Fmt("Main thread waited for batches %s times, %s s in all (%s of wall clock), "
           "p99 wait %s",

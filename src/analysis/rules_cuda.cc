@@ -2,11 +2,13 @@
 // spikes and failures, the cold start, and another process sharing the GPU.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <initializer_list>
 #include <optional>
 #include <set>
 #include <string>
 
+#include "analysis/budget.h"
 #include "analysis/format.h"
 #include "analysis/rules.h"
 #include "analysis/timeline.h"
@@ -139,7 +141,11 @@ void MemcpyBottleneck(const Facts& f, std::vector<Finding>* out) {
   x.cause = pageable_share >= th::kPageableBytesShareMin ? "Pageable host-to-device copies"
                                                          : "Host-device copies";
   x.effect = "GPU waiting on data transfer";
-  x.lost_s = Sec(main_memcpy);
+  // The copies' share of the GPU idle time (budget.cc); short copies counted in the kernel are
+  // on no timeline and count at the same rate as the rows.
+  double path_memcpy = BudgetPathS(f, BudgetCause::kMemcpy);
+  double idle_rate = path_memcpy > 0 ? BudgetLostS(f, BudgetCause::kMemcpy) / path_memcpy : 1.0;
+  x.lost_s = BudgetLostS(f, BudgetCause::kMemcpy) + Sec(short_ns) * idle_rate;
   x.root.push_back(
       Fmt("%s host-device cudaMemcpy* calls took %s s of %s s on the main thread (%s of wall "
           "clock), %s moved",
@@ -488,7 +494,65 @@ void ColdStart(const Facts& f, std::vector<Finding>* out) {
   out->push_back(std::move(x));
 }
 
+namespace {
+
+// Another process kept the job's GPU busy while the job waited on it (NVML per-process samples),
+// traced or not: the budget's sync_wait lost seconds.
+void GpuNeighbour(const Facts& f, std::vector<Finding>* out) {
+  double lost = BudgetLostS(f, BudgetCause::kSyncWait);
+  if (f.budget.source != "nvml-process" || Share(lost, f.budget.window_s) < th::kNeighbourLowShare) {
+    return;
+  }
+  std::map<int32_t, std::pair<double, int64_t>> others;  // pid → (sum of SM %, samples)
+  for (const GpuProcessSample& p : f.w->gpu_process_samples) {
+    if (p.gpu != f.budget.gpu || p.sm_util_pct == kNull || IsOwnPid(f, p.pid)) continue;
+    others[p.pid].first += static_cast<double>(p.sm_util_pct);
+    ++others[p.pid].second;
+  }
+  Finding x;
+  x.rule = "gpu-sharing";
+  x.severity = Ladder(Share(lost, f.budget.window_s)).value_or(Severity::kLow);
+  x.cause = "GPU shared with other processes";
+  x.effect = "training kernels wait behind another job's";
+  x.lost_s = lost;
+  x.root.push_back(Fmt("GPU %d busy for other processes %s s of %s s, for this job %s s (NVML "
+                       "per-process utilization)",
+                       f.budget.gpu, FormatSeconds(f.budget.gpu_busy_other_s).c_str(),
+                       FormatSeconds(f.budget.window_s).c_str(),
+                       FormatSeconds(f.budget.gpu_busy_job_s).c_str()));
+  std::string names;
+  for (const auto& [pid, v] : others) {
+    if (names.size() > 200) break;
+    names += (names.empty() ? "" : ", ") + ProcessLabel(*f.w, pid) +
+             Fmt(" SM %.0f%%", v.first / static_cast<double>(std::max<int64_t>(1, v.second)));
+  }
+  if (!names.empty()) x.root.push_back("Other processes on the GPU: " + names);
+  x.effects.push_back(Fmt("The job waited in syncs %s s; %s s of it the GPU was running other "
+                          "processes' work",
+                          FormatSeconds(BudgetPathS(f, BudgetCause::kSyncWait)).c_str(),
+                          FormatSeconds(lost).c_str()));
+  AddThroughputEffect(f, &x);
+  x.fix.push_back("give each job its own GPU: CUDA_VISIBLE_DEVICES=<free gpu> for the other job");
+  x.fix.push_back(
+      "or share it with guarantees: MPS with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, or MIG slices");
+  x.metrics.push_back({"gpu_busy_other_s", f.budget.gpu_busy_other_s, "s"});
+  x.metrics.push_back({"lost_s", x.lost_s, "s"});
+  SetEvidence(&x, {{"per-process GPU utilization (NVML) over the window",
+                    Sql(f,
+                        "SELECT s.pid, p.name, COUNT(*) AS samples, ROUND(AVG(s.sm_util_pct), 1) "
+                        "AS sm_util_pct FROM gpu_process_samples s LEFT JOIN processes p ON "
+                        "p.session = s.session AND p.pid = s.pid WHERE s.session = {S} AND s.ts "
+                        ">= {F} AND s.ts < {T} GROUP BY s.pid ORDER BY sm_util_pct DESC")}});
+  out->push_back(std::move(x));
+}
+
+}  // namespace
+
 void GpuSharing(const Facts& f, std::vector<Finding>* out) {
+  if (f.budget.source == "nvml-process") {
+    GpuNeighbour(f, out);
+    return;
+  }
   if (f.cuda_pids.size() < 2) return;
   auto main_ops = f.cuda_ops_per_sec.find(f.main_pid);
   if (main_ops == f.cuda_ops_per_sec.end()) return;

@@ -7,13 +7,16 @@
 #include <set>
 #include <string>
 
+#include "analysis/budget.h"
 #include "analysis/format.h"
 #include "analysis/rules.h"
 
 namespace gw::rules {
 
 void IoBottleneck(const Facts& f, std::vector<Finding>* out) {
-  double share = Share(f.lost_io, static_cast<double>(f.window_ns));
+  // The workers' I/O that held batches up; the training process's own is main-thread-io.
+  double lost_s = BudgetLostS(f, BudgetCause::kBatchIo);
+  double share = Share(lost_s, f.budget.window_s);
   std::optional<Severity> sev = Ladder(share);
   if (!sev) return;
   std::vector<int64_t> lat;
@@ -39,18 +42,14 @@ void IoBottleneck(const Facts& f, std::vector<Finding>* out) {
   x.severity = *sev;
   x.cause = "I/O bottleneck in the data path";
   x.effect = "GPU starved of batches";
-  x.lost_s = Sec(f.lost_io);
+  x.lost_s = lost_s;
   int64_t wio = At(f.worker_totals, FeedCause::kBlockedIo);
-  int64_t mio = At(f.main_totals, FeedCause::kBlockedIo);
   if (!f.worker_pids.empty()) {
     x.root.push_back(
         Fmt("DataLoader workers blocked on I/O %s s (%s of their time)",
             FormatSeconds(Sec(wio)).c_str(),
             FormatPct(Share(static_cast<double>(wio), static_cast<double>(f.worker_thread_ns)))
                 .c_str()));
-  }
-  if (mio > 0) {
-    x.root.push_back(Fmt("Main thread blocked on I/O %s s", FormatSeconds(Sec(mio)).c_str()));
   }
   if (!lat.empty()) {
     int64_t p99 = Percentile(lat, 99);
@@ -71,7 +70,7 @@ void IoBottleneck(const Facts& f, std::vector<Finding>* out) {
         Fmt("Main thread waited %s s for batches; %s s of it is attributed to "
             "workers blocked on I/O",
             FormatSeconds(Sec(f.waits.total_ns)).c_str(),
-            FormatSeconds(Sec(f.lost_io - static_cast<double>(mio))).c_str()));
+            FormatSeconds(BudgetPathS(f, BudgetCause::kBatchIo)).c_str()));
   }
   AddThroughputEffect(f, &x);
   AddSyncEffect(f, &x);
@@ -133,7 +132,8 @@ void MemoryPressure(const Facts& f, std::vector<Finding>* out) {
     swap_max = std::max(swap_max, s.swap_used_bytes);
     mem_max = std::max(mem_max, s.mem_pct);
   }
-  double share = Share(f.lost_memory, static_cast<double>(f.window_ns));
+  double lost_s = BudgetLostS(f, BudgetCause::kPageFault);
+  double share = Share(lost_s, f.budget.window_s);
   std::optional<Severity> sev = Ladder(share);
   double faults_per_s = static_cast<double>(major) / std::max(1.0, f.window_s);
   bool pressure = swap_max >= th::kSwapUsedBytesMin || faults_per_s >= th::kMajorFaultsPerSecMin ||
@@ -144,7 +144,7 @@ void MemoryPressure(const Facts& f, std::vector<Finding>* out) {
   x.severity = *sev;
   x.cause = "Host memory pressure";
   x.effect = "feeders stalled in page faults";
-  x.lost_s = Sec(f.lost_memory);
+  x.lost_s = lost_s;
   int64_t wf = At(f.worker_totals, FeedCause::kPageFault);
   int64_t mf = At(f.main_totals, FeedCause::kPageFault);
   x.root.push_back(Fmt("%s major page faults in the training process and workers (%.0f/s)",

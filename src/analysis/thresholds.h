@@ -47,10 +47,6 @@ inline constexpr double kCompetitorMinShare = 0.02;
 // "busy" (running) for at least this share of that time means they are too slow or too few.
 inline constexpr double kStarvationWorkerBusyShare = 0.5;
 
-// A worker that starts this long after the training process is a respawn (epoch boundary
-// without persistent_workers), not the first spawn.
-inline constexpr int64_t kWorkerRespawnAfterNs = 10'000'000'000;
-
 // I/O: block request latency p99 above this multiple of the baseline p50 is called out.
 inline constexpr double kIoLatencyFactor = 5.0;
 
@@ -118,5 +114,29 @@ inline constexpr int64_t kGpuMinBlamedSamples = 3;
 // least this, and the host-side findings' lost time is under kGpuBoundHostShare of the window.
 inline constexpr double kGpuBusyPct = 60.0;
 inline constexpr double kGpuBoundHostShare = 0.10;
+
+// ---- The GPU-time budget (src/analysis/budget.cc) ----
+// Without GPU samples, a sync that returned within this long found the GPU already done (an idle
+// stream's cudaStreamSynchronize costs a few µs); a longer one may have found it working.
+inline constexpr int64_t kStreamSyncIdleNs = 20'000;  // 20 µs
+// "Nothing stands out" needs the job to have kept its GPU busy at least this share of the window
+// (the verdict then says it is GPU-bound).
+inline constexpr double kGpuBoundBusyShare = 0.85;
+// Every loop spends some host time per step; the host-compute finding is graded on a higher
+// ladder (GPU idle time explained, as a share of the window) than the waits are.
+inline constexpr double kHostComputeHighShare = 0.35;
+inline constexpr double kHostComputeMediumShare = 0.20;
+inline constexpr double kHostComputeLowShare = 0.10;
+// Host-compute reads as kernel dispatch (CUDA Graphs, larger kernels) rather than other CPU work
+// from this many launches a second (or helper threads doing half the computing).
+inline constexpr double kHostDispatchLaunchesPerSec = 20000.0;
+// A main-thread sleep that a timer ended is a hold by a sibling thread (the GIL's timed waits)
+// when one sibling ran at least this share of it.
+inline constexpr double kThreadHoldBusyShare = 0.5;
+// A sibling thread holding the main thread (lock-contention) must explain at least this much.
+inline constexpr double kThreadHoldLowShare = 0.01;
+// Another process's GPU work (gpu-sharing from the budget): share of the window the job waited
+// on a GPU busy with others.
+inline constexpr double kNeighbourLowShare = 0.02;
 
 }  // namespace gw::thresholds

@@ -76,6 +76,7 @@ int CausePrecedence(FeedCause cause) {
       return 6;
     case FeedCause::kHelperWork:      // never in a thread's own timeline
     case FeedCause::kWorkerCompute:
+    case FeedCause::kThreadHold:
       return 0;
   }
   return 0;

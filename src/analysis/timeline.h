@@ -14,7 +14,7 @@
 
 namespace gw {
 
-inline constexpr size_t kFeedCauseCount = 9;
+inline constexpr size_t kFeedCauseCount = 10;
 using CauseTimes = std::array<int64_t, kFeedCauseCount>;  // ns per FeedCause, by enum value
 
 // A stretch of a thread's time with one cause. Running time is not stored (it is the rest).

@@ -52,6 +52,7 @@ struct WindowData {
   int64_t malformed_stacks = 0;  // stacks of those rows whose frames could not be read
   std::vector<GpuDevice> gpu_devices;  // NVML (schema 4): the session's GPUs
   std::vector<GpuSample> gpu_samples;  // the window's samples, by ts then gpu
+  std::vector<GpuProcessSample> gpu_process_samples;  // per process, by ts then gpu, pid
 };
 
 }  // namespace gw

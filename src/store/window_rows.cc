@@ -320,6 +320,19 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
   if (version >= 4) {
     RETURN_IF_ERROR(ReadGpuSamples(reader, session, window.begin_ns, window.end_ns,
                                    &w.gpu_devices, &w.gpu_samples));
+    Status read = reader.ForEach(
+        "SELECT ts, gpu, pid, sm_util_pct, mem_util_pct FROM gpu_process_samples WHERE "
+        "session = ?1 AND ts >= ?2 AND ts < ?3 ORDER BY ts, gpu, pid",
+        {session, window.begin_ns, window.end_ns}, [&](sqlite3_stmt* s) {
+          GpuProcessSample x;
+          x.ts_ns = sqlite3_column_int64(s, 0);
+          x.gpu = static_cast<int32_t>(sqlite3_column_int64(s, 1));
+          x.pid = static_cast<int32_t>(sqlite3_column_int64(s, 2));
+          x.sm_util_pct = ColInt(s, 3);
+          x.mem_util_pct = ColInt(s, 4);
+          w.gpu_process_samples.push_back(x);
+        });
+    if (!read.ok()) return read;
   }
 
   ASSIGN_OR_RETURN(w.events_in_window,

@@ -146,6 +146,9 @@ struct WindowRows {
   // older files and recordings made without NVML.
   std::vector<GpuDevice> gpu_devices;
   std::vector<GpuSample> gpu_samples;
+  // nvmlDeviceGetProcessUtilization per process (gpu_process_samples), by ts then gpu, pid;
+  // empty where the driver does not report it.
+  std::vector<GpuProcessSample> gpu_process_samples;
 };
 
 StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& window,

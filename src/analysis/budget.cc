@@ -1,0 +1,199 @@
+#include "analysis/budget.h"
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "analysis/explain.h"
+#include "analysis/gpu.h"
+#include "analysis/thresholds.h"
+
+namespace gw {
+
+namespace {
+
+namespace th = thresholds;
+
+// Causes during which the GPU can only be working for the job when the host's earlier launches
+// still fill its queue: the host is computing, not waiting.
+bool IsCompute(BudgetCause c) {
+  return c == BudgetCause::kHostCompute || c == BudgetCause::kHelperCompute;
+}
+
+// Accumulates the budget in ns.
+struct Tally {
+  int64_t busy_job = 0;
+  int64_t busy_other = 0;
+  int64_t idle = 0;
+  int64_t unattributed = 0;
+  std::array<double, kBudgetCauseCount> lost{};  // ns, fractional
+  int64_t covered = 0;                           // ns of the window the evidence covered
+};
+
+// One stretch [a, b) with a known GPU state: `busy` (0–1) of it the GPU worked, `other` (0–busy)
+// of it for other processes. Idle time goes to the waits on the critical path first (while the
+// host waits it launches nothing, so the GPU drains), in proportion to their time and at most
+// that time; what is left goes to the host's computing (the GPU overlaps most of it: only the
+// idle time the waits do not explain is the computing's); idle beyond both (the path was in
+// syncs) stays unattributed. Sync time while the GPU served others is the neighbour's.
+void AddStretch(const Facts& f, int64_t a, int64_t b, double busy, double other, Tally* t) {
+  if (b <= a) return;
+  BudgetTimes d = PathDetailOverlap(f, a, b);
+  double len = static_cast<double>(b - a);
+  busy = std::clamp(busy, 0.0, 1.0);
+  other = std::clamp(other, 0.0, busy);
+  double idle = (1.0 - busy) * len;
+  double waits = 0, compute = 0;
+  for (size_t i = 0; i < kBudgetCauseCount; ++i) {
+    auto c = static_cast<BudgetCause>(i);
+    if (c == BudgetCause::kSyncWait) continue;
+    (IsCompute(c) ? compute : waits) += static_cast<double>(d[i]);
+  }
+  double wait_share = waits > 0 ? std::min(1.0, idle / waits) : 0.0;
+  double rest = idle - waits * wait_share;
+  double compute_share = compute > 0 ? std::min(1.0, rest / compute) : 0.0;
+  rest -= compute * compute_share;
+  for (size_t i = 0; i < kBudgetCauseCount; ++i) {
+    auto c = static_cast<BudgetCause>(i);
+    if (c == BudgetCause::kSyncWait) continue;
+    t->lost[i] += static_cast<double>(d[i]) * (IsCompute(c) ? compute_share : wait_share);
+  }
+  if (busy > 0) {
+    t->lost[static_cast<size_t>(BudgetCause::kSyncWait)] +=
+        static_cast<double>(At(d, BudgetCause::kSyncWait)) * (other / busy);
+  }
+  t->unattributed += static_cast<int64_t>(std::max(0.0, rest));
+  t->idle += static_cast<int64_t>(idle);
+  t->busy_other += static_cast<int64_t>(other * len);
+  t->busy_job += static_cast<int64_t>((busy - other) * len);
+  t->covered += b - a;
+}
+
+// NVML: the job's GPU's samples as stretches (each covers the time since the previous one), its
+// utilization as the busy share (what nvidia-smi shows: a kernel running), split between the job
+// and others by the per-process samples read at the same time. Returns false without samples.
+bool FromNvml(const Facts& f, int64_t begin, int64_t end, GpuBudget* out, Tally* t) {
+  const WindowData& w = *f.w;
+  std::vector<GpuSummary> gpus = SummarizeGpus(w);
+  const GpuSummary* job = JobGpu(gpus);
+  if (job == nullptr) return false;
+  // Per-process samples of that GPU by read time: the job's processes vs everyone else's.
+  std::map<int64_t, std::pair<double, double>> split;  // ts → (job %, others %)
+  for (const GpuProcessSample& p : w.gpu_process_samples) {
+    if (p.gpu != job->gpu || p.sm_util_pct == kNull || p.sm_util_pct <= 0) continue;
+    auto& [mine, theirs] = split[p.ts_ns];
+    (IsOwnPid(f, p.pid) ? mine : theirs) += static_cast<double>(p.sm_util_pct);
+  }
+  int64_t prev = -1;
+  bool any = false;
+  for (const GpuSample& s : w.gpu_samples) {
+    if (s.gpu != job->gpu) continue;
+    int64_t a = prev;
+    prev = s.ts_ns;
+    double util = s.util_pct != kNull ? static_cast<double>(s.util_pct)
+                  : s.sm_active_pct >= 0 ? s.sm_active_pct
+                                         : -1;
+    if (a < 0 || util < 0) continue;
+    double busy = util / 100.0;
+    double other = 0;
+    // The per-process reads of this interval (the sampler reads them with the device sample).
+    for (auto it = split.upper_bound(a); it != split.end() && it->first <= s.ts_ns; ++it) {
+      double sum = it->second.first + it->second.second;
+      if (sum > 0) other = busy * it->second.second / sum;
+    }
+    AddStretch(f, std::max(a, begin), std::min(s.ts_ns, end), busy, other, t);
+    any = true;
+  }
+  if (!any) return false;
+  out->gpu = job->gpu;
+  out->source = split.empty() ? "nvml" : "nvml-process";
+  return true;
+}
+
+// No GPU samples: stream evidence from the main thread's syncs. A sync that returned at once
+// (within kStreamSyncIdleNs: the call's own cost) proves the GPU had run dry before the host got
+// there: the host's computing in that step was idle GPU time. Any longer sync may have found it
+// working, so the computing counts as overlapped. Waits (for batches, I/O, locks, a CPU) leave
+// nothing queued behind a sync per step, so they count as idle either way.
+void FromStream(const Facts& f, int64_t begin, int64_t end, Tally* t) {
+  std::vector<const RawEvent*> syncs;
+  for (const RawEvent& e : f.events) {
+    if (e.tid == f.main_tid && IsSync(e.op) && e.ts >= begin && e.ts < end) syncs.push_back(&e);
+  }
+  int64_t step_start = begin;
+  auto step = [&](int64_t a, int64_t b, bool gpu_working) {
+    BudgetTimes d = PathDetailOverlap(f, a, b);
+    int64_t idle = 0;
+    for (size_t i = 0; i < kBudgetCauseCount; ++i) {
+      auto c = static_cast<BudgetCause>(i);
+      if (c == BudgetCause::kSyncWait || (IsCompute(c) && gpu_working)) continue;
+      t->lost[i] += static_cast<double>(d[i]);
+      idle += d[i];
+    }
+    t->idle += idle;
+    t->busy_job += (b - a) - idle;
+    t->covered += b - a;
+  };
+  for (const RawEvent* e : syncs) {
+    int64_t stop = std::min(end, e->End());
+    if (stop <= step_start) continue;
+    step(step_start, stop, e->duration > th::kStreamSyncIdleNs);
+    step_start = stop;
+  }
+  // After the last sync (or without any): no proof either way; the host's computing is not
+  // counted as idle.
+  if (step_start < end) step(step_start, end, true);
+}
+
+}  // namespace
+
+void ComputeBudget(Facts* f) {
+  if (!f->main_tl) return;
+  GpuBudget& b = f->budget;
+  const int64_t begin = f->main_tl->begin();
+  const int64_t end = f->main_tl->end();
+  if (end <= begin) return;
+  Tally t;
+  if (!FromNvml(*f, begin, end, &b, &t)) {
+    b.source = "stream";
+    FromStream(*f, begin, end, &t);
+  }
+  const double window = static_cast<double>(end - begin);
+  // Stretches no sample covered (before the first one) count like the covered ones.
+  double scale = t.covered > 0 ? window / static_cast<double>(t.covered) : 0.0;
+  b.present = true;
+  b.window_s = window / 1e9;
+  b.gpu_busy_job_s = static_cast<double>(t.busy_job) * scale / 1e9;
+  b.gpu_busy_other_s = static_cast<double>(t.busy_other) * scale / 1e9;
+  b.gpu_idle_s = static_cast<double>(t.idle) * scale / 1e9;
+  b.idle_unattributed_s = static_cast<double>(t.unattributed) * scale / 1e9;
+  for (size_t i = 0; i < kBudgetCauseCount; ++i) {
+    BudgetLine line;
+    line.cause = static_cast<BudgetCause>(i);
+    line.path_s = static_cast<double>(f->path_detail[i]) / 1e9;
+    line.lost_s = t.lost[i] * scale / 1e9;
+    if (line.cause != BudgetCause::kSyncWait) {
+      b.idle_attributed_s += line.lost_s;
+    }
+    b.lines.push_back(line);
+  }
+  for (const auto& [tid, ns] : f->hold_by_tid) {
+    if (static_cast<double>(ns) / 1e9 > b.hold_s) {
+      b.hold_s = static_cast<double>(ns) / 1e9;
+      b.hold_tid = tid;
+    }
+  }
+  b.gpu_bound = b.window_s > 0 && b.gpu_busy_job_s >= th::kGpuBoundBusyShare * b.window_s;
+}
+
+double BudgetPathS(const Facts& f, BudgetCause c) {
+  size_t i = static_cast<size_t>(c);
+  return i < f.budget.lines.size() ? f.budget.lines[i].path_s : 0.0;
+}
+
+double BudgetLostS(const Facts& f, BudgetCause c) {
+  size_t i = static_cast<size_t>(c);
+  return i < f.budget.lines.size() ? f.budget.lines[i].lost_s : 0.0;
+}
+
+}  // namespace gw

@@ -1,0 +1,286 @@
+// The host's own time, from the GPU-time budget (budget.cc): the main thread and the CUDA helper
+// threads computing while the GPU idles, another thread of the process holding them (the GIL or
+// a lock), the job's own threads crowding its CPUs, and the training process's own file I/O.
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "analysis/budget.h"
+#include "analysis/format.h"
+#include "analysis/rules.h"
+
+namespace gw::rules {
+
+namespace {
+
+bool IsPython(const Facts& f) {
+  return f.main_name.rfind("python", 0) == 0 || f.main_name.rfind("pt_", 0) == 0 ||
+         f.main_cmdline.find("python") != std::string::npos;
+}
+
+// Launches per second of the main process (estimated where they were counted one second in N).
+double LaunchesPerSecond(const Facts& f) {
+  int64_t n = 0;
+  for (const OpSecondRow& r : f.w->op_seconds) {
+    if (r.pid != f.main_pid || !IsLaunch(r.op)) continue;
+    if (!f.w->launches_once && OpLayer(r.op) != Layer::kCudaRuntime) continue;
+    n += r.count;
+  }
+  return static_cast<double>(n * f.w->launch_duty) / std::max(1.0, f.window_s);
+}
+
+// The budget line every host finding quotes: "N s of the window's GPU idle time (M s on the
+// critical path)".
+std::string IdleLine(const Facts& f, BudgetCause c) {
+  return Fmt("%s s of GPU idle time in %s s (%s of the window), %s s on the critical path",
+             FormatSeconds(BudgetLostS(f, c)).c_str(), FormatSeconds(f.budget.window_s).c_str(),
+             FormatPct(Share(BudgetLostS(f, c), f.budget.window_s)).c_str(),
+             FormatSeconds(BudgetPathS(f, c)).c_str());
+}
+
+EvidenceQuery MainThreadSwitches(const Facts& f) {
+  return {"the main thread's off-CPU time by reason and who woke it (kind: 0 preempted, 1 "
+          "blocked, 2 I/O, 3 page fault; waker in the same process or not)",
+          Sql(f,
+              "SELECT e.kind, CASE WHEN e.waker_pid = e.pid THEN 'same process' WHEN "
+              "e.waker_pid = 0 THEN 'interrupt' WHEN e.waker_pid IS NULL THEN 'preempted' "
+              "ELSE 'other process' END AS woken_by, COUNT(*) AS switches, "
+              "ROUND(SUM(e.duration_ns) / 1e9, 3) AS off_cpu_s FROM {EVENTS} e WHERE "
+              "{e.IN_S}e.op = 'sched_switch' AND e.tid = " +
+                  std::to_string(f.main_tid) +
+                  " AND e.timestamp >= {F} AND e.timestamp < {T} GROUP BY e.kind, woken_by "
+                  "ORDER BY off_cpu_s DESC")};
+}
+
+EvidenceQuery GpuSamples(const Facts& f) {
+  return {"the GPU's utilization over the window (NVML samples)",
+          Sql(f,
+              "SELECT gpu, COUNT(*) AS samples, ROUND(AVG(util_pct), 1) AS util_pct, "
+              "ROUND(AVG(sm_active_pct), 1) AS sm_active_pct FROM gpu_samples WHERE session = "
+              "{S} AND ts >= {F} AND ts < {T} GROUP BY gpu")};
+}
+
+void AddBudgetEvidence(const Facts& f, Finding* x) {
+  x->evidence.push_back(MainThreadSwitches(f));
+  if (f.budget.source != "stream") x->evidence.push_back(GpuSamples(f));
+}
+
+}  // namespace
+
+void HostCompute(const Facts& f, std::vector<Finding>* out) {
+  double main_lost = BudgetLostS(f, BudgetCause::kHostCompute);
+  double helper_lost = BudgetLostS(f, BudgetCause::kHelperCompute);
+  double lost = main_lost + helper_lost;
+  double launches = LaunchesPerSecond(f);
+  // Many launches a second with the helper threads busy too: the host dispatches kernels more
+  // slowly than the GPU runs them. Otherwise the main thread computes something else (batches
+  // built in the main process, Python work between steps).
+  bool dispatch = (helper_lost >= 0.5 * main_lost && helper_lost > 0) ||
+                  launches >= th::kHostDispatchLaunchesPerSec;
+  // With kernels that small the GPU also idles between them while the host waits in a sync:
+  // idle time no host cause explains is the same cost (and CUDA Graphs remove both).
+  double gaps = dispatch ? f.budget.idle_unattributed_s : 0.0;
+  lost += gaps;
+  std::optional<Severity> sev =
+      Ladder(Share(lost, f.budget.window_s), th::kHostComputeHighShare,
+             th::kHostComputeMediumShare, th::kHostComputeLowShare);
+  if (!sev) return;
+  Finding x;
+  x.rule = "host-compute";
+  x.severity = *sev;
+  x.cause = dispatch ? "Host-bound: the CPU launches kernels slower than the GPU runs them"
+                     : "Host-bound: the main thread computes on the CPU while the GPU waits";
+  x.effect = "GPU idle between kernels";
+  x.lost_s = lost;
+  x.root.push_back("Main thread on the CPU outside CUDA waits: " +
+                   IdleLine(f, BudgetCause::kHostCompute));
+  if (BudgetPathS(f, BudgetCause::kHelperCompute) > 0.05) {
+    x.root.push_back("Main thread waiting for CUDA helper threads at work (autograd): " +
+                     IdleLine(f, BudgetCause::kHelperCompute));
+  }
+  if (gaps >= 0.05) {
+    x.root.push_back(Fmt("GPU idle between the job's kernels while the main thread waited in "
+                         "syncs: %s s (kernels too small to keep the GPU busy one after another)",
+                         FormatSeconds(gaps).c_str()));
+  }
+  if (launches > 0) {
+    x.root.push_back(Fmt("%s kernel launches a second by the training process",
+                         FormatRate(launches).c_str()));
+  }
+  x.effects.push_back(Fmt("GPU busy for this job %s s of %s s (%s; %s)",
+                          FormatSeconds(f.budget.gpu_busy_job_s).c_str(),
+                          FormatSeconds(f.budget.window_s).c_str(),
+                          FormatPct(Share(f.budget.gpu_busy_job_s, f.budget.window_s)).c_str(),
+                          f.budget.source == "stream" ? "from the job's syncs, no GPU samples"
+                                                      : "NVML"));
+  AddThroughputEffect(f, &x);
+  if (dispatch) {
+    x.fix.push_back(
+        "launch the step as one graph: torch.compile(model, mode=\"reduce-overhead\") or "
+        "torch.cuda.graphs (CUDA Graphs replay a step's kernels with one launch)");
+    x.fix.push_back("give each kernel more work: a larger batch, fused layers (torch.compile)");
+  } else {
+    x.fix.push_back(
+        "move per-batch CPU work off the main thread: DataLoader(num_workers>0) builds batches "
+        "in worker processes while the GPU runs the previous step");
+    x.fix.push_back(
+        "profile the main thread's CPU to find the hot Python lines (py-spy top --pid " +
+        std::to_string(f.main_pid) + ")");
+  }
+  x.metrics.push_back({"main_compute_lost_s", main_lost, "s"});
+  x.metrics.push_back({"helper_compute_lost_s", helper_lost, "s"});
+  x.metrics.push_back({"kernel_gap_idle_s", gaps, "s"});
+  x.metrics.push_back({"launches_per_s", launches, "ops/s"});
+  x.metrics.push_back({"gpu_busy_job_s", f.budget.gpu_busy_job_s, "s"});
+  x.metrics.push_back({"lost_s", x.lost_s, "s"});
+  AddBudgetEvidence(f, &x);
+  SetEvidence(&x, {Throughput(f)});
+  out->push_back(std::move(x));
+}
+
+void LockContention(const Facts& f, std::vector<Finding>* out) {
+  double lost = BudgetLostS(f, BudgetCause::kThreadHold);
+  std::optional<Severity> sev = Ladder(Share(lost, f.budget.window_s));
+  if (!sev || Share(lost, f.budget.window_s) < th::kThreadHoldLowShare) return;
+  bool python = IsPython(f);
+  Finding x;
+  x.rule = "lock-contention";
+  x.severity = *sev;
+  x.cause = python ? "Another Python thread holds the GIL (or a lock) the main thread needs"
+                   : "Another thread of the process holds a lock the main thread needs";
+  x.effect = "main thread stalled, GPU idle";
+  x.lost_s = lost;
+  x.root.push_back(Fmt("Main thread asleep while thread %d of %s ran (it woke the main thread, "
+                       "or a timed wait ran out): ",
+                       f.budget.hold_tid, ProcessLabel(*f.w, f.main_pid).c_str()) +
+                   IdleLine(f, BudgetCause::kThreadHold));
+  if (f.hold_by_tid.size() > 1) {
+    std::string others;
+    int n = 0;
+    for (const auto& [tid, ns] : f.hold_by_tid) {
+      if (tid == f.budget.hold_tid || n == 3) continue;
+      others += (others.empty() ? "" : ", ") + Fmt("%d (%s s)", tid, FormatSeconds(Sec(ns)).c_str());
+      ++n;
+    }
+    if (!others.empty()) x.root.push_back("Other holding threads: " + others);
+  }
+  if (python) {
+    x.root.push_back(
+        "In CPython only one thread runs Python at a time: a thread that computes in pure "
+        "Python keeps the main thread off the CPU for its switch interval (5 ms) at a time");
+  }
+  AddThroughputEffect(f, &x);
+  if (python) {
+    x.fix.push_back(Fmt("find what thread %d runs: py-spy dump --pid %d (its Python stack)",
+                        f.budget.hold_tid, f.main_pid));
+    x.fix.push_back(
+        "move that work out of the training process (multiprocessing, a separate service) or "
+        "into code that releases the GIL (NumPy/torch ops, native extensions)");
+  } else {
+    x.fix.push_back(Fmt("find the lock thread %d holds (gdb -p %d, or perf lock)",
+                        f.budget.hold_tid, f.main_pid));
+  }
+  x.metrics.push_back({"holder_tid", static_cast<double>(f.budget.hold_tid), ""});
+  x.metrics.push_back({"holder_s", f.budget.hold_s, "s"});
+  x.metrics.push_back({"lost_s", x.lost_s, "s"});
+  AddBudgetEvidence(f, &x);
+  out->push_back(std::move(x));
+}
+
+void CpuOversubscription(const Facts& f, std::vector<Finding>* out) {
+  double lost = BudgetLostS(f, BudgetCause::kRunqOwn);
+  std::optional<Severity> sev = Ladder(Share(lost, f.budget.window_s));
+  if (!sev) return;
+  bool wakeup_latency = WakeupLatencyOnly(f);
+  if (wakeup_latency) sev = Severity::kLow;
+  int64_t workers = static_cast<int64_t>(f.worker_pids.size());
+  // Who held the CPUs: the job's processes, by CPU time taken from its feeding threads.
+  std::vector<std::pair<int64_t, int32_t>> own;
+  for (const auto& [pid, ns] : f.runq_holders) {
+    if (pid > 0 && IsOwnPid(f, pid)) own.push_back({ns, pid});
+  }
+  std::sort(own.rbegin(), own.rend());
+  Finding x;
+  x.rule = "cpu-oversubscription";
+  x.severity = *sev;
+  x.cause = "The job's own threads outnumber its CPUs";
+  x.effect = "feeding threads wait for a CPU";
+  x.lost_s = lost;
+  x.root.push_back("Waiting for a CPU held by the job's own threads: " +
+                   IdleLine(f, BudgetCause::kRunqOwn));
+  std::string holders;
+  for (size_t i = 0; i < own.size() && i < 4; ++i) {
+    holders += (holders.empty() ? "" : ", ") + ProcessLabel(*f.w, own[i].second) + " " +
+               FormatSeconds(Sec(own[i].first)) + " s";
+  }
+  if (!holders.empty()) x.root.push_back("CPU held while the feeders waited: " + holders);
+  if (wakeup_latency) x.root.push_back(WakeupLatencyLine(f));
+  x.root.push_back(Fmt("The feeding threads ran on %s; %s",
+                       Plural(f.feeder_cpus, "CPU", "CPUs").c_str(),
+                       Plural(workers, "DataLoader worker", "DataLoader workers").c_str()));
+  AddThroughputEffect(f, &x);
+  x.fix.push_back(
+      "one compute thread per worker: torch.set_num_threads(1) in the DataLoader's "
+      "worker_init_fn, or OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 in the job's environment");
+  if (std::optional<int64_t> n = RecommendedWorkers(f); n && *n < workers) {
+    x.fix.push_back(Fmt("or fewer workers: DataLoader(num_workers=%lld)",
+                        static_cast<long long>(*n)));
+  }
+  x.metrics.push_back({"runq_own_path_s", BudgetPathS(f, BudgetCause::kRunqOwn), "s"});
+  x.metrics.push_back({"lost_s", x.lost_s, "s"});
+  AddBudgetEvidence(f, &x);
+  SetEvidence(&x, {SwitchKinds(f)});
+  out->push_back(std::move(x));
+}
+
+void ProcessIo(const Facts& f, std::vector<Finding>* out) {
+  double lost = BudgetLostS(f, BudgetCause::kProcessIo);
+  std::optional<Severity> sev = Ladder(Share(lost, f.budget.window_s));
+  if (!sev) return;
+  double read_bytes = 0, write_bytes = 0;
+  int64_t reads = 0;
+  for (const RawEvent& e : f.events) {
+    if (e.pid != f.main_pid) continue;
+    if (e.op == Op::kBlockIo && e.bytes != kNull) {
+      (e.kind == 1 ? write_bytes : read_bytes) += static_cast<double>(e.bytes);
+    } else if (e.op == Op::kRead) {
+      ++reads;
+    }
+  }
+  // Writes leave through the page cache and the kernel's flusher: a process that waits on I/O
+  // without reading is writing (a checkpoint, logs).
+  bool writes = write_bytes > read_bytes || (read_bytes == 0 && reads == 0);
+  Finding x;
+  x.rule = "main-thread-io";
+  x.severity = *sev;
+  x.cause = writes ? "The training process writes to storage on its critical path"
+                   : "The training process reads from storage on its critical path";
+  x.effect = "main thread blocked on I/O, GPU idle";
+  x.lost_s = lost;
+  x.root.push_back("Training process's own threads blocked on I/O: " +
+                   IdleLine(f, BudgetCause::kProcessIo));
+  if (read_bytes + write_bytes > 0) {
+    x.root.push_back(Fmt("Block requests it issued: %s read, %s written",
+                         FormatBytes(read_bytes).c_str(), FormatBytes(write_bytes).c_str()));
+  }
+  if (reads > 0) x.root.push_back(Fmt("%s read() calls", FormatCount(reads).c_str()));
+  AddThroughputEffect(f, &x);
+  if (writes) {
+    x.fix.push_back(
+        "checkpoint asynchronously (torch.distributed.checkpoint.async_save, or a background "
+        "thread/process writing a copy of the state dict) or less often");
+    x.fix.push_back("write to faster local storage (NVMe, /dev/shm) and copy it off later");
+  } else {
+    x.fix.push_back(
+        "read in DataLoader workers (num_workers>0), not on the main thread, so reads overlap "
+        "the GPU's work");
+    x.fix.push_back("cache the data in RAM (/dev/shm, vmtouch -t) before training");
+  }
+  x.metrics.push_back({"read_bytes", read_bytes, "bytes"});
+  x.metrics.push_back({"write_bytes", write_bytes, "bytes"});
+  x.metrics.push_back({"lost_s", x.lost_s, "s"});
+  AddBudgetEvidence(f, &x);
+  out->push_back(std::move(x));
+}
+
+}  // namespace gw::rules
