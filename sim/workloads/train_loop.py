@@ -127,6 +127,14 @@ def parse_args(argv):
                    help="--neighbour: kernel duration in ms (default 20)")
     p.add_argument("--neighbour-sync-every", type=int, default=5,
                    help="--neighbour: synchronize every N kernels (default 5; 0: never)")
+    p.add_argument("--checkpoint-file", metavar="PATH",
+                   help="the main thread writes a checkpoint of --checkpoint-mb MB to PATH "
+                        "every --checkpoint-every steps (write, then fsync: what torch.save "
+                        "of a large state dict to local disk costs the loop)")
+    p.add_argument("--checkpoint-mb", type=float, default=64.0,
+                   help="--checkpoint-file: size in MB (default 64)")
+    p.add_argument("--checkpoint-every", type=int, default=100,
+                   help="--checkpoint-file: steps between checkpoints (default 100)")
     p.add_argument("--report", action="store_true",
                    help="print one machine-readable line at exit, 'gw_train_loop: steps=N "
                         "seconds=S steps_per_s=X samples_per_s=Y' (the training loop's steps "
@@ -486,6 +494,22 @@ def neighbour(args, rt, kernels, state):
     state["seconds"] = time.monotonic() - start
 
 
+def write_checkpoint(args):
+    """The main thread saves a checkpoint: --checkpoint-mb MB written and fsync'ed, the file
+    replaced each time (a new inode, so the page cache cannot absorb the writes)."""
+    chunk = b"\x5a" * (1 << 20)
+    tmp = args.checkpoint_file + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        left = int(args.checkpoint_mb * (1 << 20))
+        while left > 0:
+            left -= os.write(fd, chunk[:min(left, len(chunk))])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, args.checkpoint_file)
+
+
 def train(args, rt, kernels, workers, state, helper=None):
     vp = ctypes.c_void_p
     stream = None  # the legacy default stream, as PyTorch uses by default
@@ -568,6 +592,8 @@ def train(args, rt, kernels, workers, state, helper=None):
             for pw, pslot, _ in pending:
                 os.write(pw["free_w"], struct.pack("=I", pslot))
             pending.clear()
+        if args.checkpoint_file and step % args.checkpoint_every == 0:
+            write_checkpoint(args)
         state["steps"] = step
     check(rt, rt.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
     state["seconds"] = time.monotonic() - start

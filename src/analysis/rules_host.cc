@@ -237,19 +237,27 @@ void ProcessIo(const Facts& f, std::vector<Finding>* out) {
   double lost = BudgetLostS(f, BudgetCause::kProcessIo);
   std::optional<Severity> sev = Ladder(Share(lost, f.budget.window_s));
   if (!sev) return;
-  double read_bytes = 0, write_bytes = 0;
-  int64_t reads = 0;
+  // The training process's slow file syscalls (read/write rows) and the block requests it issued
+  // itself (writes mostly leave through the kernel's flusher threads, not the process).
+  double read_bytes = 0, write_bytes = 0, read_ns = 0, write_ns = 0;
+  int64_t reads = 0, writes_n = 0, syncs = 0;
   for (const RawEvent& e : f.events) {
     if (e.pid != f.main_pid) continue;
-    if (e.op == Op::kBlockIo && e.bytes != kNull) {
-      (e.kind == 1 ? write_bytes : read_bytes) += static_cast<double>(e.bytes);
+    double b = e.bytes == kNull ? 0 : static_cast<double>(e.bytes);
+    if (e.op == Op::kBlockIo) {
+      (e.kind == 1 ? write_bytes : read_bytes) += b;
     } else if (e.op == Op::kRead) {
       ++reads;
+      read_bytes += b;
+      read_ns += static_cast<double>(e.duration);
+    } else if (e.op == Op::kWrite) {
+      (e.kind == 1 ? syncs : writes_n) += 1;
+      write_bytes += b;
+      write_ns += static_cast<double>(e.duration);
     }
   }
-  // Writes leave through the page cache and the kernel's flusher: a process that waits on I/O
-  // without reading is writing (a checkpoint, logs).
-  bool writes = write_bytes > read_bytes || (read_bytes == 0 && reads == 0);
+  // Without syscall rows, a process that waits on I/O without reading is writing.
+  bool writes = write_ns > read_ns || write_bytes > read_bytes || (read_bytes == 0 && reads == 0);
   Finding x;
   x.rule = "main-thread-io";
   x.severity = *sev;
@@ -259,11 +267,15 @@ void ProcessIo(const Facts& f, std::vector<Finding>* out) {
   x.lost_s = lost;
   x.root.push_back("Training process's own threads blocked on I/O: " +
                    IdleLine(f, BudgetCause::kProcessIo));
-  if (read_bytes + write_bytes > 0) {
-    x.root.push_back(Fmt("Block requests it issued: %s read, %s written",
-                         FormatBytes(read_bytes).c_str(), FormatBytes(write_bytes).c_str()));
+  if (writes_n + syncs > 0) {
+    x.root.push_back(Fmt("%s slow write calls and %s fsync/fdatasync calls: %s s, %s written",
+                         FormatCount(writes_n).c_str(), FormatCount(syncs).c_str(),
+                         FormatSeconds(write_ns / 1e9).c_str(), FormatBytes(write_bytes).c_str()));
   }
-  if (reads > 0) x.root.push_back(Fmt("%s read() calls", FormatCount(reads).c_str()));
+  if (reads > 0) {
+    x.root.push_back(Fmt("%s slow read calls: %s s, %s read", FormatCount(reads).c_str(),
+                         FormatSeconds(read_ns / 1e9).c_str(), FormatBytes(read_bytes).c_str()));
+  }
   AddThroughputEffect(f, &x);
   if (writes) {
     x.fix.push_back(
@@ -276,6 +288,11 @@ void ProcessIo(const Facts& f, std::vector<Finding>* out) {
         "the GPU's work");
     x.fix.push_back("cache the data in RAM (/dev/shm, vmtouch -t) before training");
   }
+  x.evidence.push_back(
+      {"the training process's slow file syscalls (write kind 1 = fsync) and block requests",
+       Sql(f, "SELECT op, kind, COUNT(*) AS calls, ROUND(SUM(duration_ns) / 1e9, 3) AS seconds, "
+              "SUM(bytes) AS bytes FROM {EVENTS} WHERE {IN_S}pid = {P} AND op IN ('read', "
+              "'write', 'block_io') AND timestamp >= {F} AND timestamp < {T} GROUP BY op, kind")});
   x.metrics.push_back({"read_bytes", read_bytes, "bytes"});
   x.metrics.push_back({"write_bytes", write_bytes, "bytes"});
   x.metrics.push_back({"lost_s", x.lost_s, "s"});

@@ -65,7 +65,8 @@ enum class Layer : uint8_t { kCudaRuntime, kCudaDriver, kHost };
   X(kProcFork, 208, "process_fork", kHost)                            \
   X(kProcExit, 209, "process_exit", kHost)                            \
   X(kOomKill, 210, "oom_kill", kHost)                                 \
-  X(kRead, 211, "read", kHost)
+  X(kRead, 211, "read", kHost)                                        \
+  X(kWrite, 212, "write", kHost)
 
 enum class Op : uint16_t {
 #define GW_OP_ENUM(e, id, name, layer) e = id,

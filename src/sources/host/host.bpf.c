@@ -58,6 +58,7 @@ struct task_state {
   __u64 reclaim_ts;  // direct reclaim began
   __u64 read_ts;     // a read-family syscall began; 0 = none in flight
   __u64 read_fd;
+  __u8 read_kind;    // GW_SYSCALL_* of the syscall in flight
   __u32 other_tgid;  // who took the CPU when it left
   __u32 switch_fault;  // the pending interval is a fault wait: fault_ts/addr below apply
   __u64 switch_fault_ts;
@@ -612,31 +613,53 @@ int BPF_PROG(gw_block_rq_complete, struct request *rq, blk_status_t error,
   return 0;
 }
 
-// ---- Slow reads --------------------------------------------------------------------------------
-// x86-64 syscall numbers of the read family.
+// ---- Slow reads, writes and syncs -----------------------------------------------------------
+// x86-64 syscall numbers of the families recorded when slow (read_threshold_ns): what a thread
+// spends inside them is file I/O, its CPU part (copying into the page cache) included.
 #define GW_NR_READ 0
+#define GW_NR_WRITE 1
 #define GW_NR_PREAD64 17
+#define GW_NR_PWRITE64 18
 #define GW_NR_READV 19
+#define GW_NR_WRITEV 20
+#define GW_NR_FSYNC 74
+#define GW_NR_FDATASYNC 75
 #define GW_NR_PREADV 295
+#define GW_NR_PWRITEV 296
 #define GW_NR_PREADV2 327
+#define GW_NR_PWRITEV2 328
+
+// GW_SYSCALL_* of a syscall number, or -1 for every other syscall.
+static __always_inline int syscall_kind(long id) {
+  if (id == GW_NR_READ || id == GW_NR_PREAD64 || id == GW_NR_READV || id == GW_NR_PREADV ||
+      id == GW_NR_PREADV2) {
+    return GW_SYSCALL_READ;
+  }
+  if (id == GW_NR_WRITE || id == GW_NR_PWRITE64 || id == GW_NR_WRITEV || id == GW_NR_PWRITEV ||
+      id == GW_NR_PWRITEV2) {
+    return GW_SYSCALL_WRITE;
+  }
+  if (id == GW_NR_FSYNC || id == GW_NR_FDATASYNC) return GW_SYSCALL_SYNC;
+  return -1;
+}
 
 SEC("tp_btf/sys_enter")
 int BPF_PROG(gw_sys_enter, struct pt_regs *regs, long id) {
   __u32 tgid = bpf_get_current_pid_tgid() >> 32;
   if (!is_tracked(tgid)) return 0;
   struct task_state *st = bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0, 0);
-  bool is_read = id == GW_NR_READ || id == GW_NR_PREAD64 || id == GW_NR_READV ||
-                 id == GW_NR_PREADV || id == GW_NR_PREADV2;
+  int kind = syscall_kind(id);
   if (!st) {
-    if (!is_read || read_threshold_ns == 0) return 0;
+    if (kind < 0 || read_threshold_ns == 0) return 0;
     st = bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0,
                               BPF_LOCAL_STORAGE_GET_F_CREATE);
     if (!st) return 0;
   }
   st->fault_ts = 0;  // a sleep after this is the syscall's, not a page fault's
-  if (is_read && read_threshold_ns) {
+  if (kind >= 0 && read_threshold_ns) {
     st->read_ts = bpf_ktime_get_ns();
     st->read_fd = BPF_CORE_READ(regs, di);
+    st->read_kind = (__u8)kind;
   } else {
     st->read_ts = 0;
   }
@@ -662,6 +685,7 @@ int BPF_PROG(gw_sys_exit, struct pt_regs *regs, long ret) {
       r->value = ret;
       r->tgid = tgid;
       r->tid = (__u32)id;
+      r->kind = st->read_kind;
       submit_record(r, GW_DROP_IO);
     }
   }

@@ -38,7 +38,8 @@ enum gw_host_record_type {
   GW_HOST_FORK = 6,       // a tracked process forked a child process (not a thread)
   GW_HOST_EXIT = 7,       // the last thread of a tracked process or competitor exited
   GW_HOST_OOM = 8,        // the OOM killer picked a victim
-  GW_HOST_READ = 9,       // a slow read()/pread64()/readv()/preadv() of a tracked task
+  GW_HOST_READ = 9,       // a slow read-, write- or fsync-family syscall of a tracked task
+                          // (kind: GW_SYSCALL_*)
   GW_HOST_NAME = 10,      // first sight of a competitor: its tgid and leader comm
 };
 
@@ -52,6 +53,11 @@ enum gw_host_record_type {
 #define GW_BIO_READ 0
 #define GW_BIO_WRITE 1
 #define GW_BIO_OTHER 2
+
+// Slow-syscall (GW_HOST_READ) `kind`.
+#define GW_SYSCALL_READ 0   // read, pread64, readv, preadv, preadv2
+#define GW_SYSCALL_WRITE 1  // write, pwrite64, writev, pwritev, pwritev2
+#define GW_SYSCALL_SYNC 2   // fsync, fdatasync
 
 // One record, fixed size. Field meaning per type is listed on each field.
 struct gw_host_record {
@@ -70,7 +76,7 @@ struct gw_host_record {
   __s32 error;        // BLOCK_IO: blk_status_t (0 ok); others 0
   __u16 cpu;          // OFF_CPU: CPU it left; others: CPU it happened on
   __u8 type;          // enum gw_host_record_type
-  __u8 kind;          // OFF_CPU: GW_SWITCH_*; BLOCK_IO: GW_BIO_*
+  __u8 kind;          // OFF_CPU: GW_SWITCH_*; BLOCK_IO: GW_BIO_*; READ: GW_SYSCALL_*
   __u32 flags;        // OFF_CPU: GW_OFF_CPU_* bits
   char comm[16];      // EXEC/FORK(child)/EXIT/NAME/OOM: comm of the process's leader
   __u64 stack_id;     // OFF_CPU with trace --stack: where the task was when it left the CPU

@@ -91,10 +91,12 @@ void DecodeHostRecord(const gw_host_record& r, const SessionClock& clock,
       context.SawProcess(pid, comm, false, 0);
       break;
     case GW_HOST_READ:
-      e.op = Op::kRead;
+      // write: kind 0 a write-family call, 1 fsync/fdatasync (no bytes); read: no kind.
+      e.op = r.kind == GW_SYSCALL_READ ? Op::kRead : Op::kWrite;
+      if (e.op == Op::kWrite) e.kind = r.kind == GW_SYSCALL_SYNC ? 1 : 0;
       e.duration_ns = static_cast<int64_t>(r.duration_ns);
       e.ret = r.value;
-      e.bytes = r.value >= 0 ? r.value : kNull;
+      e.bytes = r.value >= 0 && r.kind != GW_SYSCALL_SYNC ? r.value : kNull;
       e.addr = static_cast<int64_t>(r.aux0);  // file descriptor
       break;
     case GW_HOST_NAME:
