@@ -16,7 +16,7 @@ up; then, in the same process:
 steps/s over the traced window use the window explain reports (sessions.mono_start_ns +
 window.from_ns/to_ns, the same CLOCK_MONOTONIC as the steps log).
 
-Cases (expected rule; healthy expects nothing above LOW):
+Cases (expected rule, any of a set; "-": nothing above LOW):
   healthy          the loop as is                                        -
   cpu-contention   trainer pinned to --contention-cpus (0-3); it starts 12 busy-loop children
                    (subprocess.Popen, exec'd, each pinned to one of those CPUs)   cpu-contention
@@ -30,23 +30,62 @@ Cases (expected rule; healthy expects nothing above LOW):
                    block-device file system); if O_DIRECT fails: posix_fadvise(DONTNEED) before
                    each batch + buffered reads. With cgroup v1 blkio present, the workers join a
                    group throttled to --io-throttle-mbps on that disk.          io-bottleneck
+  gil-thread       a daemon thread of the trainer loops on pure-Python integer arithmetic
+                   (torch_faults.gil_hog), holding the GIL       lock-contention | gil-contention
+  main-thread-batches
+                   num_workers=0 semantics: the main loop builds each batch itself (32 x
+                   dataset[i], each + --main-batch-cpu-ms of Python CPU, torch.stack,
+                   pin_memory()), the loader left alone                         host-compute
+  tiny-kernels     the step is a 48 x Linear(64,64)+ReLU MLP at batch 16 (forward, backward,
+                   AdamW) instead of the transformer            host-compute | launch-bound
+                   (no healthy equivalent: the reference is the GPU idle share, not a slowdown)
+  gpu-neighbour    the trainer Popen()s a process (own session) doing bf16 8192x8192 matmuls
+                   on the same GPU; settle phase at least 8 s (its CUDA start-up)  gpu-sharing
+  checkpoint       every 2 s of training the main thread torch.save()s a 512 MiB state dict into
+                   --io-dir (or the I/O case's choice of directory), fsync()s it and deletes
+                   the previous one                                             main-thread-io
+  worker-oversubscription
+                   trainer and its 4 workers pinned to --contention-cpus (0-3); each worker
+                   set_num_threads(16) and eight 256x256 matmuls per sample  cpu-oversubscription
+  gpu-bound        (control) the transformer step runs 3 times per loader batch: nothing
+                   above LOW and the report says GPU-bound (gpu_verdict or budget.gpu_bound)
+                   (the reference is the GPU idle share, not a slowdown)
+  cpu-quota        trainer and workers move themselves into the cgroup v2 group
+                   /sys/fs/cgroup/gwacc-quota, cpu.max "50000 100000" (0.5 CPU), made at case
+                   start (+cpu enabled in the parent's cgroup.subtree_control if needed) and
+                   removed at its end; skipped where there is no cgroup v2 cpu controller
+                                                                 cpu-quota | cpu-contention
+Lost time, per case: measured_lost_s = (1 - faulted / healthy steps/s) x the seconds of the
+explain window the fault was present (traced faulted rate vs the untraced healthy phase),
+explain_lost_s = the top finding's lost_s, and their ratio (expected_lost_s: the first finding
+of an expected rule). tiny-kernels and gpu-bound have no healthy equivalent: measured_lost_s is
+null and gpu_idle_share_pct (100 - mean NVML utilization over the window) stands in. The explain
+JSON's `budget` object (GPU busy/idle split, lost seconds per cause) is copied as it is.
 Outputs in DIR: summary.json, summary.md (table + findings, fixes and feed time per case),
 <case>.db, <case>.explain.json/.txt, <case>.steps, <case>.train.log, <case>.trace.log,
 <case>.nvml.txt, check.txt.
 
 Time: per case ≈ warm-up 12 + healthy 6 + settle 3 + trace 20 (+ attach) + ~6 s stop/explain
-≈ 50 s; 7 cases ≈ 6 min. Every wait is bounded (--startup-timeout for the first step,
---trace-seconds + --attach-timeout for the tracer, 90 s for explain); a case that would not
-finish inside --budget (whole suite, default 530 s) is skipped and marked so.
+≈ 50 s (gpu-neighbour ≈ 55 s); all 15 cases ≈ 13 min, more than the default --budget (530 s:
+later cases are skipped and marked so). Every wait is bounded (--startup-timeout for the first
+step, --trace-seconds + --attach-timeout for the tracer, 90 s for explain). To stay inside a
+10-minute limit per call, run the suite in parts into one DIR with --merge (each call keeps the
+other cases' results of the summary.json already there); --list-cases prints the case names.
 
 Usage (root, on the GPU machine, from the repo root):
   python3 bench/gpu/accuracy.py --gpuwhy build/gpuwhy --out DIR [--cases a,b] [--trace-seconds 20]
+  python3 bench/gpu/accuracy.py --list-cases
+  python3 bench/gpu/accuracy.py --gpuwhy build/gpuwhy --out DIR --merge --cases PART
+with PART the first seven cases (healthy,cpu-contention,slow-worker,pageable-memcpy,sync-heavy,
+malloc-churn,io-bottleneck: ~6 min), then the other eight (gil-thread,main-thread-batches,
+tiny-kernels,gpu-neighbour,checkpoint,worker-oversubscription,gpu-bound,cpu-quota: ~6.5 min).
 Without a GPU (orchestration only: fake trainer on the simulated CUDA runtime if found next to
 gpuwhy, real gpuwhy trace/explain, process clean-up checked):
   python3 bench/gpu/accuracy.py --self-test --gpuwhy build/gpuwhy --out /tmp/acc-selftest
 Stdlib only; torch only inside the trainer; pynvml optional.
 """
 import argparse
+import collections
 import glob
 import json
 import os
@@ -61,24 +100,63 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
+# One case: the injected fault (a description, formatted with the run's parameters), the rules
+# any of which is the right top finding (empty: nothing above LOW), the trainer's arguments, what
+# the measured loss is judged by ("slowdown": steps/s healthy vs faulted in the same process;
+# "gpu-idle": no healthy equivalent, the GPU idle share from NVML instead), the least settle
+# time the fault needs to take effect, and whether the report must also call the job GPU-bound.
+Case = collections.namedtuple("Case", "fault expected trainer_args reference settle_min_s "
+                                      "gpu_bound", defaults=("slowdown", 0.0, False))
+
 CASES = {
-    # name: (fault description, expected rules (empty: nothing above LOW), trainer args)
-    "healthy": ("none: GPU-bound loop, DataLoader(num_workers=4, pin_memory=True, "
-                "persistent_workers=True)", [], ["--fault", "healthy"]),
-    "cpu-contention": ("trainer under taskset -c {cpus}; it Popen()s {burners} busy loops "
-                       "pinned to "
-                       "those cores", ["cpu-contention"], ["--fault", "cpu-contention"]),
-    "slow-worker": ("num_workers=2; worker 0 burns {slow_ms} ms CPU per batch",
-                    ["dataloader-starvation"], ["--fault", "slow-worker", "--workers", "2"]),
-    "pageable-memcpy": ("{pageable_mb} MiB pageable host tensor .to(cuda) synchronously each "
-                        "step", ["memcpy-bottleneck"], ["--fault", "pageable-memcpy"]),
-    "sync-heavy": (".item() after every encoder block and per-parameter grad norm",
-                   ["sync-heavy"], ["--fault", "sync-heavy"]),
-    "malloc-churn": ("torch.cuda.empty_cache() every step", ["malloc-churn", "allocator-spikes"],
-                     ["--fault", "malloc-churn"]),
-    "io-bottleneck": ("num_workers=2; {io_reads} random {io_kb} KiB reads per sample, {io_how}",
-                      ["io-bottleneck"], ["--fault", "io-bottleneck", "--workers", "2"]),
+    "healthy": Case("none: GPU-bound loop, DataLoader(num_workers=4, pin_memory=True, "
+                    "persistent_workers=True)", [], ["--fault", "healthy"]),
+    "cpu-contention": Case("trainer under taskset -c {cpus}; it Popen()s {burners} busy loops "
+                           "pinned to those cores", ["cpu-contention"],
+                           ["--fault", "cpu-contention"]),
+    "slow-worker": Case("num_workers=2; worker 0 burns {slow_ms} ms CPU per batch",
+                        ["dataloader-starvation"], ["--fault", "slow-worker", "--workers", "2"]),
+    "pageable-memcpy": Case("{pageable_mb} MiB pageable host tensor .to(cuda) synchronously each "
+                            "step", ["memcpy-bottleneck"], ["--fault", "pageable-memcpy"]),
+    "sync-heavy": Case(".item() after every encoder block and per-parameter grad norm",
+                       ["sync-heavy"], ["--fault", "sync-heavy"]),
+    "malloc-churn": Case("torch.cuda.empty_cache() every step",
+                         ["malloc-churn", "allocator-spikes"], ["--fault", "malloc-churn"]),
+    "io-bottleneck": Case("num_workers=2; {io_reads} random {io_kb} KiB reads per sample, "
+                          "{io_how}", ["io-bottleneck"],
+                          ["--fault", "io-bottleneck", "--workers", "2"]),
+    "gil-thread": Case("a daemon thread of the trainer loops on pure-Python integer arithmetic "
+                       "(torch_faults.gil_hog), holding the GIL",
+                       ["lock-contention", "gil-contention"], ["--fault", "gil-thread"]),
+    "main-thread-batches": Case("batches built on the main thread (num_workers=0 semantics): "
+                                "batch-size x dataset[i] + {main_ms} ms Python CPU each, "
+                                "torch.stack, pin_memory()", ["host-compute"],
+                                ["--fault", "main-thread-batches"]),
+    "tiny-kernels": Case("step = 48 x Linear(64,64)+ReLU MLP at batch 16, forward + backward + "
+                         "AdamW, instead of the transformer (host-bound dispatch; no healthy "
+                         "equivalent)", ["host-compute", "launch-bound"],
+                         ["--fault", "tiny-kernels"], reference="gpu-idle"),
+    "gpu-neighbour": Case("trainer Popen()s a process (own session) doing bf16 {nn}x{nn} "
+                          "matmuls on the same GPU", ["gpu-sharing"],
+                          ["--fault", "gpu-neighbour"], settle_min_s=8.0),
+    "checkpoint": Case("main thread torch.save()s a {ckpt_mb} MiB state dict + fsync every "
+                       "{ckpt_every} s of training into {ckpt_dir}, deleting the previous one",
+                       ["main-thread-io"], ["--fault", "checkpoint"]),
+    "worker-oversubscription": Case("trainer + 4 workers under taskset -c {cpus}; each worker "
+                                    "set_num_threads({oversub_threads}) and {oversub_matmuls} "
+                                    "256x256 matmuls per sample", ["cpu-oversubscription"],
+                                    ["--fault", "worker-oversubscription"]),
+    "gpu-bound": Case("control: the transformer step 3 times per loader batch (the GPU sets "
+                      "the pace; expect GPU-bound, nothing above LOW)", [],
+                      ["--fault", "gpu-bound"], reference="gpu-idle", gpu_bound=True),
+    "cpu-quota": Case("trainer and workers moved into cgroup v2 {quota_cg}, cpu.max "
+                      "\"{quota_max}\"", ["cpu-quota", "cpu-contention"],
+                      ["--fault", "cpu-quota"]),
 }
+QUOTA_CGROUP = "/sys/fs/cgroup/gwacc-quota"
+MIN_RATIO_LOST_S = 0.5  # lost_ratio only when the measured loss is at least this
+CKPT_PREFIX = "gpuwhy_ckpt_"  # torch_faults.CKPT_PREFIX: checkpoint files "<prefix><pid>_<n>.pt"
+NEIGHBOUR_MARK = "gpuwhy-accuracy gpu-neighbour"  # first line of torch_faults.NEIGHBOUR_CODE
 KTHREAD_NAMES = re.compile(r"\b(kworker|ksoftirqd|migration/|rcu_|kthreadd|irq/|swapper|jbd2|"
                            r"kcompactd|khugepaged|kswapd|cpuhp/|watchdog/|idle_inject|kblockd|"
                            r"kintegrity|writeback|scsi_|nvme-|loop\d)", re.I)
@@ -267,6 +345,13 @@ def diskstats():
 
 
 def nvml_median(path, t0, t1):
+    med, n, err = nvml_stats(path, t0, t1)[:3]
+    return med, n, err
+
+
+def nvml_stats(path, t0, t1):
+    """(median, count, error, mean) of the NVML utilization samples in [t0, t1). The mean is the
+    share of the window the GPU ran a kernel (each sample covers the same 100 ms)."""
     vals, err = [], None
     try:
         with open(path) as f:
@@ -280,8 +365,8 @@ def nvml_median(path, t0, t1):
     except OSError as e:
         err = str(e)
     if not vals:
-        return None, 0, err or "no samples"
-    return statistics.median(vals), len(vals), None
+        return None, 0, err or "no samples", None
+    return statistics.median(vals), len(vals), None, statistics.mean(vals)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -322,22 +407,29 @@ def block_disk(st_dev):
     return f"{maj}:{mnr}"
 
 
-def make_io_file(args, out):
-    """Writes the dataset file and decides how workers read it. Returns an info dict."""
+def pick_disk_dir(args, out):
+    """The directory for the I/O cases' files: --io-dir, else the first of /var/tmp, /tmp and
+    DIR on a file system with block I/O below it. Returns (dir, fstype, candidates seen)."""
     cands = [args.io_dir] if args.io_dir else ["/var/tmp", "/tmp", out]
-    info = {"candidates": []}
+    seen = []
     chosen = None
     for d in cands:
         if not d or not os.path.isdir(d):
             continue
         mp, fstype, devno = mount_of(d)
-        info["candidates"].append({"dir": d, "mount": mp, "fstype": fstype, "dev": devno})
+        seen.append({"dir": d, "mount": mp, "fstype": fstype, "dev": devno})
         if fstype in ("tmpfs", "ramfs", "devtmpfs"):
             continue  # no block I/O below it
         chosen = chosen or (d, fstype)
     if chosen is None:
         chosen = (cands[0] if cands[0] else out, "?")
-    d, fstype = chosen
+    return chosen[0], chosen[1], seen
+
+
+def make_io_file(args, out):
+    """Writes the dataset file and decides how workers read it. Returns an info dict."""
+    d, fstype, seen = pick_disk_dir(args, out)
+    info = {"candidates": seen}
     path = os.path.join(d, f"gpuwhy_accuracy_{os.getpid()}.bin")
     t0 = time.monotonic()
     chunk = bytearray(os.urandom(4 << 20))
@@ -407,21 +499,150 @@ def remove_io_file(info):
                 time.sleep(0.2)
 
 
+def checkpoint_dir(args, out):
+    """Where the checkpoint case writes: the I/O cases' directory, if it has room for two
+    checkpoints (the new one is written before the old one is deleted)."""
+    d, fstype, seen = pick_disk_dir(args, out)
+    st = os.statvfs(d)
+    free_mb = st.f_bavail * st.f_frsize // (1 << 20)
+    info = {"dir": d, "fstype": fstype, "free_mb": free_mb, "mb": args.ckpt_mb,
+            "every_s": args.ckpt_every_s, "candidates": seen}
+    if free_mb < 2 * args.ckpt_mb + 256:
+        raise RuntimeError(f"{d} has {free_mb} MiB free, the checkpoint case needs "
+                           f"{2 * args.ckpt_mb + 256}")
+    return info
+
+
+def remove_checkpoints(info, trainer_pid):
+    """Checkpoint files the trainer left (it deletes its own, unless it was killed)."""
+    if not info or not trainer_pid:
+        return []
+    left = glob.glob(os.path.join(info["dir"], f"{CKPT_PREFIX}{trainer_pid}_*.pt"))
+    for p in left:
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
+    return left
+
+
+class CaseSkipped(Exception):
+    """A case that cannot run on this machine; its row says why."""
+
+
+def read_kv(path):
+    """A cgroup 'key value' file (cpu.stat) as a dict of ints."""
+    out = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                k, _, v = line.partition(" ")
+                if v.strip().lstrip("-").isdigit():
+                    out[k] = int(v)
+    except OSError:
+        pass
+    return out
+
+
+def make_quota_cgroup(args):
+    """The cpu-quota case's cgroup v2 group, QUOTA_CGROUP with cpu.max = --quota-cpu-max. The
+    cpu controller is enabled in the parent's cgroup.subtree_control if it is not yet (and
+    disabled again by remove_quota_cgroup). Raises CaseSkipped where that cannot be done."""
+    parent = os.path.dirname(QUOTA_CGROUP)
+    try:
+        with open(os.path.join(parent, "cgroup.controllers")) as f:
+            controllers = f.read().split()
+    except OSError:
+        raise CaseSkipped(f"no cgroup v2 cpu controller ({parent} is not a cgroup v2 "
+                          f"hierarchy)") from None
+    if "cpu" not in controllers:
+        raise CaseSkipped(f"no cgroup v2 cpu controller (controllers of {parent}: "
+                          f"{' '.join(controllers) or 'none'})")
+    info = {"cgroup": QUOTA_CGROUP, "cpu_max": args.quota_cpu_max, "enabled_cpu": False}
+    sub = os.path.join(parent, "cgroup.subtree_control")
+    try:
+        with open(sub) as f:
+            enabled = f.read().split()
+        if "cpu" not in enabled:
+            with open(sub, "w") as f:
+                f.write("+cpu")
+            info["enabled_cpu"] = True
+    except OSError as e:
+        raise CaseSkipped(f"no cgroup v2 cpu controller (enabling +cpu in {sub}: {e})") from None
+    try:
+        if os.path.isdir(QUOTA_CGROUP):  # left by an interrupted run; empty unless still in use
+            os.rmdir(QUOTA_CGROUP)
+        os.mkdir(QUOTA_CGROUP)
+        with open(os.path.join(QUOTA_CGROUP, "cpu.max"), "w") as f:
+            f.write(args.quota_cpu_max)
+    except OSError as e:
+        remove_quota_cgroup(info)
+        raise CaseSkipped(f"no cgroup v2 cpu controller (making {QUOTA_CGROUP} with cpu.max "
+                          f"{args.quota_cpu_max!r}: {e})") from None
+    return info
+
+
+def remove_quota_cgroup(info):
+    """Removes the group (its processes have exited by now; retried while they go) and, if this
+    suite enabled it, the cpu controller in the parent's subtree_control. Returns an error."""
+    if not info:
+        return None
+    err = None
+    if os.path.isdir(info["cgroup"]):
+        for _ in range(25):
+            try:
+                os.rmdir(info["cgroup"])
+                err = None
+                break
+            except OSError as e:
+                err = f"removing {info['cgroup']}: {e}"
+                time.sleep(0.2)
+    if info.get("enabled_cpu"):
+        try:
+            with open(os.path.join(os.path.dirname(info["cgroup"]), "cgroup.subtree_control"),
+                      "w") as f:
+                f.write("-cpu")
+        except OSError:
+            pass  # another group uses it now: leaving it enabled is harmless
+    return err
+
+
 # ---------------------------------------------------------------------------------------------
 # One case
 
-def trainer_cmd(args, case, out, io):
+def settle_s(args, case):
+    """The case's settle phase: --settle-s, or longer where the fault needs it (not in the
+    self-test, whose fake faults take effect at once)."""
+    return args.settle_s if args.self_test else max(args.settle_s, CASES[case].settle_min_s)
+
+
+def trainer_cmd(args, case, out, prep):
+    """The trainer's command line; prep holds what the case made before it started (the io
+    case's file, the checkpoint directory, the cpu-quota group)."""
     steps = os.path.join(out, f"{case}.steps")
     control = os.path.join(out, f"{case}.fault_on")
-    total = args.warmup + args.healthy_s + args.settle_s + args.trace_seconds + 90
+    total = args.warmup + args.healthy_s + settle_s(args, case) + args.trace_seconds + 90
     if args.self_test:
         cmd = [sys.executable, os.path.abspath(__file__), "--fake-trainer"]
     else:
         cmd = [args.python, os.path.join(HERE, "torch_faults.py")]
     cmd += ["--log", steps, "--control", control, "--duration", str(total)]
-    cmd += CASES[case][2]
+    cmd += CASES[case].trainer_args
+    io = prep.get("io")
     if case == "cpu-contention":
         cmd += ["--cpus", args.contention_cpus, "--burners", str(args.burners)]
+    if case == "worker-oversubscription":
+        cmd += ["--cpus", args.contention_cpus, "--oversub-threads", str(args.oversub_threads),
+                "--oversub-matmuls", str(args.oversub_matmuls)]
+    if case == "main-thread-batches":
+        cmd += ["--main-batch-cpu-ms", str(args.main_batch_cpu_ms)]
+    if case == "gpu-neighbour":
+        cmd += ["--neighbour-n", str(args.neighbour_n)]
+    if case == "checkpoint" and prep.get("checkpoint"):
+        cmd += ["--ckpt-dir", prep["checkpoint"]["dir"], "--ckpt-mb", str(args.ckpt_mb),
+                "--ckpt-every-s", str(args.ckpt_every_s)]
+    if case == "cpu-quota" and prep.get("quota"):
+        cmd += ["--quota-cgroup", prep["quota"]["cgroup"]]
     if case == "slow-worker":
         cmd += ["--slow-worker-ms", str(args.slow_worker_ms)]
     if case == "pageable-memcpy":
@@ -435,8 +656,9 @@ def trainer_cmd(args, case, out, io):
     return cmd, steps, control
 
 
-def analyze(case, expected, report, tracer_pid, kthreads):
-    """What the explain report says about this case, against the expectation."""
+def analyze(case, expected, report, tracer_pid, kthreads, want_gpu_bound=False):
+    """What the explain report says about this case, against the expectation (want_gpu_bound:
+    quiet is not enough, the report must also call the job GPU-bound)."""
     res = {"findings": [], "top": None}
     if not isinstance(report, dict) or "findings" not in report:
         res["error"] = (report or {}).get("error", "no report") if isinstance(report, dict) \
@@ -458,8 +680,16 @@ def analyze(case, expected, report, tracer_pid, kthreads):
         ranks = [i for i, f in enumerate(fs) if f.get("rule") in expected]
         res["expected_rank"] = ranks[0] + 1 if ranks else None
         res["expected_severity"] = fs[ranks[0]].get("severity") if ranks else None
+        res["expected_lost_s"] = fs[ranks[0]].get("lost_s") if ranks else None
     else:
         res["match"] = not serious
+    # GPU-bound: the budget's flag where the report has one, else the verdict line (which can
+    # also say the GPU is shared, not that it is the bottleneck).
+    budget = report.get("budget") if isinstance(report.get("budget"), dict) else {}
+    res["says_gpu_bound"] = (bool(budget["gpu_bound"]) if "gpu_bound" in budget else
+                             "is the bottleneck" in (report.get("gpu_verdict") or ""))
+    if want_gpu_bound:
+        res["match"] = res["match"] and res["says_gpu_bound"]
     res["high_or_medium"] = [f"{f.get('rule')} {f.get('severity')}" for f in serious]
     # Names or pids of gpuwhy itself or of kernel threads in any finding's text.
     bad = []
@@ -495,10 +725,15 @@ def analyze(case, expected, report, tracer_pid, kthreads):
 
 
 def run_case(args, case, out, state):
-    desc, expected, _ = CASES[case]
+    spec = CASES[case]
+    desc, expected = spec.fault, spec.expected
+    has_fault = case != "healthy"  # gpu-bound expects nothing, but is switched on all the same
+    settle = settle_s(args, case)
     t_case = time.monotonic()
-    r = {"case": case, "expected": expected or ["nothing above LOW"], "errors": [], "phases": {}}
+    r = {"case": case, "expected": expected or ["nothing above LOW"], "errors": [], "phases": {},
+         "reference": spec.reference}
     io = None
+    prep = {}
     trainer = tracer = sampler = None
     db = os.path.join(out, f"{case}.db")
     for p in glob.glob(db + "*"):
@@ -513,12 +748,23 @@ def run_case(args, case, out, state):
             if io.get("throttle"):
                 how += f", blkio throttled to {args.io_throttle_mbps:g} MB/s"
             desc = desc.format(io_reads=args.io_reads, io_kb=args.io_read_kb, io_how=how)
+            prep["io"] = io
         else:
+            if case == "checkpoint":
+                prep["checkpoint"] = r["checkpoint"] = checkpoint_dir(args, out)
             desc = desc.format(cpus=args.contention_cpus, burners=args.burners,
                                slow_ms=f"{args.slow_worker_ms:g}",
-                               pageable_mb=args.pageable_mb)
+                               pageable_mb=args.pageable_mb,
+                               main_ms=f"{args.main_batch_cpu_ms:g}", nn=args.neighbour_n,
+                               ckpt_mb=args.ckpt_mb, ckpt_every=f"{args.ckpt_every_s:g}",
+                               ckpt_dir=(prep.get("checkpoint") or {}).get("dir"),
+                               oversub_threads=args.oversub_threads,
+                               oversub_matmuls=args.oversub_matmuls, quota_cg=QUOTA_CGROUP,
+                               quota_max=args.quota_cpu_max)
         r["fault"] = desc
-        cmd, steps_path, control = trainer_cmd(args, case, out, io)
+        if case == "cpu-quota":
+            prep["quota"] = r["quota"] = make_quota_cgroup(args)  # or CaseSkipped
+        cmd, steps_path, control = trainer_cmd(args, case, out, prep)
         if os.path.exists(control):
             os.unlink(control)
         r["trainer_cmd"] = cmd
@@ -553,17 +799,18 @@ def run_case(args, case, out, state):
         # Fault on; the last 2/3 of the settle phase is the untraced faulted rate. With
         # --fault-onset the fault is switched on inside the traced window instead, so the
         # window holds a healthy stretch to compare with (the settle phase stays healthy).
-        onset = args.fault_onset if expected else 0
-        if expected and onset <= 0:
+        onset = args.fault_onset if has_fault else 0
+        if has_fault and onset <= 0:
             open(control, "w").close()
         f0 = time.monotonic_ns()
-        time.sleep(args.settle_s)
+        time.sleep(settle)
         f1 = time.monotonic_ns()
         if trainer.poll() is not None:
             raise RuntimeError(f"trainer exited (rc {trainer.returncode}) before tracing")
         # Traced phase.
         kthreads = kernel_threads(proc_table())
         d0 = diskstats()
+        q0 = read_kv(os.path.join(QUOTA_CGROUP, "cpu.stat")) if prep.get("quota") else {}
         nv = os.path.join(out, f"{case}.nvml.txt")
         if args.nvml:
             sampler = subprocess.Popen([args.python, "-c", NVML_SAMPLER, nv],
@@ -597,6 +844,12 @@ def run_case(args, case, out, state):
             r["trace_rc"] = tracer.returncode
         tr1 = time.monotonic_ns()
         d1 = diskstats()
+        if prep.get("quota"):  # the ground truth of the quota: how long the group was throttled
+            q1 = read_kv(os.path.join(QUOTA_CGROUP, "cpu.stat"))
+            traced = {k: q1[k] - q0.get(k, 0) for k in ("usage_usec", "throttled_usec",
+                                                         "nr_throttled", "nr_periods") if k in q1}
+            r["quota"]["traced"] = {k.replace("_usec", "_s"): round(v / 1e6, 3)
+                                    if k.endswith("_usec") else v for k, v in traced.items()}
         if sampler is not None:
             stop_plain(sampler, signal.SIGTERM, 5)
         trainer_alive = trainer.poll() is None
@@ -646,7 +899,7 @@ def run_case(args, case, out, state):
         r["marks"] = marks
         on = [int(m.split()[-1]) for m in marks if m.startswith("# fault on")]
         r["fault_seen_after_s"] = round((on[0] - f0) / 1e9, 3) if on else None
-        if expected and not on:
+        if has_fault and not on:
             r["errors"].append("the trainer never reported the fault on")
         if fon is None:
             r["steps_per_s"] = {"healthy": rate(steps, h0, h1),
@@ -664,19 +917,43 @@ def run_case(args, case, out, state):
         r["slowdown"] = round(hs / ft, 2) if hs and ft else None
         r["traced_window"] = {"source": src, "seconds": round((w1 - w0) / 1e9, 2),
                               "attach_to_window_start_s": round((w0 - tr0) / 1e9, 2)}
-        med, n, err = nvml_median(nv, w0, w1) if args.nvml else (None, 0, "disabled")
+        med, n, err, mean = nvml_stats(nv, w0, w1) if args.nvml else (None, 0, "disabled", None)
         r["nvml_util_median"] = med
         r["nvml_samples"] = n
         if err:
             r["nvml_error"] = err
+        # Lost time: measured (the steps the fault cost over the part of the window it was
+        # present) against explain's. With --fault-onset that part starts 1 s after the switch.
+        fault_from = fon + int(1e9) if fon is not None else w0
+        fault_s = max(0.0, (w1 - fault_from) / 1e9)
+        if fon is not None and args.nvml:
+            mean = nvml_stats(nv, fault_from, w1)[3]
+        r["gpu_idle_share_pct"] = round(100.0 - mean, 1) if mean is not None else None
+        r["fault_window_s"] = round(fault_s, 2)
+        measured = None
+        if spec.reference == "slowdown" and hs and ft is not None:
+            measured = round((1 - ft / hs) * fault_s, 2) + 0.0  # no "-0.0"
+        r["measured_lost_s"] = measured
         secs = max(1e-9, (tr1 - tr0) / 1e9)
         r["disk_read_mb_s"] = round((d1[0] - d0[0]) * 512 / 1e6 / secs, 2)
         r["disk_read_iops"] = round((d1[1] - d0[1]) / secs, 1)
-        r["gpuwhy"] = analyze(case, expected, report, tracer.pid, kthreads)
+        r["gpuwhy"] = analyze(case, expected, report, tracer.pid, kthreads, spec.gpu_bound)
+        top_lost = (r["gpuwhy"].get("top") or {}).get("lost_s")
+        r["explain_lost_s"] = top_lost if top_lost is not None else (
+            0.0 if "findings" in (report or {}) else None)  # no finding: nothing lost
+        # The ratio only where the fault cost something measurable (a near-zero measured loss
+        # makes any ratio noise).
+        r["lost_ratio"] = (round(r["explain_lost_s"] / measured, 2)
+                           if r["explain_lost_s"] is not None and measured is not None
+                           and measured >= MIN_RATIO_LOST_S else None)
+        if isinstance(report, dict) and "budget" in report:
+            r["budget"] = report["budget"]  # the engine's GPU busy/idle split, as it is
         r["phases"].update({
             "warmup_s": round((h0 / 1e9) - t_start, 2), "healthy_s": round((h1 - h0) / 1e9, 2),
             "settle_s": round((f1 - f0) / 1e9, 2), "trace_s": round((tr1 - tr0) / 1e9, 2),
             "stop_s": round(t_stopped - tr1 / 1e9, 2)})
+    except CaseSkipped as e:
+        r["skipped"] = str(e)
     except Exception as e:  # one bad case must not stop the suite
         r["errors"].append(f"{type(e).__name__}: {e}")
     finally:
@@ -689,6 +966,13 @@ def run_case(args, case, out, state):
             state["trainer"] = None
         state["tracer"] = None
         remove_io_file(io)
+        left = remove_checkpoints(prep.get("checkpoint"), r.get("trainer_pid"))
+        if left:
+            r["errors"].append(f"checkpoint files left by the trainer, removed: {left}")
+        if prep.get("quota"):
+            err = remove_quota_cgroup(prep["quota"])
+            if err:
+                r["errors"].append(err)
         if os.path.exists(os.path.join(out, f"{case}.fault_on")):
             os.unlink(os.path.join(out, f"{case}.fault_on"))
         r["case_s"] = round(time.monotonic() - t_case, 2)
@@ -706,12 +990,45 @@ def fmt(v, nd=1):
     return str(v)
 
 
+def budget_text(b):
+    """One line for the explain JSON's `budget` object: the GPU's busy/idle split and the lost
+    seconds by cause. Unknown shapes are shown as their scalar fields."""
+    if not isinstance(b, dict):
+        return str(b)
+    known = ("gpu_busy_job_s", "gpu_busy_other_s", "gpu_idle_s", "window_s")
+    if all(k in b for k in known):
+        text = (f"({b.get('source')}) GPU busy {fmt(b['gpu_busy_job_s'])} s for the job, "
+                f"{fmt(b['gpu_busy_other_s'])} s for others, idle {fmt(b['gpu_idle_s'])} s "
+                f"of {fmt(b['window_s'])} s (attributed {fmt(b.get('idle_attributed_s'))} s)"
+                + ("; GPU-bound" if b.get("gpu_bound") else ""))
+    else:
+        text = ", ".join(f"{k}={fmt(v, 2)}" for k, v in b.items()
+                         if not isinstance(v, (dict, list)))
+    causes = [c for c in b.get("causes") or [] if isinstance(c, dict)
+              and (c.get("lost_s") or c.get("path_s"))]
+    if causes:
+        text += "; by cause, lost (path): " + ", ".join(
+            f"{c.get('cause')} {fmt(c.get('lost_s'), 2)} ({fmt(c.get('path_s'), 1)})"
+            for c in causes)
+    return text
+
+
+def lost_cell(r):
+    """The table's lost-time cell: explain's top finding vs the measured loss, or the GPU idle
+    share where the case has no healthy equivalent."""
+    explain = fmt(r.get("explain_lost_s"), 2)
+    if r.get("reference") == "gpu-idle":
+        return f"{explain} / GPU idle {fmt(r.get('gpu_idle_share_pct'))}%"
+    ratio = f" ({fmt(r.get('lost_ratio'), 2)})" if r.get("lost_ratio") is not None else ""
+    return f"{explain} / {fmt(r.get('measured_lost_s'), 2)}{ratio}"
+
+
 def write_summary(out, meta, results):
     ran = [r for r in results if not r.get("skipped") and r.get("gpuwhy")]
     faulted = [r for r in ran if r["case"] != "healthy"]
     healthy = [r for r in ran if r["case"] == "healthy"]
     verdict = (f"top finding matches on {sum(1 for r in faulted if r['gpuwhy'].get('match'))}/"
-               f"{len(faulted)} faulted cases; healthy "
+               f"{len(faulted)} cases with a fault (gpu-bound: quiet and GPU-bound); healthy "
                + ("not run" if not healthy else "clean (nothing above LOW)"
                   if healthy[0]["gpuwhy"].get("match") else "**HIGH/MEDIUM found**")
                + f"; findings naming gpuwhy or kernel threads in "
@@ -724,8 +1041,8 @@ def write_summary(out, meta, results):
          f"case · total {meta.get('total_s', 0):.0f} s" + (" · **self-test (fake trainer)**"
                                                          if meta.get("self_test") else ""), "",
          "| case | injected fault | steps/s healthy → faulted (traced) | slowdown | NVML util "
-         "| top finding | lost_s | headline metrics | expected | match | HIGH/MED | bad names "
-         "| case s |",
+         "| top finding | lost s: explain / measured (ratio) | headline metrics | expected "
+         "| match | HIGH/MED | bad names | case s |",
          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     L.insert(3, verdict)
     L.insert(4, "")
@@ -749,7 +1066,7 @@ def write_summary(out, meta, results):
             f"| {r['case']} | {r.get('fault', '')} | {fmt(sps.get('healthy'))} → "
             f"{fmt(sps.get('faulted_traced'))} (untraced {fmt(sps.get('faulted_untraced'))}) "
             f"| {fmt(r.get('slowdown'), 2)}× | {fmt(r.get('nvml_util_median'))} "
-            f"| {top.get('rule', '–')} {top.get('severity', '')} | {fmt(top.get('lost_s'), 2)} "
+            f"| {top.get('rule', '–')} {top.get('severity', '')} | {lost_cell(r)} "
             f"| {metrics or '–'} | {exp} | {match} | {hm} "
             f"| {len(g.get('bad_process_mentions') or []) or 'none'} | {fmt(r.get('case_s'), 0)} |")
     L.append("")
@@ -757,12 +1074,30 @@ def write_summary(out, meta, results):
         if r.get("skipped"):
             continue
         g = r.get("gpuwhy") or {}
-        L += [f"## {r['case']}", "", f"fault: {r.get('fault', '')}", ""]
+        L += [f"## {r['case']}", "", f"fault: {r.get('fault', '')}"
+              + (f" (from the run of {r['run_started']})" if r.get("run_started") else ""), ""]
         if r.get("errors"):
             L += ["errors:"] + [f"- {e}" for e in r["errors"]] + [""]
         if g.get("error"):
             L += [f"explain: {g['error']}", ""]
         L.append(f"- traced window: {r.get('traced_window')}; phases: {r.get('phases')}")
+        L.append(f"- lost: explain (top finding) {fmt(r.get('explain_lost_s'), 2)} s, expected "
+                 f"rule's {fmt(g.get('expected_lost_s'), 2)} s, measured "
+                 f"{fmt(r.get('measured_lost_s'), 2)} s over the {fmt(r.get('fault_window_s'))} s "
+                 f"the fault was in the window (ratio {fmt(r.get('lost_ratio'), 2)}); GPU idle "
+                 f"{fmt(r.get('gpu_idle_share_pct'))}% (NVML); report says GPU-bound: "
+                 f"{g.get('says_gpu_bound')}")
+        if "budget" in r:
+            L.append(f"- budget: {budget_text(r['budget'])}")
+        if r.get("checkpoint"):
+            c = r["checkpoint"]
+            L.append(f"- checkpoint: {c.get('mb')} MiB every {c.get('every_s')} s into "
+                     f"{c.get('dir')} ({c.get('fstype')}, {c.get('free_mb')} MiB free)")
+        if r.get("quota"):
+            q = r["quota"]
+            L.append(f"- quota: {q.get('cgroup')} cpu.max {q.get('cpu_max')!r}"
+                     + (" (+cpu enabled in the parent by this run)" if q.get("enabled_cpu")
+                        else "") + f"; during the trace: {q.get('traced')}")
         L.append(f"- disk read {fmt(r.get('disk_read_mb_s'), 2)} MB/s, "
                  f"{fmt(r.get('disk_read_iops'))} IO/s during the trace; NVML samples "
                  f"{r.get('nvml_samples', 0)} {r.get('nvml_error', '')}")
@@ -803,19 +1138,28 @@ def write_summary(out, meta, results):
 def fake_trainer(argv):
     p = argparse.ArgumentParser()
     for a in ("--log", "--control", "--fault", "--cpus", "--io-file", "--io-mode",
-              "--io-cgroup", "--sim-lib"):
+              "--io-cgroup", "--sim-lib", "--ckpt-dir", "--quota-cgroup"):
         p.add_argument(a, default="")
     p.add_argument("--duration", type=float, default=60)
     p.add_argument("--burners", type=int, default=3)
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--io-reads", type=int, default=48)
     p.add_argument("--io-read-kb", type=int, default=16)
+    p.add_argument("--ckpt-mb", type=int, default=16)
+    p.add_argument("--ckpt-every-s", type=float, default=2)
     args, _ = p.parse_known_args(argv)
-    io = None
+    sys.path.insert(0, HERE)
+    import torch_faults  # stdlib at module level; torch is imported inside its main()
+    io = ckpt = gil = quota = None
     if args.fault == "io-bottleneck" and args.io_file:
-        sys.path.insert(0, HERE)
-        import torch_faults  # stdlib at module level; torch is imported inside its main()
         io = torch_faults.IoReader(args)
+    if args.fault == "checkpoint" and args.ckpt_dir:  # the real writer, plain bytes for torch.save
+        blob = b"\x5a" * (args.ckpt_mb << 20)
+        ckpt = torch_faults.Checkpointer(args.ckpt_dir, args.ckpt_every_s, lambda f: f.write(blob))
+    if args.fault == "gil-thread":
+        gil = torch_faults.GilHog()
+    if args.fault == "cpu-quota" and args.quota_cgroup:
+        quota = torch_faults.CgroupMover(args.quota_cgroup)
     if args.cpus:
         have = os.sched_getaffinity(0)
         os.sched_setaffinity(0, (parse_cpus(args.cpus) & have) or have)
@@ -865,6 +1209,16 @@ def fake_trainer(argv):
                             burners.append(subprocess.Popen([sys.executable, "-c",
                                 f"import os; os.sched_setaffinity(0, {{{cpus[k % len(cpus)]}}})\n"
                                 "while True: pass"]))
+                    if on and args.fault == "gpu-neighbour":  # its own session, as the real one
+                        burners.append(subprocess.Popen(
+                            [sys.executable, "-c", f"# {NEIGHBOUR_MARK} (fake)\nimport time\n"
+                             "while True: time.sleep(0.05)"], start_new_session=True))
+                    if gil is not None and on:
+                        gil.start()
+                    elif gil is not None:
+                        gil.stop()
+                    if quota is not None:
+                        quota.sync(on)
                 if rt is not None:
                     for k in range(4):
                         stub, grid, block = kernels.entries[k % len(kernels.entries)]
@@ -884,7 +1238,11 @@ def fake_trainer(argv):
                     time.sleep(0.012)
                 if on and io is not None:
                     io.sample()  # the real reader of torch_faults.py, on this thread
-                elif on and args.fault in ("slow-worker", "pageable-memcpy", "io-bottleneck"):
+                elif on and ckpt is not None:
+                    ckpt.maybe_save()
+                elif on and args.fault in ("slow-worker", "pageable-memcpy", "io-bottleneck",
+                                           "main-thread-batches", "tiny-kernels",
+                                           "worker-oversubscription", "gpu-bound"):
                     time.sleep(0.02)  # no real analogue without torch: just slower
                 log.write(f"{time.monotonic_ns()}\n")
     except KeyboardInterrupt:
@@ -893,6 +1251,10 @@ def fake_trainer(argv):
         for b in burners:
             b.kill()
             b.wait()
+        if gil is not None:
+            gil.stop()
+        if ckpt is not None:
+            ckpt.remove_prev()
         # The forked "workers" are deliberately left for the controller's group kill.
 
 
@@ -912,9 +1274,14 @@ def main():
     p = argparse.ArgumentParser(description="gpuwhy accuracy suite on real PyTorch",
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__)
-    p.add_argument("--gpuwhy", required=True)
-    p.add_argument("--out", required=True)
+    p.add_argument("--gpuwhy", help="the gpuwhy binary (required unless --list-cases)")
+    p.add_argument("--out", help="output directory (required unless --list-cases)")
     p.add_argument("--cases", default=",".join(CASES))
+    p.add_argument("--list-cases", action="store_true",
+                   help="print the case names, one a line, and exit")
+    p.add_argument("--merge", action="store_true",
+                   help="keep the results of other cases already in DIR/summary.json (a suite "
+                        "run in parts)")
     p.add_argument("--python", default=default_python(), help="interpreter with torch")
     p.add_argument("--trace-seconds", type=float, default=20)
     p.add_argument("--warmup", type=float, default=12, help="s from trainer start to healthy phase")
@@ -934,7 +1301,8 @@ def main():
     p.add_argument("--trainer-arg", action="append", default=[],
                    help="extra argument for torch_faults.py (repeatable), "
                         "e.g. --trainer-arg=--layers=8")
-    p.add_argument("--contention-cpus", default="0-3")
+    p.add_argument("--contention-cpus", default="0-3",
+                   help="CPUs of the cpu-contention and worker-oversubscription trainers")
     p.add_argument("--burners", type=int, default=12)
     p.add_argument("--slow-worker-ms", type=float, default=300)
     p.add_argument("--pageable-mb", type=int, default=1024)
@@ -944,11 +1312,30 @@ def main():
     p.add_argument("--io-read-kb", type=int, default=16)
     p.add_argument("--io-throttle-mbps", type=float, default=64,
                    help="cgroup v1 blkio read limit for the io case's workers (0: none)")
+    p.add_argument("--main-batch-cpu-ms", type=float, default=1.0,
+                   help="main-thread-batches: extra Python CPU ms per sample")
+    p.add_argument("--neighbour-n", type=int, default=8192,
+                   help="gpu-neighbour: bf16 matmul size")
+    p.add_argument("--ckpt-mb", type=int, default=512, help="checkpoint: MiB per checkpoint")
+    p.add_argument("--ckpt-every-s", type=float, default=2,
+                   help="checkpoint: s of training between checkpoints")
+    p.add_argument("--oversub-threads", type=int, default=16,
+                   help="worker-oversubscription: intra-op threads per worker")
+    # (why 8: see torch_faults.py)
+    p.add_argument("--oversub-matmuls", type=int, default=8,
+                   help="worker-oversubscription: 256x256 matmuls per sample")
+    p.add_argument("--quota-cpu-max", default="50000 100000",
+                   help="cpu-quota: the group's cpu.max (quota and period, us)")
     p.add_argument("--self-test", action="store_true",
                    help="fake trainer (no torch), short phases, checks clean-up")
     p.add_argument("--sim-lib", default="",
                    help="self-test: sim CUDA lib dir (default: next to gpuwhy)")
     args = p.parse_args()
+    if args.list_cases:
+        print("\n".join(CASES))
+        return 0
+    if not args.gpuwhy or not args.out:
+        p.error("--gpuwhy and --out are required")
     cases = [c for c in args.cases.split(",") if c]
     for c in cases:
         if c not in CASES:
@@ -960,6 +1347,7 @@ def main():
         args.nvml = False
         args.stop_grace = min(args.stop_grace, 2)
         args.io_file_mb = min(args.io_file_mb, 64)
+        args.ckpt_mb = min(args.ckpt_mb, 16)
         args.burners = min(args.burners, 3)
         sim = args.sim_lib or os.path.join(os.path.dirname(os.path.abspath(args.gpuwhy)), "sim",
                                            "lib")
@@ -984,29 +1372,41 @@ def main():
             "python": args.python, "trace_seconds": args.trace_seconds, "warmup": args.warmup,
             "healthy_s": args.healthy_s, "settle_s": args.settle_s, "cases": cases,
             "self_test": args.self_test, "cores": os.cpu_count(), "budget_s": args.budget}
+    kept = merged_results(out, cases) if args.merge else []
+    if kept:
+        meta["kept_from_earlier_runs"] = [r["case"] for r in kept]
+        log(f"--merge: keeping {', '.join(meta['kept_from_earlier_runs'])} from summary.json")
     run_capture([args.gpuwhy, "check"], os.path.join(out, "check.txt"), 60)
-    per_case = args.warmup + args.healthy_s + args.settle_s + args.trace_seconds + 12
+    base = args.warmup + args.healthy_s + args.trace_seconds + 12
+    per_case = base + args.settle_s
     results = []
     try:
         for i, case in enumerate(cases):
             spent = time.monotonic() - t0
-            done = [x["case_s"] for x in results if x.get("case_s")]
+            done = [x["case_s"] - (settle_s(args, x["case"]) - args.settle_s)
+                    for x in results if x.get("case_s") and not x.get("skipped")]
             if done:
                 per_case = max(per_case, statistics.mean(done))
-            if spent + per_case > args.budget:
-                log(f"{case}: skipped, {spent:.0f} s spent, ~{per_case:.0f} s needed, budget "
+            need = per_case + settle_s(args, case) - args.settle_s
+            if spent + need > args.budget:
+                log(f"{case}: skipped, {spent:.0f} s spent, ~{need:.0f} s needed, budget "
                     f"{args.budget:.0f} s")
-                results.append({"case": case, "expected": CASES[case][1], "skipped": "budget"})
+                results.append({"case": case, "expected": CASES[case].expected,
+                                "skipped": "budget"})
                 continue
             log(f"{case}: start ({i + 1}/{len(cases)}, {spent:.0f} s so far)")
             r = run_case(args, case, out, state)
             g = r.get("gpuwhy") or {}
             top = g.get("top") or {}
-            log(f"{case}: {r.get('steps_per_s')} top {top.get('rule')} {top.get('severity')} "
-                f"match {g.get('match')} errors {r['errors']} ({r['case_s']:.0f} s)")
+            if r.get("skipped"):
+                log(f"{case}: skipped: {r['skipped']}")
+            else:
+                log(f"{case}: {r.get('steps_per_s')} top {top.get('rule')} {top.get('severity')} "
+                    f"match {g.get('match')} lost explain {r.get('explain_lost_s')} measured "
+                    f"{r.get('measured_lost_s')} errors {r['errors']} ({r['case_s']:.0f} s)")
             results.append(r)
             meta["total_s"] = round(time.monotonic() - t0, 1)
-            write_summary(out, meta, results)
+            write_summary(out, meta, in_case_order(kept + results))
     except KeyboardInterrupt:
         log("interrupted; stopping children")
         for key in ("tracer",):
@@ -1015,18 +1415,40 @@ def main():
             stop_group(state["trainer"], args.stop_grace)
         meta["interrupted"] = True
     meta["total_s"] = round(time.monotonic() - t0, 1)
-    write_summary(out, meta, results)
+    write_summary(out, meta, in_case_order(kept + results))
     log(f"done in {meta['total_s']:.0f} s: {os.path.join(out, 'summary.md')}")
     if args.self_test:
         return self_test_check(out, results, meta)
     return 0
 
 
+def merged_results(out, cases):
+    """--merge: the results in DIR/summary.json of cases this run does not repeat, each marked
+    with the start of the run that made it."""
+    try:
+        with open(os.path.join(out, "summary.json")) as f:
+            prev = json.load(f)
+    except (OSError, ValueError):
+        return []
+    kept = []
+    for r in prev.get("cases") or []:
+        if isinstance(r, dict) and r.get("case") in CASES and r["case"] not in cases:
+            r.setdefault("run_started", (prev.get("meta") or {}).get("started"))
+            kept.append(r)
+    return kept
+
+
+def in_case_order(results):
+    order = list(CASES)
+    return sorted(results, key=lambda r: order.index(r["case"]))
+
+
 def self_test_check(out, results, meta):
     problems = ["interrupted"] if meta.get("interrupted") else []
     for r in results:
-        if r.get("skipped"):
+        if r.get("skipped") and not str(r["skipped"]).startswith("no cgroup v2"):
             problems.append(f"{r['case']}: skipped")
+        if r.get("skipped"):
             continue
         if r.get("leftover_pids"):
             problems.append(f"{r['case']}: leftover {r['leftover_pids']}")
@@ -1041,7 +1463,13 @@ def self_test_check(out, results, meta):
             problems.append(f"{r['case']}: took {r['case_s']} s")
         if r.get("io") and os.path.exists(r["io"]["file"]):
             problems.append(f"{r['case']}: io file left")
-        bad = [e for e in r.get("errors", []) if "trace overran" in e or "exited" in e]
+        if r.get("checkpoint") and glob.glob(os.path.join(
+                r["checkpoint"]["dir"], f"{CKPT_PREFIX}{r.get('trainer_pid')}_*")):
+            problems.append(f"{r['case']}: checkpoint files left")
+        if r.get("quota") and os.path.exists(r["quota"]["cgroup"]):
+            problems.append(f"{r['case']}: cgroup {r['quota']['cgroup']} left")
+        bad = [e for e in r.get("errors", []) if "trace overran" in e or "exited" in e
+               or "files left" in e or "removing" in e]
         problems += [f"{r['case']}: {e}" for e in bad]
     # No process anywhere still runs this script's fake trainer or burners.
     me = os.getpid()
@@ -1053,7 +1481,8 @@ def self_test_check(out, results, meta):
                 cl = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "--fake-trainer" in cl or ("while True: pass" in cl and "sched_setaffinity" in cl):
+        if ("--fake-trainer" in cl or NEIGHBOUR_MARK in cl
+                or ("while True: pass" in cl and "sched_setaffinity" in cl)):
             problems.append(f"orphan {pid}: {cl[:100]}")
     for f in ("summary.json", "summary.md"):
         if not os.path.exists(os.path.join(out, f)):

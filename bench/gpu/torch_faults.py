@@ -24,6 +24,28 @@ the switch.
                    (O_DIRECT with an aligned mmap buffer; --io-mode fadvise: page cache dropped
                    with posix_fadvise(DONTNEED) before each batch instead); --io-cgroup DIR
                    (a cgroup v1 blkio group) is joined by each worker when the fault starts
+  gil-thread       a daemon thread of the trainer (gil_hog) loops on pure-Python integer
+                   arithmetic, holding the GIL except when CPython's switch interval takes it
+  main-thread-batches
+                   num_workers=0 semantics: the main loop leaves the loader alone and builds
+                   each batch on the main thread (dataset[i] for the batch, each sample
+                   --main-batch-cpu-ms of extra Python CPU, torch.stack, pin_memory())
+  tiny-kernels     the step is a separate deep, narrow MLP (--tiny-layers x Linear(--tiny-width)
+                   + ReLU, batch --tiny-batch) forward + backward + AdamW instead of the
+                   transformer: the GPU waits for the host's kernel launches
+  gpu-neighbour    the trainer starts a separate Python process (subprocess.Popen, own session,
+                   killed with the trainer) doing bf16 --neighbour-n square matmuls on the same
+                   GPU, synchronizing every 4
+  checkpoint       every --ckpt-every-s s of training the main thread torch.save()s a
+                   --ckpt-mb MiB state dict into --ckpt-dir, os.fsync()s it and deletes the
+                   previous one
+  worker-oversubscription
+                   each worker runs torch.set_num_threads(--oversub-threads) and does
+                   --oversub-matmuls 256x256 matmuls per sample (run the trainer with --cpus
+                   0-3: 4 workers x 16 intra-op threads on 4 cores)
+  gpu-bound        (a control, no host fault) the transformer step runs 3 times per batch
+  cpu-quota        the trainer and each worker move themselves into the cgroup v2 group
+                   --quota-cgroup (made by the caller, cpu.max set) and back when it goes off
 
 Usage: python torch_faults.py --log steps.txt --control FILE --fault NAME [--duration 120]
 """
@@ -34,10 +56,32 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 FAULTS = ("healthy", "cpu-contention", "slow-worker", "pageable-memcpy", "sync-heavy",
-          "malloc-churn", "io-bottleneck")
+          "malloc-churn", "io-bottleneck", "gil-thread", "main-thread-batches", "tiny-kernels",
+          "gpu-neighbour", "checkpoint", "worker-oversubscription", "gpu-bound", "cpu-quota")
+GPU_BOUND_REPEAT = 3  # transformer steps per loader batch while gpu-bound is on
+CKPT_PREFIX = "gpuwhy_ckpt_"  # checkpoint files: CKPT_PREFIX + "<pid>_<n>.pt"
+
+# The gpu-neighbour process: its own CUDA context on the trainer's GPU, big bf16 matmuls. It
+# asks for SIGKILL when the trainer dies (PR_SET_PDEATHSIG), so a killed trainer leaves none.
+# The marker on the first line lets a controller find a stray one by its command line.
+NEIGHBOUR_CODE = r"""# gpuwhy-accuracy gpu-neighbour
+import ctypes, os, signal, sys
+ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(0)  # the trainer died before prctl took effect
+n, sync_every = int(sys.argv[2]), int(sys.argv[3])
+import torch
+a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+while True:
+    for _ in range(sync_every):
+        c = a @ b
+    torch.cuda.synchronize()
+"""
 
 
 def parse_cpus(text):
@@ -74,6 +118,28 @@ def parse_args(argv=None):
     p.add_argument("--io-reads", type=int, default=48, help="random reads per sample")
     p.add_argument("--io-read-kb", type=int, default=16)
     p.add_argument("--io-cgroup", default="", help="cgroup v1 blkio dir the workers join")
+    # The default is about the GPU's step time per batch at the default shape (32 x 1 ms
+    # against ~34 ms a step on an H200), so building batches on the main thread slows the loop
+    # about 2x.
+    p.add_argument("--main-batch-cpu-ms", type=float, default=1.0,
+                   help="main-thread-batches: extra Python CPU ms per sample")
+    p.add_argument("--tiny-layers", type=int, default=48)
+    p.add_argument("--tiny-width", type=int, default=64)
+    p.add_argument("--tiny-batch", type=int, default=16)
+    p.add_argument("--neighbour-n", type=int, default=8192, help="gpu-neighbour matmul size")
+    p.add_argument("--neighbour-sync-every", type=int, default=4)
+    p.add_argument("--ckpt-dir", default="/var/tmp")
+    p.add_argument("--ckpt-mb", type=int, default=512)
+    p.add_argument("--ckpt-every-s", type=float, default=2.0,
+                   help="s of training between the end of one checkpoint and the next")
+    p.add_argument("--oversub-threads", type=int, default=16,
+                   help="worker-oversubscription: intra-op threads per worker")
+    # 8: on 4 cores of the H200 host the same work with one thread per worker costs nothing
+    # (28.6 -> 28.0 steps/s), with 16 it halves the loop (28.4 -> 14.7); 16 matmuls would be
+    # too much work even on one thread (28.6 -> 15.7), a starved loader rather than threads.
+    p.add_argument("--oversub-matmuls", type=int, default=8,
+                   help="worker-oversubscription: 256x256 matmuls per sample")
+    p.add_argument("--quota-cgroup", default="", help="cpu-quota: cgroup v2 dir to move into")
     return p.parse_args(argv)
 
 
@@ -98,6 +164,120 @@ def burn_cpu_ms(ms):
         for _ in range(2000):
             x = (x * 1103515245 + 12345) & 0x7FFFFFFF
     return x
+
+
+def gil_hog(stop):
+    """The gil-thread fault's loop: pure-Python integer arithmetic with no call that releases the
+    GIL, so every other thread of the process gets it only when CPython's switch interval (5 ms)
+    forces a hand-over. Runs until `stop` is set."""
+    x = 1
+    while not stop.is_set():
+        for _ in range(100_000):
+            x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+    return x
+
+
+class GilHog:
+    """Starts and stops the daemon thread that runs gil_hog()."""
+
+    def __init__(self):
+        self.stop_event, self.thread = None, None
+
+    def start(self):
+        if self.thread is None:
+            self.stop_event = threading.Event()
+            self.thread = threading.Thread(target=gil_hog, args=(self.stop_event,),
+                                           name="gil-hog", daemon=True)
+            self.thread.start()
+
+    def stop(self):
+        if self.thread is not None:
+            self.stop_event.set()
+            self.thread.join(timeout=5)
+            self.thread = None
+
+
+class Checkpointer:
+    """The checkpoint fault: `save(f)` writes a checkpoint into a new file in `directory` once
+    `every_s` seconds of training have passed since the last one ended, the file is fsync()ed and
+    the previous one deleted. On the calling (main) thread, as a training loop's checkpoint is."""
+
+    def __init__(self, directory, every_s, save):
+        self.dir, self.every_s, self.save = directory, every_s, save
+        self.last, self.prev, self.n = None, None, 0
+
+    def maybe_save(self):
+        now = time.monotonic()
+        if self.last is None:
+            self.last = now  # the first checkpoint after every_s s of faulted training
+        if now - self.last < self.every_s:
+            return False
+        path = os.path.join(self.dir, f"{CKPT_PREFIX}{os.getpid()}_{self.n}.pt")
+        self.n += 1
+        try:
+            with open(path, "wb") as f:
+                self.save(f)
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:  # stopped (SIGINT) halfway: no partial checkpoint left behind
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            raise
+        self.remove_prev()
+        self.prev = path
+        self.last = time.monotonic()
+        return True
+
+    def remove_prev(self):
+        if self.prev:
+            try:
+                os.unlink(self.prev)
+            except OSError:
+                pass
+            self.prev = None
+
+    def reset(self):
+        """Fault off: the next checkpoint comes every_s s after the fault is on again."""
+        self.last = None
+
+
+class CgroupMover:
+    """The cpu-quota fault: moves this process (all its threads) into a cgroup v2 group while the
+    fault is on and back into the group it came from when it goes off. The group, with its
+    cpu.max, is made and removed by the caller (accuracy.py)."""
+
+    ROOT = "/sys/fs/cgroup"
+
+    def __init__(self, path):
+        self.path, self.inside, self.home, self.failed = path, False, None, False
+
+    @classmethod
+    def own_group(cls):
+        try:
+            with open("/proc/self/cgroup") as f:
+                for line in f:
+                    if line.startswith("0::"):
+                        return os.path.join(cls.ROOT, line[3:].strip().lstrip("/"))
+        except OSError:
+            pass
+        return cls.ROOT
+
+    def sync(self, on):
+        if on == self.inside or self.failed:
+            return
+        if on:
+            self.home = self.own_group()
+        target = self.path if on else self.home
+        try:
+            with open(os.path.join(target, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+        except OSError as e:  # said once; the loop goes on unthrottled
+            print(f"torch_faults: pid {os.getpid()} joining {target}: {e}", file=sys.stderr)
+            self.failed = True
+            return
+        self.inside = on
 
 
 class IoReader:
@@ -143,6 +323,8 @@ class SyntheticTokens:
         self.args = args
         self.switch = None
         self.io = None
+        self.quota = None
+        self.oversubscribed = False
 
     def __len__(self):
         return 10_000_000
@@ -151,22 +333,107 @@ class SyntheticTokens:
         import torch
         from torch.utils.data import get_worker_info
         a = self.args
+        info = get_worker_info()  # None on the main thread (main-thread-batches)
         if self.switch is None:  # first call in this worker process
             self.switch = Switch(a.control, 0.2)
             self.io = IoReader(a) if a.fault == "io-bottleneck" and a.io_file else None
+            if a.fault == "cpu-quota" and a.quota_cgroup and info is not None:
+                self.quota = CgroupMover(a.quota_cgroup)
         on = a.fault != "healthy" and self.switch()
         if on and a.fault == "slow-worker":
-            info = get_worker_info()
             if info is not None and info.id == 0:
                 burn_cpu_ms(a.slow_worker_ms / a.batch)
         if on and self.io is not None:
             self.io.sample()
+        if self.quota is not None:
+            self.quota.sync(on)
+        if a.fault == "worker-oversubscription" and info is not None:
+            self.oversubscribe(torch, on)
         g = torch.Generator().manual_seed(i)
         x = torch.randint(0, a.vocab, (a.seq,), generator=g)
         acc = 0
         for k in range(a.cpu_work):  # per-sample CPU work, like decoding
             acc += (k * i) % 7
         return x, (x + acc) % a.vocab
+
+    def oversubscribe(self, torch, on):
+        """worker-oversubscription: a worker's intra-op pool sized for the whole machine (the
+        DataLoader sets it to 1 in workers) and CPU ops that use it, on every sample."""
+        if on != self.oversubscribed:
+            torch.set_num_threads(self.args.oversub_threads if on else 1)
+            self.oversubscribed = on
+        if on:
+            m = torch.rand(256, 256)
+            for _ in range(self.args.oversub_matmuls):
+                m = torch.tanh(m @ m)
+
+
+def main_thread_batch(dataset, first, n, cpu_ms):
+    """main-thread-batches: one batch as DataLoader(num_workers=0, pin_memory=True) builds it, on
+    the calling thread: n samples, each with cpu_ms of extra Python CPU (decoding, augmentation),
+    stacked and pinned."""
+    import torch
+    xs, ys = [], []
+    for i in range(first, first + n):
+        x, y = dataset[i]
+        burn_cpu_ms(cpu_ms)
+        xs.append(x)
+        ys.append(y)
+    return torch.stack(xs).pin_memory(), torch.stack(ys).pin_memory()
+
+
+class SideEffects:
+    """The faults that start or stop something when the switch flips: the cpu-contention burner
+    processes, the gpu-neighbour process, the gil-thread thread and the cpu-quota cgroup move.
+    close() stops whatever is running."""
+
+    def __init__(self, args):
+        self.args = args
+        self.cpus = sorted(os.sched_getaffinity(0))
+        self.procs = []
+        self.gil = GilHog() if args.fault == "gil-thread" else None
+        self.quota = (CgroupMover(args.quota_cgroup)
+                      if args.fault == "cpu-quota" and args.quota_cgroup else None)
+
+    def set(self, on):
+        a = self.args
+        if a.fault == "cpu-contention" and on:
+            for k in range(a.burners):
+                cpu = self.cpus[k % len(self.cpus)]
+                code = f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"
+                self.procs.append(subprocess.Popen([sys.executable, "-c", code],
+                                                   stderr=subprocess.DEVNULL))
+        elif a.fault == "gpu-neighbour" and on:
+            # Its own session, so it is not in the trainer's process group; still the trainer's
+            # child (accuracy.py's clean-up finds it as a descendant) and killed with it.
+            self.procs.append(subprocess.Popen(
+                [sys.executable, "-c", NEIGHBOUR_CODE, str(os.getpid()), str(a.neighbour_n),
+                 str(a.neighbour_sync_every)], stdout=subprocess.DEVNULL,
+                start_new_session=True))
+        elif a.fault in ("cpu-contention", "gpu-neighbour"):
+            self.stop_procs()
+        elif self.gil is not None and on:
+            self.gil.start()
+        elif self.gil is not None:
+            self.gil.stop()
+        elif self.quota is not None:
+            self.quota.sync(on)
+
+    def stop_procs(self):
+        for b in self.procs:
+            if b.poll() is None:
+                b.kill()
+        for b in self.procs:
+            try:
+                b.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        self.procs.clear()
+
+    def close(self):
+        self.stop_procs()
+        if self.gil is not None:
+            self.gil.stop()
 
 
 def main(argv=None):
@@ -205,65 +472,91 @@ def main(argv=None):
     model = Model().to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     loss_fn = nn.CrossEntropyLoss()
-    loader = DataLoader(SyntheticTokens(args), batch_size=args.batch, num_workers=args.workers,
+    dataset = SyntheticTokens(args)
+    loader = DataLoader(dataset, batch_size=args.batch, num_workers=args.workers,
                         pin_memory=True, persistent_workers=args.workers > 0, shuffle=False)
     pageable = None
     if fault == "pageable-memcpy":  # ordinary (pageable) host memory, touched once
         pageable = torch.ones(args.pageable_mb * (1 << 20) // 4, dtype=torch.float32)
-    burners = []
+    tiny_step = None
+    if fault == "tiny-kernels":  # made up front: the switch only chooses which step runs
+        w = args.tiny_width
+        tiny = nn.Sequential(*[m for _ in range(args.tiny_layers)
+                               for m in (nn.Linear(w, w), nn.ReLU())]).to(dev)
+        tiny_opt = torch.optim.AdamW(tiny.parameters(), lr=1e-4)
+        tiny_x = torch.randn(args.tiny_batch, w, device=dev)
+        tiny_y = torch.randn(args.tiny_batch, w, device=dev)
 
-    def stop_burners():
-        for b in burners:
-            if b.poll() is None:
-                b.kill()
-        for b in burners:
-            try:
-                b.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-        burners.clear()
+        def tiny_step():
+            tiny_opt.zero_grad(set_to_none=True)
+            nn.functional.mse_loss(tiny(tiny_x), tiny_y).backward()
+            tiny_opt.step()
+    ckpt = None
+    if fault == "checkpoint":  # a state dict of --ckpt-mb MiB, host memory touched once
+        blob = torch.full((args.ckpt_mb << 20,), 0x5A, dtype=torch.uint8)
+        state = {"step": 0, "blob": blob}
+
+        def save(f):
+            torch.save(state, f)
+        ckpt = Checkpointer(args.ckpt_dir, args.ckpt_every_s, save)
+
+    def train_step(x, y, on):
+        """One transformer step with the per-step faults that live inside it."""
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x, probe=on and fault == "sync-heavy").view(-1, args.vocab),
+                       y.view(-1))
+        if on and pageable is not None:
+            big = pageable.to(dev, non_blocking=False)  # staged, synchronous
+            loss = loss + big[:1].sum() * 0
+        loss.backward()
+        if on and fault == "sync-heavy":  # per-parameter grad-norm logging
+            for prm in model.parameters():
+                _ = prm.grad.norm().item()
+        opt.step()
+        if on and fault == "malloc-churn":
+            del loss
+            torch.cuda.empty_cache()
 
     def on_signal(signum, frame):
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)
     switch = Switch(args.control, 0.0)
-    cpus = sorted(os.sched_getaffinity(0))
+    side = SideEffects(args)
     was_on = False
     deadline = time.monotonic() + args.duration
+    next_sample = len(dataset) // 2  # main-thread batches: indices the loader has not reached
     try:
         with open(args.log, "w", buffering=1) as log:
             log.write(f"# pid {os.getpid()} fault {fault} batch {args.batch} "
                       f"d_model {args.d_model} layers {args.layers} cpus {args.cpus or 'all'}\n")
-            for x, y in loader:
+            batches = iter(loader)
+            while True:
                 on = fault != "healthy" and switch()
                 if on != was_on:
                     log.write(f"# fault {'on' if on else 'off'} {time.monotonic_ns()}\n")
                     was_on = on
-                    if fault == "cpu-contention" and on:
-                        for k in range(args.burners):
-                            cpu = cpus[k % len(cpus)]
-                            code = (f"import os; os.sched_setaffinity(0, {{{cpu}}})\n"
-                                    "while True: pass")
-                            burners.append(subprocess.Popen([sys.executable, "-c", code],
-                                                          stderr=subprocess.DEVNULL))
-                    elif fault == "cpu-contention":
-                        stop_burners()
-                x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-                opt.zero_grad(set_to_none=True)
-                loss = loss_fn(model(x, probe=on and fault == "sync-heavy").view(-1, args.vocab),
-                               y.view(-1))
-                if on and pageable is not None:
-                    big = pageable.to(dev, non_blocking=False)  # staged, synchronous
-                    loss = loss + big[:1].sum() * 0
-                loss.backward()
-                if on and fault == "sync-heavy":  # per-parameter grad-norm logging
-                    for prm in model.parameters():
-                        _ = prm.grad.norm().item()
-                opt.step()
-                if on and fault == "malloc-churn":
-                    del loss
-                    torch.cuda.empty_cache()
+                    side.set(on)
+                    if ckpt is not None and not on:
+                        ckpt.reset()
+                if on and tiny_step is not None:
+                    tiny_step()  # instead of the transformer; the loader is left alone
+                else:
+                    if on and fault == "main-thread-batches":  # the loader is left alone
+                        x, y = main_thread_batch(dataset, next_sample, args.batch,
+                                                 args.main_batch_cpu_ms)
+                        next_sample += args.batch
+                    else:
+                        try:
+                            x, y = next(batches)
+                        except StopIteration:
+                            break
+                    x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+                    for _ in range(GPU_BOUND_REPEAT if on and fault == "gpu-bound" else 1):
+                        train_step(x, y, on)
+                if on and ckpt is not None:
+                    state["step"] += 1
+                    ckpt.maybe_save()
                 torch.cuda.synchronize()
                 log.write(f"{time.monotonic_ns()}\n")
                 if time.monotonic() > deadline:
@@ -271,7 +564,9 @@ def main(argv=None):
     except KeyboardInterrupt:
         pass
     finally:
-        stop_burners()
+        side.close()
+        if ckpt is not None:
+            ckpt.remove_prev()
 
 
 if __name__ == "__main__":
