@@ -1155,7 +1155,8 @@ TEST(BudgetTest, NeighbourOnTheGpuIsGpuSharingFromProcessSamples) {
   const Finding* f = Find(r, "gpu-sharing");
   ASSERT_NE(f, nullptr);
   EXPECT_GE(f->severity, Severity::kMedium);
-  EXPECT_NEAR(f->lost_s, 80 * 60.0 / 90, 1.5);
+  // The GPU's time for the other process while the job waited on it (at most its waiting).
+  EXPECT_NEAR(f->lost_s, 100 * 0.95 * 60 / 90, 1.5);
   EXPECT_EQ(r.gpu_verdict.find("faster kernels"), std::string::npos) << r.gpu_verdict;
   EXPECT_NE(r.gpu_verdict.find("the GPU is shared"), std::string::npos) << r.gpu_verdict;
 }

@@ -58,10 +58,10 @@ void AddStretch(const Facts& f, int64_t a, int64_t b, double busy, double other,
     if (c == BudgetCause::kSyncWait) continue;
     t->lost[i] += static_cast<double>(d[i]) * (IsCompute(c) ? compute_share : wait_share);
   }
-  if (busy > 0) {
-    t->lost[static_cast<size_t>(BudgetCause::kSyncWait)] +=
-        static_cast<double>(At(d, BudgetCause::kSyncWait)) * (other / busy);
-  }
+  // The job waited on the GPU while it ran other processes' work: that work's time, at most the
+  // job's own waiting.
+  t->lost[static_cast<size_t>(BudgetCause::kSyncWait)] +=
+      std::min(other * len, static_cast<double>(At(d, BudgetCause::kSyncWait)));
   t->unattributed += static_cast<int64_t>(std::max(0.0, rest));
   t->idle += static_cast<int64_t>(idle);
   t->busy_other += static_cast<int64_t>(other * len);
@@ -84,8 +84,22 @@ bool FromNvml(const Facts& f, int64_t begin, int64_t end, GpuBudget* out, Tally*
     auto& [mine, theirs] = split[p.ts_ns];
     (IsOwnPid(f, p.pid) ? mine : theirs) += static_cast<double>(p.sm_util_pct);
   }
+  // Samples are pooled into stretches of at least kBudgetPoolNs: NVML's utilization covers its
+  // own period (1/6 s on recent drivers), not exactly the interval since the previous read, so
+  // per-sample pairing would hand a wait's idle time to the computing next to it.
   int64_t prev = -1;
   bool any = false;
+  int64_t pool_start = -1, pool_end = -1;
+  double pool_busy = 0, pool_other = 0;  // ns-weighted
+  auto flush = [&] {
+    int64_t len = pool_end - pool_start;
+    if (pool_start >= 0 && len > 0) {
+      AddStretch(f, pool_start, pool_end, pool_busy / static_cast<double>(len),
+                 pool_other / static_cast<double>(len), t);
+    }
+    pool_start = pool_end = -1;
+    pool_busy = pool_other = 0;
+  };
   for (const GpuSample& s : w.gpu_samples) {
     if (s.gpu != job->gpu) continue;
     int64_t a = prev;
@@ -94,16 +108,24 @@ bool FromNvml(const Facts& f, int64_t begin, int64_t end, GpuBudget* out, Tally*
                   : s.sm_active_pct >= 0 ? s.sm_active_pct
                                          : -1;
     if (a < 0 || util < 0) continue;
-    double busy = util / 100.0;
+    double busy = std::clamp(util / 100.0, 0.0, 1.0);
     double other = 0;
     // The per-process reads of this interval (the sampler reads them with the device sample).
     for (auto it = split.upper_bound(a); it != split.end() && it->first <= s.ts_ns; ++it) {
       double sum = it->second.first + it->second.second;
       if (sum > 0) other = busy * it->second.second / sum;
     }
-    AddStretch(f, std::max(a, begin), std::min(s.ts_ns, end), busy, other, t);
+    int64_t x = std::max(a, begin), y = std::min(s.ts_ns, end);
+    if (y <= x) continue;
+    if (pool_start >= 0 && x != pool_end) flush();  // a gap: pools never span one
+    if (pool_start < 0) pool_start = x;
+    pool_end = y;
+    pool_busy += busy * static_cast<double>(y - x);
+    pool_other += other * static_cast<double>(y - x);
     any = true;
+    if (pool_end - pool_start >= th::kBudgetPoolNs) flush();
   }
+  flush();
   if (!any) return false;
   out->gpu = job->gpu;
   out->source = split.empty() ? "nvml" : "nvml-process";
@@ -171,7 +193,8 @@ void ComputeBudget(Facts* f) {
     BudgetLine line;
     line.cause = static_cast<BudgetCause>(i);
     line.path_s = static_cast<double>(f->path_detail[i]) / 1e9;
-    line.lost_s = t.lost[i] * scale / 1e9;
+    // Never more than the cause held the path (the extrapolation to uncovered stretches).
+    line.lost_s = std::min(t.lost[i] * scale / 1e9, line.path_s);
     if (line.cause != BudgetCause::kSyncWait) {
       b.idle_attributed_s += line.lost_s;
     }

@@ -220,13 +220,13 @@ class JobGraph {
 
   enum class Via { kHelper, kSibling, kWorker };
 
-  // The sibling of the main thread (IsSibling) that ran most over [a, b), if it ran at least
-  // thresholds::kThreadHoldBusyShare of it.
-  const ThreadTimeline* BusySibling(int64_t a, int64_t b) const {
+  // The sibling of the main thread (IsSibling) other than `self` that ran most over [a, b), if
+  // it ran at least thresholds::kThreadHoldBusyShare of it.
+  const ThreadTimeline* BusySibling(int32_t self, int64_t a, int64_t b) const {
     const ThreadTimeline* best = nullptr;
     int64_t best_ns = 0;
     for (const auto& [tid, tl] : tls_) {
-      if (!IsSibling(tid)) continue;
+      if (tid == self || !IsSibling(tid)) continue;
       int64_t ran = At(tl.Overlap(a, b), FeedCause::kRunning);
       if (ran > best_ns) {
         best_ns = ran;
@@ -385,11 +385,11 @@ class JobGraph {
       return AsPipeline(c);
     }
     if (IsWorkerPid(s->waker_pid)) return ResolveBatch(s, a, b, d);
-    if (s->waker_pid == 0 && tid == f_.main_tid) {
+    if (s->waker_pid == 0) {
       // A timed wait a timer ended, while a sibling ran through it: CPython's GIL wait (5 ms
       // timeouts, a drop request each time, until the holder lets go) or a lock polled the same
       // way. The sibling's running is the hold; the rest stays unattributed.
-      if (const ThreadTimeline* holder = BusySibling(a, b)) {
+      if (const ThreadTimeline* holder = BusySibling(tid, a, b)) {
         CauseTimes own = holder->Overlap(a, b);
         At(out, FeedCause::kThreadHold) += At(own, FeedCause::kRunning);
         CreditThread(*holder, a, b, Via::kSibling, d);
@@ -507,9 +507,10 @@ CauseTimes PathOverlap(const Facts& f, int64_t a, int64_t b) {
 }
 
 bool IsOwnPid(const Facts& f, int32_t pid) {
+  // Programs the job started (exec'd children) are other programs: they compete with the job
+  // for CPUs or the GPU like any other process, and are named as such.
   return pid == f.main_pid ||
-         std::find(f.worker_pids.begin(), f.worker_pids.end(), pid) != f.worker_pids.end() ||
-         std::find(f.child_pids.begin(), f.child_pids.end(), pid) != f.child_pids.end();
+         std::find(f.worker_pids.begin(), f.worker_pids.end(), pid) != f.worker_pids.end();
 }
 
 BudgetTimes PathDetailOverlap(const Facts& f, int64_t a, int64_t b) {

@@ -107,8 +107,8 @@ struct Facts {
   BudgetTimes path_detail{};               // the whole critical path by budget cause
   // Threads of the main process that held the main thread up while running (thread_hold), ns.
   std::map<int32_t, int64_t> hold_by_tid;
-  // Share of the feeders' run-queue time whose CPU holder was the job's own (main process,
-  // workers, programs it started): splits run-queue time of unknown holder.
+  // Share of the feeders' run-queue time whose CPU holder was the job's own (IsOwnPid): splits
+  // run-queue time of unknown holder.
   double own_runq_share = 0;
   GpuBudget budget;  // budget.cc: the window's GPU time and its idle seconds by cause
   CauseTimes train_totals{};
@@ -161,7 +161,8 @@ std::optional<int64_t> RecommendedWorkers(const Facts& f);
 CauseTimes PathOverlap(const Facts& f, int64_t a, int64_t b);
 // The same by budget cause.
 BudgetTimes PathDetailOverlap(const Facts& f, int64_t a, int64_t b);
-// Whether a process holding a CPU is the job itself (main process, workers, its programs).
+// Whether a process is the job itself: the main process or one of its DataLoader workers (not
+// the programs it started).
 bool IsOwnPid(const Facts& f, int32_t pid);
 
 int64_t Percentile(std::vector<int64_t> v, double p);        // nearest-rank, 0 for empty

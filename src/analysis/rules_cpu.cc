@@ -116,8 +116,13 @@ std::string WakeupLatencyLine(const Facts& f) {
 }
 
 void CpuContention(const Facts& f, std::vector<Finding>* out) {
-  // Other processes' CPU time on the path; the job's own threads are cpu-oversubscription.
-  double lost_s = BudgetLostS(f, BudgetCause::kRunqOther);
+  // Run-queue waits are one story, told by whoever held the CPUs most: other processes here, the
+  // job's own threads in cpu-oversubscription. Behind other processes, the job's threads also
+  // crowd each other onto the CPUs left to them: those waits are the same shortage.
+  double lost_other = BudgetLostS(f, BudgetCause::kRunqOther);
+  double lost_own = BudgetLostS(f, BudgetCause::kRunqOwn);
+  if (lost_own > lost_other) return;
+  double lost_s = lost_other + lost_own;
   double share = Share(lost_s, f.budget.window_s);
   std::optional<Severity> sev = Ladder(share);
   if (!sev) return;
@@ -175,6 +180,11 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
             FormatSeconds(Sec(wrunq)).c_str(),
             FormatPct(Share(static_cast<double>(wrunq), static_cast<double>(f.worker_thread_ns)))
                 .c_str()));
+  }
+  if (lost_own >= 0.05) {
+    x.root.push_back(Fmt("GPU idle %s s behind other processes, %s s more behind the job's own "
+                         "threads crowded onto the CPUs left to them",
+                         FormatSeconds(lost_other).c_str(), FormatSeconds(lost_own).c_str()));
   }
   if (wakeup_latency) x.root.push_back(WakeupLatencyLine(f));
   AddSyncEffect(f, &x);

@@ -188,7 +188,11 @@ void LockContention(const Facts& f, std::vector<Finding>* out) {
 }
 
 void CpuOversubscription(const Facts& f, std::vector<Finding>* out) {
-  double lost = BudgetLostS(f, BudgetCause::kRunqOwn);
+  // The run-queue story when the job's own threads held the CPUs most (cpu-contention otherwise).
+  double lost_own = BudgetLostS(f, BudgetCause::kRunqOwn);
+  double lost_other = BudgetLostS(f, BudgetCause::kRunqOther);
+  if (lost_other >= lost_own) return;
+  double lost = lost_own + lost_other;
   std::optional<Severity> sev = Ladder(Share(lost, f.budget.window_s));
   if (!sev) return;
   bool wakeup_latency = WakeupLatencyOnly(f);
@@ -208,6 +212,9 @@ void CpuOversubscription(const Facts& f, std::vector<Finding>* out) {
   x.lost_s = lost;
   x.root.push_back("Waiting for a CPU held by the job's own threads: " +
                    IdleLine(f, BudgetCause::kRunqOwn));
+  if (lost_other >= 0.05) {
+    x.root.push_back(Fmt("and %s s more behind other processes", FormatSeconds(lost_other).c_str()));
+  }
   std::string holders;
   for (size_t i = 0; i < own.size() && i < 4; ++i) {
     holders += (holders.empty() ? "" : ", ") + ProcessLabel(*f.w, own[i].second) + " " +
