@@ -12,42 +12,20 @@ namespace gw {
 
 namespace {
 
-constexpr BlamedCause kBlamed[] = {
-    {"cpu-contention", FeedCause::kRunqWait, "while the main thread waited for a CPU", true},
-    {"dataloader-starvation", FeedCause::kWorkerCompute,
-     "while the main thread waited for workers computing batches", false},
-    {"io-bottleneck", FeedCause::kBlockedIo, "while the main thread waited for I/O", true},
-    {"memory-pressure", FeedCause::kPageFault, "while the main thread waited on page faults",
-     true},
-    {"memcpy-bottleneck", FeedCause::kMemcpy, "while the main thread was in host copies", false},
-    {"host-compute", FeedCause::kRunning, "while the main thread computed on the CPU", false},
-    {"lock-contention", FeedCause::kThreadHold,
-     "while another thread of the process held the main thread", false},
-    {"cpu-oversubscription", FeedCause::kRunqWait, "while the main thread waited for a CPU",
-     true},
-    {"main-thread-io", FeedCause::kBlockedIo, "while the main thread waited for its own I/O",
-     false},
-};
-
 constexpr int64_t kSecond = 1'000'000'000;
 
 }  // namespace
 
-const BlamedCause* BlamedCauseOf(const std::string& rule) {
-  for (const BlamedCause& b : kBlamed) {
-    if (rule == b.rule) return &b;
-  }
-  return nullptr;
+const RuleSpec* BlamedCauseOf(const std::string& rule) {
+  const RuleSpec* r = RuleById(rule);
+  return r != nullptr && r->blames ? r : nullptr;
 }
-
-const BlamedCause* BlamedCausesBegin() { return std::begin(kBlamed); }
-const BlamedCause* BlamedCausesEnd() { return std::end(kBlamed); }
 
 void AddFindingIntervals(const Facts& f, Report* r) {
   if (!f.main_tl) return;
   const ThreadTimeline& tl = *f.main_tl;
   for (Finding& finding : r->findings) {
-    const BlamedCause* blamed = BlamedCauseOf(finding.rule);
+    const RuleSpec* blamed = BlamedCauseOf(finding.rule);
     if (blamed == nullptr) continue;
     std::vector<const ThreadTimeline*> threads = {&tl};
     if (blamed->in_feeders) {

@@ -104,7 +104,7 @@ bool FromNvml(const Facts& f, int64_t begin, int64_t end, GpuBudget* out, Tally*
     if (s.gpu != job->gpu) continue;
     int64_t a = prev;
     prev = s.ts_ns;
-    double util = s.util_pct != kNull ? static_cast<double>(s.util_pct)
+    double util = s.util_pct != kNull    ? static_cast<double>(s.util_pct)
                   : s.sm_active_pct >= 0 ? s.sm_active_pct
                                          : -1;
     if (a < 0 || util < 0) continue;

@@ -1,7 +1,7 @@
 // diff: the same measurements over two whole sessions, with a verdict per row.
 #include <cmath>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "analysis/analyze.h"
 #include "analysis/explain.h"
@@ -11,8 +11,8 @@
 #include "analysis/loader.h"
 #include "analysis/thresholds.h"
 #include "base/table.h"
-#include "store/reader.h"
 #include "base/text.h"
+#include "store/reader.h"
 
 namespace gw {
 
@@ -137,8 +137,7 @@ StatusOr<DiffReport> Diff(StoreReader& a, int64_t session_a, StoreReader& b, int
   d.rows.push_back(Row("preemptions of training process (involuntary switches)",
                        "train_preemptions", "count", x.preemptions, y.preemptions, true, 10));
   d.rows.push_back(Row("main thread's critical path: waiting for a CPU", "runq_wait_pct", "%",
-                       x.runq_share,
-                       y.runq_share, true, 1.0));
+                       x.runq_share, y.runq_share, true, 1.0));
   d.rows.push_back(Row("sync p50", "sync_p50_us", "us", x.sync_p50_us, y.sync_p50_us, true, 5));
   d.rows.push_back(Row("sync p99", "sync_p99_us", "us", x.sync_p99_us, y.sync_p99_us, true, 5));
   d.rows.push_back(Row("CUDA op throughput", "cuda_ops_per_s", "ops/s", x.cuda_ops_per_s,
@@ -160,9 +159,8 @@ StatusOr<DiffReport> Diff(StoreReader& a, int64_t session_a, StoreReader& b, int
     d.rows.push_back(Row("GPU busy for the job", "gpu_busy_job_pct", "%",
                          pct(x.budget, x.budget.gpu_busy_job_s),
                          pct(y.budget, y.budget.gpu_busy_job_s), false, 1.0));
-    for (size_t i = 0; i < kBudgetCauseCount && i < x.budget.lines.size() &&
-                       i < y.budget.lines.size();
-         ++i) {
+    for (size_t i = 0;
+         i < kBudgetCauseCount && i < x.budget.lines.size() && i < y.budget.lines.size(); ++i) {
       double before = pct(x.budget, x.budget.lines[i].lost_s);
       double after = pct(y.budget, y.budget.lines[i].lost_s);
       if (before < 0.5 && after < 0.5) continue;

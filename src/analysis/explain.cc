@@ -13,6 +13,7 @@
 #include "analysis/gpu.h"
 #include "analysis/loader.h"
 #include "analysis/long_window.h"
+#include "analysis/rules.h"
 #include "analysis/thresholds.h"
 #include "store/reader.h"
 #include "store/rollup_rows.h"
@@ -124,10 +125,9 @@ constexpr FeedCause kCauses[] = {
     FeedCause::kBlockedOther, FeedCause::kMemcpy,   FeedCause::kSync};
 
 constexpr FeedCause kPathCauses[] = {
-    FeedCause::kRunning,  FeedCause::kRunqWait,     FeedCause::kBlockedIo,
-    FeedCause::kPageFault, FeedCause::kBlockedOther, FeedCause::kMemcpy,
-    FeedCause::kSync,     FeedCause::kHelperWork,   FeedCause::kWorkerCompute,
-    FeedCause::kThreadHold};
+    FeedCause::kRunning,       FeedCause::kRunqWait,  FeedCause::kBlockedIo, FeedCause::kPageFault,
+    FeedCause::kBlockedOther,  FeedCause::kMemcpy,    FeedCause::kSync,      FeedCause::kHelperWork,
+    FeedCause::kWorkerCompute, FeedCause::kThreadHold};
 
 FeedTimeGroup MakeGroup(std::string name, int32_t threads, int64_t thread_ns, const CauseTimes& t,
                         bool path = false) {
@@ -195,9 +195,10 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
   r.gpus = SummarizeGpus(w);
 
   if (options.pid != 0 && !w.processes.count(options.pid)) {
-    r.notes.push_back(Fmt("--pid %d is not a process of this recording (session %lld): see "
-                          "`gpuwhy query \"SELECT pid, name FROM process_names\"`",
-                          options.pid, static_cast<long long>(w.session)));
+    r.notes.push_back(
+        Fmt("--pid %d is not a process of this recording (session %lld): see "
+            "`gpuwhy query \"SELECT pid, name FROM process_names\"`",
+            options.pid, static_cast<long long>(w.session)));
   }
   Facts f = ComputeFacts(w, options);
   if (f.main_pid == 0) {
@@ -216,10 +217,8 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
     // story per report.
     {
       auto host_family = [](const std::string& rule) {
-        return rule == "cpu-contention" || rule == "dataloader-starvation" ||
-               rule == "io-bottleneck" || rule == "memory-pressure" ||
-               rule == "cpu-oversubscription" || rule == "main-thread-io" ||
-               rule == "lock-contention" || rule == "host-compute";
+        const RuleSpec* r = RuleById(rule);
+        return r != nullptr && r->host_story;
       };
       double strongest = 0;
       for (const Finding& x : r.findings) {
@@ -293,10 +292,11 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
       if (IsLaunch(row.op)) counted += row.count;
     }
     if (w.launch_duty > 1 && counted > 0) {
-      r.notes.push_back(Fmt("kernel launches were counted in 1 s of every %lld (trace "
-                            "--launch-duty): %s counted, about %s in this window (estimated)",
-                            static_cast<long long>(w.launch_duty), FormatCount(counted).c_str(),
-                            FormatCount(counted * w.launch_duty).c_str()));
+      r.notes.push_back(
+          Fmt("kernel launches were counted in 1 s of every %lld (trace "
+              "--launch-duty): %s counted, about %s in this window (estimated)",
+              static_cast<long long>(w.launch_duty), FormatCount(counted).c_str(),
+              FormatCount(counted * w.launch_duty).c_str()));
     } else if (counted > static_cast<int64_t>(w.launch_samples.size()) &&
                !w.launch_samples.empty()) {
       r.notes.push_back(
@@ -312,9 +312,10 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
   }
   if (w.snapshots.empty()) r.notes.push_back("no system snapshots in this window");
   if (w.malformed_stacks > 0) {
-    r.notes.push_back(Fmt("%s stored stacks could not be read (frames are not valid JSON) and "
-                          "were skipped",
-                          FormatCount(w.malformed_stacks).c_str()));
+    r.notes.push_back(
+        Fmt("%s stored stacks could not be read (frames are not valid JSON) and "
+            "were skipped",
+            FormatCount(w.malformed_stacks).c_str()));
   }
   return r;
 }
@@ -340,8 +341,8 @@ KernelSummary SummarizeKernels(const std::vector<KernelLaunchRow>& rows, bool la
     s.name = key.second.empty() ? "(no name)" : key.second;
     s.launches = n;
     s.per_s = static_cast<double>(n) / seconds;
-    s.share_pct = k.launches > 0 ? 100.0 * static_cast<double>(n) / static_cast<double>(k.launches)
-                                 : 0;
+    s.share_pct =
+        k.launches > 0 ? 100.0 * static_cast<double>(n) / static_cast<double>(k.launches) : 0;
     all.push_back(std::move(s));
   }
   std::sort(all.begin(), all.end(), [](const KernelStat& a, const KernelStat& b) {
@@ -360,9 +361,9 @@ StatusOr<Report> ExplainFromRollups(StoreReader& reader, const ExplainOptions& o
                                     const SessionWindow& window, const TierSpan& span,
                                     int64_t rows) {
   ASSIGN_OR_RETURN(RollupWindow rollups, ReadRollupWindow(reader, window, span));
-  LongWindowSummary summary = SummarizeRollups(
-      rollups, window, options.pid,
-      IncidentLength(rows, window.end_ns - window.begin_ns, options.max_raw_rows));
+  LongWindowSummary summary =
+      SummarizeRollups(rollups, window, options.pid,
+                       IncidentLength(rows, window.end_ns - window.begin_ns, options.max_raw_rows));
   summary.estimated_rows = rows;
   Report report;
   if (summary.has_incident) {
@@ -399,8 +400,8 @@ Status CheckPidInSession(StoreReader& reader, int64_t session, int32_t pid) {
     ++listed;
   }
   return NotFound("process " + std::to_string(pid) + " is not in session " +
-                  std::to_string(session) + " of " + reader.path() + " (traced processes: " +
-                  (tracked.empty() ? "none" : tracked) +
+                  std::to_string(session) + " of " + reader.path() +
+                  " (traced processes: " + (tracked.empty() ? "none" : tracked) +
                   ") — hint: `gpuwhy query \"SELECT pid, name FROM process_names\"` lists "
                   "every process the recording saw");
 }
@@ -433,9 +434,11 @@ StatusOr<Report> Explain(StoreReader& reader, const ExplainOptions& options) {
     // A process without CUDA calls feeds no GPU: explaining it as "training threads" would
     // describe a thread that never launched anything.
     if (options.pid != 0 && report.feed_time.empty()) {
-      return InvalidArgument("process " + std::to_string(options.pid) + " (and its tracked "
-                             "children) made no CUDA calls in " + report.window.label +
-                             " of session " + std::to_string(report.window.session) +
+      return InvalidArgument("process " + std::to_string(options.pid) +
+                             " (and its tracked "
+                             "children) made no CUDA calls in " +
+                             report.window.label + " of session " +
+                             std::to_string(report.window.session) +
                              " — hint: `gpuwhy sessions` and `gpuwhy query \"SELECT pid, "
                              "COUNT(*) FROM events WHERE op LIKE 'cu%' GROUP BY pid\"` show "
                              "which processes called CUDA");

@@ -233,8 +233,7 @@ class JobGraph {
         best = &tl;
       }
     }
-    return static_cast<double>(best_ns) >=
-                   th::kThreadHoldBusyShare * static_cast<double>(b - a)
+    return static_cast<double>(best_ns) >= th::kThreadHoldBusyShare * static_cast<double>(b - a)
                ? best
                : nullptr;
   }
@@ -254,8 +253,7 @@ class JobGraph {
   }
 
   // A thread's own time over [a, b) by budget cause, "blocked otherwise" left to the caller.
-  void CreditThread(const ThreadTimeline& tl, int64_t a, int64_t b, Via via,
-                    BudgetTimes* d) const {
+  void CreditThread(const ThreadTimeline& tl, int64_t a, int64_t b, Via via, BudgetTimes* d) const {
     CauseTimes own = tl.Overlap(a, b);
     int64_t run = At(own, FeedCause::kRunning);
     int64_t copies = At(own, FeedCause::kMemcpy);
@@ -286,8 +284,8 @@ class JobGraph {
 
   // AnyWorkerState's instant-by-instant merge by budget cause (no single thread, so no holder).
   void CreditAnyWorker(const CauseTimes& c, BudgetTimes* d) const {
-    At(*d, BudgetCause::kBatchCompute) += At(c, FeedCause::kRunning) + At(c, FeedCause::kMemcpy) +
-                                          At(c, FeedCause::kSync);
+    At(*d, BudgetCause::kBatchCompute) +=
+        At(c, FeedCause::kRunning) + At(c, FeedCause::kMemcpy) + At(c, FeedCause::kSync);
     At(*d, BudgetCause::kBatchIo) += At(c, FeedCause::kBlockedIo);
     At(*d, BudgetCause::kPageFault) += At(c, FeedCause::kPageFault);
     CreditRunq({{0, At(c, FeedCause::kRunqWait)}}, d);
@@ -306,8 +304,6 @@ class JobGraph {
     CreditAnyWorker(c, d);
     return AsPipeline(c);
   }
-
-
 
   // Instant by instant over the workers' busiest threads: waiting for a CPU > I/O > page fault >
   // computing > idle.
@@ -496,8 +492,8 @@ CauseTimes PathOverlap(const Facts& f, int64_t a, int64_t b) {
     int64_t cut = std::min(b, it->end) - std::max(a, it->start);
     if (len <= 0 || cut <= 0) continue;
     for (size_t i = 0; i < kFeedCauseCount; ++i) {
-      auto v = static_cast<int64_t>(static_cast<double>(it->causes[i]) *
-                                    static_cast<double>(cut) / static_cast<double>(len));
+      auto v = static_cast<int64_t>(static_cast<double>(it->causes[i]) * static_cast<double>(cut) /
+                                    static_cast<double>(len));
       out[i] += v;
       moved += v;
     }
@@ -693,8 +689,8 @@ void ClassifyDescendants(const WindowData& w, const std::map<int32_t, int64_t>& 
       grew = true;
       if (p.exit_ts != kNull && (p.exit_ts < w.from || p.exit_ts < first_cuda)) continue;
       auto parent = w.processes.find(p.ppid);
-      bool forked = parent != w.processes.end() && !p.cmdline.empty() &&
-                    p.cmdline == parent->second.cmdline;
+      bool forked =
+          parent != w.processes.end() && !p.cmdline.empty() && p.cmdline == parent->second.cmdline;
       bool known_parent_line = parent != w.processes.end() && !parent->second.cmdline.empty();
       if (forked || feeds_main.count(pid) || p.cmdline.empty() || !known_parent_line) {
         f->worker_pids.push_back(pid);
@@ -768,8 +764,7 @@ void PickMainThread(ThreadRows& rows, Facts* f) {
 
 // ---- Timelines of every thread of rows.tid_pid, each over its process's lifetime in the
 // window; fills the main thread's and the training threads' timelines and totals.
-std::map<int32_t, ThreadTimeline> BuildTimelines(const WindowData& w, ThreadRows& rows,
-                                                 Facts* f) {
+std::map<int32_t, ThreadTimeline> BuildTimelines(const WindowData& w, ThreadRows& rows, Facts* f) {
   std::map<int32_t, ThreadTimeline> tls;
   for (const auto& [tid, pid] : rows.tid_pid) {
     int64_t b = 0, e = 0;
@@ -808,8 +803,7 @@ int64_t ProvenRunningNs(const std::vector<const RawEvent*>& rows, int32_t tid) {
 // rows prove, then the most switches. Not the most switches first: a PyTorch worker's queue
 // feeder thread wakes for every batch it hands over while the thread that computes the batches
 // runs for long stretches with few switches, and a pool of idle threads sits beside both.
-void PickWorkerThreads(ThreadRows& rows, const std::map<int32_t, ThreadTimeline>& tls,
-                       Facts* f) {
+void PickWorkerThreads(ThreadRows& rows, const std::map<int32_t, ThreadTimeline>& tls, Facts* f) {
   for (int32_t pid : f->worker_pids) {
     int32_t rep = 0;
     std::pair<int64_t, int64_t> best = {-1, -1};

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "analysis/blame.h"
 #include "analysis/explain.h"
@@ -120,18 +121,23 @@ void AddGpuEffects(const Facts& f, Report* r) {
   };
   auto host_wait = [&](const SampleInterval& x) {
     double sum = 0;
-    for (const BlamedCause* b = BlamedCausesBegin(); b != BlamedCausesEnd(); ++b) {
-      // The main thread's own computing is no wait: every sample has some.
-      if (b->cause != FeedCause::kRunning) sum += share(x, b->cause);
+    // Each waiting cause once (two rules may blame the same one); the main thread's own
+    // computing is no wait: every sample has some.
+    std::set<FeedCause> seen;
+    for (const RuleSpec* b = RulesBegin(); b != RulesEnd(); ++b) {
+      if (b->blames && b->cause != FeedCause::kRunning && seen.insert(b->cause).second) {
+        sum += share(x, b->cause);
+      }
     }
     return sum;
   };
   // The quietest samples: the quarter with the least host waiting (at least one).
   std::vector<const SampleInterval*> order;
   for (const SampleInterval& x : intervals) order.push_back(&x);
-  std::stable_sort(order.begin(), order.end(), [&](const SampleInterval* a, const SampleInterval* b) {
-    return host_wait(*a) < host_wait(*b);
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](const SampleInterval* a, const SampleInterval* b) {
+                     return host_wait(*a) < host_wait(*b);
+                   });
   size_t quiet_n = std::max<size_t>(1, order.size() / 4);
   double quiet = 0;
   double quiet_wait = 0;
@@ -146,7 +152,7 @@ void AddGpuEffects(const Facts& f, Report* r) {
 
   const std::string metric = gpm ? "SM active" : "utilization";
   for (Finding& finding : r->findings) {
-    const BlamedCause* blamed = BlamedCauseOf(finding.rule);
+    const RuleSpec* blamed = BlamedCauseOf(finding.rule);
     // The main thread computes in every sample: no stretch of it to compare with the rest.
     if (blamed == nullptr || blamed->cause == FeedCause::kRunning) continue;
     double sum = 0;
@@ -181,11 +187,11 @@ void AddGpuEffects(const Facts& f, Report* r) {
       continue;
     }
     e.gpu_idle_s = std::max(0.0, e.blamed_s * (e.quiet_pct - e.blamed_pct) / 100.0);
-    finding.effects.push_back(Fmt("GPU %d %s %.0f%% %s (%lld samples, %.1f s) vs %.0f%% in the "
-                                  "quietest samples: ~%.1f GPU-seconds idle",
-                                  e.gpu, metric.c_str(), e.blamed_pct, blamed->phrase,
-                                  static_cast<long long>(n), e.blamed_s, e.quiet_pct,
-                                  e.gpu_idle_s));
+    finding.effects.push_back(
+        Fmt("GPU %d %s %.0f%% %s (%lld samples, %.1f s) vs %.0f%% in the "
+            "quietest samples: ~%.1f GPU-seconds idle",
+            e.gpu, metric.c_str(), e.blamed_pct, blamed->phrase, static_cast<long long>(n),
+            e.blamed_s, e.quiet_pct, e.gpu_idle_s));
     finding.metrics.push_back({"gpu_quiet_activity_pct", e.quiet_pct, "%"});
     finding.metrics.push_back({"gpu_idle_s", e.gpu_idle_s, "s"});
   }
@@ -198,17 +204,17 @@ void AddGpuEffects(const Facts& f, Report* r) {
   }
   double host_share = f.window_s > 0 ? host_lost / f.window_s : 0;
   double others = f.budget.window_s > 0 ? f.budget.gpu_busy_other_s / f.budget.window_s : 0;
-  if (others >= thresholds::kNeighbourLowShare * 5) {
-    r->gpu_verdict = Fmt("the GPU is shared: other processes kept GPU %d busy %.0f%% of the "
-                         "window, this job %.0f%% — see gpu-sharing",
-                         job->gpu, others * 100,
-                         100 * f.budget.gpu_busy_job_s / std::max(1e-9, f.budget.window_s));
+  if (others >= thresholds::kSharedGpuVerdictShare) {
+    r->gpu_verdict = Fmt(
+        "the GPU is shared: other processes kept GPU %d busy %.0f%% of the "
+        "window, this job %.0f%% — see gpu-sharing",
+        job->gpu, others * 100, 100 * f.budget.gpu_busy_job_s / std::max(1e-9, f.budget.window_s));
   } else if (busy >= thresholds::kGpuBusyPct && host_share < thresholds::kGpuBoundHostShare) {
-    r->gpu_verdict = Fmt("the GPU is the bottleneck: GPU %d %s %.0f%% (median), host-side causes "
-                         "explain < %.0f%% of the window (%.1f%%) — faster kernels, not a faster "
-                         "host, would speed this job up",
-                         job->gpu, metric.c_str(), busy, thresholds::kGpuBoundHostShare * 100,
-                         host_share * 100);
+    r->gpu_verdict =
+        Fmt("the GPU is the bottleneck: GPU %d %s %.0f%% (median), host-side causes "
+            "explain < %.0f%% of the window (%.1f%%) — faster kernels, not a faster "
+            "host, would speed this job up",
+            job->gpu, metric.c_str(), busy, thresholds::kGpuBoundHostShare * 100, host_share * 100);
   }
 }
 

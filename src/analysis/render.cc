@@ -36,7 +36,6 @@ std::string Indent(const std::string& text, const std::string& prefix) {
   return out;
 }
 
-
 nlohmann::ordered_json Pct(double v) {
   return v < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(R(v));
 }
@@ -133,7 +132,6 @@ std::string GpuLine(const GpuSummary& g) {
 
 std::string FindingTitle(const Finding& f) { return f.cause + " → " + f.effect; }
 
-
 namespace {
 
 std::string Span(int64_t from_ns, int64_t to_ns) {
@@ -144,18 +142,20 @@ std::string Span(int64_t from_ns, int64_t to_ns) {
 // The long-window header: how the window was answered and what its rollups say.
 std::string LongWindowText(const LongWindowSummary& l) {
   auto pct = [&](double s) { return l.active_s > 0 ? 100.0 * s / l.active_s : 0.0; };
-  std::string out = Fmt("Long window (%s, %s): %s raw rows, too many to read; answered from "
-                        "the per-thread rollups%s.\n",
-                        l.label.c_str(), Span(l.from_ns, l.to_ns).c_str(),
-                        FormatCount(l.estimated_rows).c_str(),
-                        l.has_incident ? ", with raw rows for the incident only" : " only");
+  std::string out =
+      Fmt("Long window (%s, %s): %s raw rows, too many to read; answered from "
+          "the per-thread rollups%s.\n",
+          l.label.c_str(), Span(l.from_ns, l.to_ns).c_str(), FormatCount(l.estimated_rows).c_str(),
+          l.has_incident ? ", with raw rows for the incident only" : " only");
   if (!l.has_raw) {
-    out += "  Raw rows:      none left for this session (pruned under --max-db; its rollups are "
-           "kept)\n";
+    out +=
+        "  Raw rows:      none left for this session (pruned under --max-db; its rollups are "
+        "kept)\n";
   } else if (l.raw_first_ts > l.from_ns) {
-    out += Fmt("  Raw rows:      kept from %.1f s (older ones pruned under --max-db; their "
-               "rollups are kept)\n",
-               static_cast<double>(l.raw_first_ts) / 1e9);
+    out +=
+        Fmt("  Raw rows:      kept from %.1f s (older ones pruned under --max-db; their "
+            "rollups are kept)\n",
+            static_cast<double>(l.raw_first_ts) / 1e9);
   }
   if (l.buckets == 0) {
     out += l.main_pid == 0 ? "  No CUDA process in this window's rollups"
@@ -166,30 +166,30 @@ std::string LongWindowText(const LongWindowSummary& l) {
                                  : ".\n\n");
   }
   if (l.has_incident) {
-    out += Fmt("  Incident:      %s — where the main thread lost the most time: %.1f s "
-               "(%.1f s in a typical stretch as long)\n",
-               Span(l.incident_from_ns, l.incident_to_ns).c_str(), l.incident_lost_s,
-               l.typical_lost_s);
+    out += Fmt(
+        "  Incident:      %s — where the main thread lost the most time: %.1f s "
+        "(%.1f s in a typical stretch as long)\n",
+        Span(l.incident_from_ns, l.incident_to_ns).c_str(), l.incident_lost_s, l.typical_lost_s);
   }
-  out += Fmt("  Main thread:   %s, %.0f s active: %.1f%% waiting for a CPU, %.1f%% in I/O, "
-             "%.1f%% in page faults, %.1f%% asleep otherwise, %.1f%% in CUDA syncs; %s "
-             "context switches\n",
-             l.main_label.c_str(), l.active_s, pct(l.runq_s), pct(l.io_s), pct(l.fault_s),
-             pct(std::max(0.0, l.blocked_s - l.sync_s)), pct(l.sync_s),
-             FormatCount(l.switches).c_str());
-  out += Fmt("  CUDA calls/s:  median %s over the window%s; %lld of %lld 10 s stretches below "
-             "half of it (launches not counted)\n",
-             FormatCount(static_cast<int64_t>(l.calls_per_s_median)).c_str(),
-             l.has_incident
-                 ? Fmt(", %s in the incident",
-                       FormatCount(static_cast<int64_t>(l.calls_per_s_incident)).c_str())
-                       .c_str()
-                 : "",
-             static_cast<long long>(l.low_buckets), static_cast<long long>(l.buckets));
-  out += Fmt("  Other tracked: %.1f s waiting for a CPU, %.1f s in I/O, %.1f s in page "
-             "faults, %s context switches\n\n",
-             l.others_runq_s, l.others_io_s, l.others_fault_s,
-             FormatCount(l.others_switches).c_str());
+  out += Fmt(
+      "  Main thread:   %s, %.0f s active: %.1f%% waiting for a CPU, %.1f%% in I/O, "
+      "%.1f%% in page faults, %.1f%% asleep otherwise, %.1f%% in CUDA syncs; %s "
+      "context switches\n",
+      l.main_label.c_str(), l.active_s, pct(l.runq_s), pct(l.io_s), pct(l.fault_s),
+      pct(std::max(0.0, l.blocked_s - l.sync_s)), pct(l.sync_s), FormatCount(l.switches).c_str());
+  out +=
+      Fmt("  CUDA calls/s:  median %s over the window%s; %lld of %lld 10 s stretches below "
+          "half of it (launches not counted)\n",
+          FormatCount(static_cast<int64_t>(l.calls_per_s_median)).c_str(),
+          l.has_incident ? Fmt(", %s in the incident",
+                               FormatCount(static_cast<int64_t>(l.calls_per_s_incident)).c_str())
+                               .c_str()
+                         : "",
+          static_cast<long long>(l.low_buckets), static_cast<long long>(l.buckets));
+  out +=
+      Fmt("  Other tracked: %.1f s waiting for a CPU, %.1f s in I/O, %.1f s in page "
+          "faults, %s context switches\n\n",
+          l.others_runq_s, l.others_io_s, l.others_fault_s, FormatCount(l.others_switches).c_str());
   return out;
 }
 
@@ -215,8 +215,8 @@ std::string BudgetText(const GpuBudget& b) {
     t.rows.push_back(
         {BudgetCauseLabel(line.cause), Fmt("%.1f", line.path_s), Fmt("%.1f", line.lost_s)});
   }
-  t.rows.push_back({"GPU idle with no host cause on the path", "-",
-                    Fmt("%.1f", b.idle_unattributed_s)});
+  t.rows.push_back(
+      {"GPU idle with no host cause on the path", "-", Fmt("%.1f", b.idle_unattributed_s)});
   out += Indent(FormatTable(t, TableFormat::kText), "  ");
   if (b.gpu_bound) {
     out += Fmt("  → GPU-bound: the job kept its GPU busy %s of the window\n",
@@ -267,9 +267,10 @@ std::string ReportToText(const Report& r) {
   if (!any && r.long_window.tier == "rollups") {
     out += "No causal chains: they need raw rows, and this window has none to read.\n\n";
   } else if (!any && r.budget.present && !r.budget.gpu_bound) {
-    out += Fmt("No causal chains: the GPU sat idle %.1f s of %.1f s and no host cause on the "
-               "critical path explains it (see the GPU time above).\n\n",
-               r.budget.gpu_idle_s, r.budget.window_s);
+    out +=
+        Fmt("No causal chains: the GPU sat idle %.1f s of %.1f s and no host cause on the "
+            "critical path explains it (see the GPU time above).\n\n",
+            r.budget.gpu_idle_s, r.budget.window_s);
   } else if (!any) {
     out += "No causal chains: nothing in this window stands out from the run's own baseline.\n\n";
   }
@@ -291,15 +292,15 @@ std::string ReportToText(const Report& r) {
   AppendCallerSections(&out, r);
   if (r.kernels.launches > 0) {
     const KernelSummary& k = r.kernels;
-    out += Fmt("Top kernels by launches (%s): %s%s launches of %s kernels, %s named%s\n",
-               r.window.label.c_str(), k.launch_duty > 1 ? "~" : "",
-               FormatCount(k.launches).c_str(), FormatCount(k.kernels).c_str(),
-               FormatPct(1.0 - static_cast<double>(k.unnamed) / static_cast<double>(k.launches))
-                   .c_str(),
-               k.launch_duty > 1
-                   ? Fmt(" (estimated: counted 1 s in %lld)", static_cast<long long>(k.launch_duty))
-                         .c_str()
-                   : "");
+    out += Fmt(
+        "Top kernels by launches (%s): %s%s launches of %s kernels, %s named%s\n",
+        r.window.label.c_str(), k.launch_duty > 1 ? "~" : "", FormatCount(k.launches).c_str(),
+        FormatCount(k.kernels).c_str(),
+        FormatPct(1.0 - static_cast<double>(k.unnamed) / static_cast<double>(k.launches)).c_str(),
+        k.launch_duty > 1
+            ? Fmt(" (estimated: counted 1 s in %lld)", static_cast<long long>(k.launch_duty))
+                  .c_str()
+            : "");
     Table t;
     t.columns = {"kernel", "pid", "launches", "per_s", "share"};
     for (size_t i = 0; i < k.top.size() && i < 10; ++i) {
@@ -467,12 +468,9 @@ nlohmann::ordered_json ReportJson(const Report& r) {
                        {"per_s", R(s.per_s)},
                        {"share_pct", R(s.share_pct)}});
   }
-  j["kernels"] = {{"launches", r.kernels.launches},
-                  {"kernels", r.kernels.kernels},
-                  {"unnamed_launches", r.kernels.unnamed},
-                  {"launch_duty", r.kernels.launch_duty},
-                  {"estimated", r.kernels.launch_duty > 1},
-                  {"top", kernels}};
+  j["kernels"] = {{"launches", r.kernels.launches},         {"kernels", r.kernels.kernels},
+                  {"unnamed_launches", r.kernels.unnamed},  {"launch_duty", r.kernels.launch_duty},
+                  {"estimated", r.kernels.launch_duty > 1}, {"top", kernels}};
   j["sched_victims"] =
       r.sched_victims.sites.empty() ? ordered_json(nullptr) : SectionJson(r.sched_victims);
   j["events"] = r.events;
@@ -493,13 +491,19 @@ nlohmann::ordered_json ReportJson(const Report& r) {
                         {"calls_per_s", R(l.calls_per_s_incident)},
                         {"chosen_as", l.incident_latest ? "latest" : "most_lost"}};
     }
-    lw["main"] = {{"pid", l.main_pid},        {"tid", l.main_tid},
-                  {"active_s", R(l.active_s)}, {"runq_s", R(l.runq_s)},
-                  {"io_s", R(l.io_s)},         {"fault_s", R(l.fault_s)},
-                  {"blocked_s", R(l.blocked_s)}, {"sync_s", R(l.sync_s)},
-                  {"lost_s", R(l.lost_s)},     {"switches", l.switches},
+    lw["main"] = {{"pid", l.main_pid},
+                  {"tid", l.main_tid},
+                  {"active_s", R(l.active_s)},
+                  {"runq_s", R(l.runq_s)},
+                  {"io_s", R(l.io_s)},
+                  {"fault_s", R(l.fault_s)},
+                  {"blocked_s", R(l.blocked_s)},
+                  {"sync_s", R(l.sync_s)},
+                  {"lost_s", R(l.lost_s)},
+                  {"switches", l.switches},
                   {"calls_per_s_median", R(l.calls_per_s_median)},
-                  {"low_buckets", l.low_buckets}, {"buckets", l.buckets}};
+                  {"low_buckets", l.low_buckets},
+                  {"buckets", l.buckets}};
     lw["other_tracked"] = {{"runq_s", R(l.others_runq_s)},
                            {"io_s", R(l.others_io_s)},
                            {"fault_s", R(l.others_fault_s)},

@@ -159,8 +159,8 @@ struct FeedTimeGroup {
 //
 // X(enumerator, stable key, label)
 #define GW_BUDGET_CAUSES(X)                                                                       \
-  X(kHostCompute, "host_compute", "main thread on the CPU (Python, dispatch, launches, batches)")  \
-  X(kHelperCompute, "helper_compute", "CUDA helper threads on the CPU (autograd dispatch)")        \
+  X(kHostCompute, "host_compute", "main thread on the CPU (Python, dispatch, launches, batches)") \
+  X(kHelperCompute, "helper_compute", "CUDA helper threads on the CPU (autograd dispatch)")       \
   X(kThreadHold, "thread_hold", "another thread of the process held it (GIL or a lock)")          \
   X(kBatchCompute, "batch_compute", "DataLoader workers computing the batch")                     \
   X(kBatchIo, "batch_io", "DataLoader workers on I/O")                                            \
@@ -199,12 +199,12 @@ struct GpuBudget {
   // "stream" (no GPU samples: the GPU counts busy while the host waited in syncs and through
   // the host time of steps whose sync still found it working).
   std::string source;
-  int32_t gpu = -1;  // the job's GPU (NVML index), -1 with stream evidence
+  int32_t gpu = -1;           // the job's GPU (NVML index), -1 with stream evidence
   double window_s = 0;        // the main thread's lifetime in the window
   double gpu_busy_job_s = 0;  // the GPU busy with this job's work
   double gpu_busy_other_s = 0;
   double gpu_idle_s = 0;
-  double idle_attributed_s = 0;  // sum of the host causes' lost_s
+  double idle_attributed_s = 0;    // sum of the host causes' lost_s
   double idle_unattributed_s = 0;  // idle time with no host cause on the path (lag, sampling)
   std::vector<BudgetLine> lines;   // every BudgetCause, in enum order
   // The thread that held the main thread up most (thread_hold): tid, its seconds.
@@ -325,7 +325,7 @@ struct Report {
   // where the feeding processes were when they left the CPU.
   std::vector<CallerSection> callers;
   CallerSection sched_victims;
-  KernelSummary kernels;  // launches per kernel (op_seconds; empty without launches)
+  KernelSummary kernels;          // launches per kernel (op_seconds; empty without launches)
   LongWindowSummary long_window;  // tier "raw" unless the window was too long for raw rows
 };
 

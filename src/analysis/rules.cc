@@ -3,6 +3,7 @@
 #include "analysis/rules.h"
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 
 #include "analysis/format.h"
@@ -248,24 +249,56 @@ void AddThroughputEffect(const Facts& f, Finding* out) {
 
 }  // namespace rules
 
+namespace {
+
+using FC = FeedCause;
+constexpr bool kBlames = true, kNoBlame = false, kFeeders = true, kMainOnly = false, kStory = true,
+               kAlone = false;
+
+constexpr RuleSpec kRules[] = {
+    {"cpu-contention", rules::CpuContention, kBlames, FC::kRunqWait,
+     "while the main thread waited for a CPU", kFeeders, kStory},
+    {"dataloader-starvation", rules::DataLoaderStarvation, kBlames, FC::kWorkerCompute,
+     "while the main thread waited for workers computing batches", kMainOnly, kStory},
+    {"host-compute", rules::HostCompute, kBlames, FC::kRunning,
+     "while the main thread computed on the CPU", kMainOnly, kStory},
+    {"lock-contention", rules::LockContention, kBlames, FC::kThreadHold,
+     "while another thread of the process held the main thread", kMainOnly, kStory},
+    {"cpu-oversubscription", rules::CpuOversubscription, kBlames, FC::kRunqWait,
+     "while the main thread waited for a CPU", kFeeders, kStory},
+    {"main-thread-io", rules::ProcessIo, kBlames, FC::kBlockedIo,
+     "while the main thread waited for its own I/O", kMainOnly, kStory},
+    {"io-bottleneck", rules::IoBottleneck, kBlames, FC::kBlockedIo,
+     "while the main thread waited for I/O", kFeeders, kStory},
+    {"memory-pressure", rules::MemoryPressure, kBlames, FC::kPageFault,
+     "while the main thread waited on page faults", kFeeders, kStory},
+    {"memcpy-bottleneck", rules::MemcpyBottleneck, kBlames, FC::kMemcpy,
+     "while the main thread was in host copies", kMainOnly, kAlone},
+    {"sync-heavy", rules::SyncHeavy, kNoBlame, FC::kSync, "", kMainOnly, kAlone},
+    {"launch-bound", rules::LaunchBound, kNoBlame, FC::kRunning, "", kMainOnly, kAlone},
+    // Also emits "malloc-churn".
+    {"allocator-spikes", rules::AllocatorSpikes, kNoBlame, FC::kRunning, "", kMainOnly, kAlone},
+    {"cold-start", rules::ColdStart, kNoBlame, FC::kRunning, "", kMainOnly, kAlone},
+    {"gpu-sharing", rules::GpuSharing, kNoBlame, FC::kSync, "", kMainOnly, kAlone},
+    {"oom-kill", rules::OomKills, kNoBlame, FC::kRunning, "", kMainOnly, kAlone},
+    {"alloc-failure", rules::AllocFailures, kNoBlame, FC::kRunning, "", kMainOnly, kAlone},
+};
+
+}  // namespace
+
+const RuleSpec* RulesBegin() { return std::begin(kRules); }
+const RuleSpec* RulesEnd() { return std::end(kRules); }
+
+const RuleSpec* RuleById(const std::string& id) {
+  for (const RuleSpec& r : kRules) {
+    if (id == r.id) return &r;
+  }
+  return nullptr;
+}
+
 void RunRules(const Facts& f, std::vector<Finding>* out) {
   if (f.main_pid == 0) return;
-  rules::CpuContention(f, out);
-  rules::DataLoaderStarvation(f, out);
-  rules::HostCompute(f, out);
-  rules::LockContention(f, out);
-  rules::CpuOversubscription(f, out);
-  rules::ProcessIo(f, out);
-  rules::IoBottleneck(f, out);
-  rules::MemoryPressure(f, out);
-  rules::MemcpyBottleneck(f, out);
-  rules::SyncHeavy(f, out);
-  rules::LaunchBound(f, out);
-  rules::AllocatorSpikes(f, out);
-  rules::ColdStart(f, out);
-  rules::GpuSharing(f, out);
-  rules::OomKills(f, out);
-  rules::AllocFailures(f, out);
+  for (const RuleSpec& r : kRules) r.run(f, out);
 }
 
 }  // namespace gw

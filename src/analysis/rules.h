@@ -15,6 +15,33 @@
 #include "analysis/thresholds.h"
 #include "store/ops.h"
 
+namespace gw {
+
+// One rule of the causal engine: its finding's id, the function that emits it, and what the
+// rest of the engine needs to know about it. The table in rules.cc lists every rule once, in the
+// order RunRules runs them: adding a finding is one entry there, one function here, one section
+// in docs/detections.md and one test.
+struct RuleSpec {
+  const char* id;  // the finding's rule id (some functions emit a second id; see rules.cc)
+  void (*run)(const Facts& f, std::vector<Finding>* out);
+  // A host-side cause: the main thread's feed cause the finding blames (GPU truth, intervals).
+  bool blames;
+  FeedCause cause;
+  const char* phrase;  // "while the main thread waited for a CPU"
+  // Whether the cause also counts in the other feeding threads (the training process's CUDA
+  // callers and the workers): a worker waiting for a CPU or for I/O holds the main thread up
+  // through the batch it owes, while a worker blocked otherwise is just idle.
+  bool in_feeders;
+  // One story per report: a LOW finding of this family is dropped when a MEDIUM/HIGH one of the
+  // family explains at least 1/kFoldLowShare times its lost time.
+  bool host_story;
+};
+const RuleSpec* RulesBegin();
+const RuleSpec* RulesEnd();
+const RuleSpec* RuleById(const std::string& id);  // nullptr for an id no rule emits
+
+}  // namespace gw
+
 namespace gw::rules {
 
 namespace th = ::gw::thresholds;

@@ -110,9 +110,10 @@ bool WakeupLatencyOnly(const Facts& f) {
 }
 
 std::string WakeupLatencyLine(const Facts& f) {
-  return Fmt("No other process held the CPUs and the host's %s were %s idle: these are wake-up "
-             "delays among the job's own threads, not a shortage of CPUs",
-             Plural(f.cores, "core", "cores").c_str(), FormatPct(1.0 - f.host_busy).c_str());
+  return Fmt(
+      "No other process held the CPUs and the host's %s were %s idle: these are wake-up "
+      "delays among the job's own threads, not a shortage of CPUs",
+      Plural(f.cores, "core", "cores").c_str(), FormatPct(1.0 - f.host_busy).c_str());
 }
 
 void CpuContention(const Facts& f, std::vector<Finding>* out) {
@@ -161,11 +162,11 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
   int64_t runq = At(m, FeedCause::kRunqWait);
   int64_t off = runq + At(m, FeedCause::kBlockedIo) + At(m, FeedCause::kPageFault) +
                 At(m, FeedCause::kBlockedOther);
-  x.root.push_back(
-      Fmt("Main thread off-CPU %s of %s seconds (%s of wall clock): %s s runnable "
-          "but waiting for a CPU",
-          FormatSeconds(Sec(off)).c_str(), FormatSeconds(f.window_s).c_str(),
-          FormatPct(Share(Sec(off), f.window_s)).c_str(), FormatSeconds(Sec(runq)).c_str()));
+  x.root.push_back(Fmt(
+      "Main thread off-CPU outside CUDA syncs %s of %s seconds (%s of wall clock): %s s runnable "
+      "but waiting for a CPU",
+      FormatSeconds(Sec(off)).c_str(), FormatSeconds(f.window_s).c_str(),
+      FormatPct(Share(Sec(off), f.window_s)).c_str(), FormatSeconds(Sec(runq)).c_str()));
   double through_others = f.lost_contention - static_cast<double>(runq);
   if (Sec(through_others) >= 0.05) {
     x.root.push_back(
@@ -182,9 +183,10 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
                 .c_str()));
   }
   if (lost_own >= 0.05) {
-    x.root.push_back(Fmt("GPU idle %s s behind other processes, %s s more behind the job's own "
-                         "threads crowded onto the CPUs left to them",
-                         FormatSeconds(lost_other).c_str(), FormatSeconds(lost_own).c_str()));
+    x.root.push_back(
+        Fmt("GPU idle %s s behind other processes, %s s more behind the job's own "
+            "threads crowded onto the CPUs left to them",
+            FormatSeconds(lost_other).c_str(), FormatSeconds(lost_own).c_str()));
   }
   if (wakeup_latency) x.root.push_back(WakeupLatencyLine(f));
   AddSyncEffect(f, &x);

@@ -2,8 +2,8 @@
 // spikes and failures, the cold start, and another process sharing the GPU.
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <initializer_list>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -64,16 +64,16 @@ EvidenceQuery LaunchAndSyncRatesQuery(const Facts& f) {
       "op IN (" + OpNamesWhere(f.w->launches_once ? IsLaunch : IsRuntimeLaunch) + ")";
   std::string seconds = Fmt("%.9f", std::max(1.0, f.window_s));
   // Launches counted one second in N (trace --launch-duty): N × the count estimates them.
-  std::string launch_count =
-      f.w->launch_duty > 1 ? Fmt("%lld * count", static_cast<long long>(f.w->launch_duty))
-                           : std::string("count");
+  std::string launch_count = f.w->launch_duty > 1
+                                 ? Fmt("%lld * count", static_cast<long long>(f.w->launch_duty))
+                                 : std::string("count");
   std::string what = "syncs and kernel launches of the training process, per second it ran";
   if (!f.w->launches_once) {
     what += " (this recording counted nested driver launches again: runtime launches only)";
   }
   if (f.w->launch_duty > 1) {
-    what += Fmt(" (launches estimated: counted 1 s in %lld)",
-                static_cast<long long>(f.w->launch_duty));
+    what +=
+        Fmt(" (launches estimated: counted 1 s in %lld)", static_cast<long long>(f.w->launch_duty));
   }
   return {what,
           Sql(f, "SELECT SUM(CASE WHEN " + syncs +
@@ -500,7 +500,8 @@ namespace {
 // traced or not: the budget's sync_wait lost seconds.
 void GpuNeighbour(const Facts& f, std::vector<Finding>* out) {
   double lost = BudgetLostS(f, BudgetCause::kSyncWait);
-  if (f.budget.source != "nvml-process" || Share(lost, f.budget.window_s) < th::kNeighbourLowShare) {
+  if (f.budget.source != "nvml-process" ||
+      Share(lost, f.budget.window_s) < th::kNeighbourLowShare) {
     return;
   }
   std::map<int32_t, std::pair<double, int64_t>> others;  // pid → (sum of SM %, samples)
@@ -515,11 +516,11 @@ void GpuNeighbour(const Facts& f, std::vector<Finding>* out) {
   x.cause = "GPU shared with other processes";
   x.effect = "training kernels wait behind another job's";
   x.lost_s = lost;
-  x.root.push_back(Fmt("GPU %d busy for other processes %s s of %s s, for this job %s s (NVML "
-                       "per-process utilization)",
-                       f.budget.gpu, FormatSeconds(f.budget.gpu_busy_other_s).c_str(),
-                       FormatSeconds(f.budget.window_s).c_str(),
-                       FormatSeconds(f.budget.gpu_busy_job_s).c_str()));
+  x.root.push_back(Fmt(
+      "GPU %d busy for other processes %s s of %s s, for this job %s s (NVML "
+      "per-process utilization)",
+      f.budget.gpu, FormatSeconds(f.budget.gpu_busy_other_s).c_str(),
+      FormatSeconds(f.budget.window_s).c_str(), FormatSeconds(f.budget.gpu_busy_job_s).c_str()));
   std::string names;
   for (const auto& [pid, v] : others) {
     if (names.size() > 200) break;
@@ -527,10 +528,10 @@ void GpuNeighbour(const Facts& f, std::vector<Finding>* out) {
              Fmt(" SM %.0f%%", v.first / static_cast<double>(std::max<int64_t>(1, v.second)));
   }
   if (!names.empty()) x.root.push_back("Other processes on the GPU: " + names);
-  x.effects.push_back(Fmt("The job waited in syncs %s s; %s s of it the GPU was running other "
-                          "processes' work",
-                          FormatSeconds(BudgetPathS(f, BudgetCause::kSyncWait)).c_str(),
-                          FormatSeconds(lost).c_str()));
+  x.effects.push_back(Fmt(
+      "The job waited in syncs %s s; %s s of it the GPU was running other "
+      "processes' work",
+      FormatSeconds(BudgetPathS(f, BudgetCause::kSyncWait)).c_str(), FormatSeconds(lost).c_str()));
   AddThroughputEffect(f, &x);
   x.fix.push_back("give each job its own GPU: CUDA_VISIBLE_DEVICES=<free gpu> for the other job");
   x.fix.push_back(

@@ -39,17 +39,18 @@ std::string IdleLine(const Facts& f, BudgetCause c) {
 }
 
 EvidenceQuery MainThreadSwitches(const Facts& f) {
-  return {"the main thread's off-CPU time by reason and who woke it (kind: 0 preempted, 1 "
-          "blocked, 2 I/O, 3 page fault; waker in the same process or not)",
-          Sql(f,
-              "SELECT e.kind, CASE WHEN e.waker_pid = e.pid THEN 'same process' WHEN "
-              "e.waker_pid = 0 THEN 'interrupt' WHEN e.waker_pid IS NULL THEN 'preempted' "
-              "ELSE 'other process' END AS woken_by, COUNT(*) AS switches, "
-              "ROUND(SUM(e.duration_ns) / 1e9, 3) AS off_cpu_s FROM {EVENTS} e WHERE "
-              "{e.IN_S}e.op = 'sched_switch' AND e.tid = " +
-                  std::to_string(f.main_tid) +
-                  " AND e.timestamp >= {F} AND e.timestamp < {T} GROUP BY e.kind, woken_by "
-                  "ORDER BY off_cpu_s DESC")};
+  return {
+      "the main thread's off-CPU time by reason and who woke it (kind: 0 preempted, 1 "
+      "blocked, 2 I/O, 3 page fault; waker in the same process or not)",
+      Sql(f,
+          "SELECT e.kind, CASE WHEN e.waker_pid = e.pid THEN 'same process' WHEN "
+          "e.waker_pid = 0 THEN 'interrupt' WHEN e.waker_pid IS NULL THEN 'preempted' "
+          "ELSE 'other process' END AS woken_by, COUNT(*) AS switches, "
+          "ROUND(SUM(e.duration_ns) / 1e9, 3) AS off_cpu_s FROM {EVENTS} e WHERE "
+          "{e.IN_S}e.op = 'sched_switch' AND e.tid = " +
+              std::to_string(f.main_tid) +
+              " AND e.timestamp >= {F} AND e.timestamp < {T} GROUP BY e.kind, woken_by "
+              "ORDER BY off_cpu_s DESC")};
 }
 
 EvidenceQuery GpuSamples(const Facts& f) {
@@ -75,15 +76,14 @@ void HostCompute(const Facts& f, std::vector<Finding>* out) {
   // Many launches a second with the helper threads busy too: the host dispatches kernels more
   // slowly than the GPU runs them. Otherwise the main thread computes something else (batches
   // built in the main process, Python work between steps).
-  bool dispatch = (helper_lost >= 0.5 * main_lost && helper_lost > 0) ||
+  bool dispatch = (helper_lost >= th::kHostDispatchHelperShare * main_lost && helper_lost > 0) ||
                   launches >= th::kHostDispatchLaunchesPerSec;
   // With kernels that small the GPU also idles between them while the host waits in a sync:
   // idle time no host cause explains is the same cost (and CUDA Graphs remove both).
   double gaps = dispatch ? f.budget.idle_unattributed_s : 0.0;
   lost += gaps;
-  std::optional<Severity> sev =
-      Ladder(Share(lost, f.budget.window_s), th::kHostComputeHighShare,
-             th::kHostComputeMediumShare, th::kHostComputeLowShare);
+  std::optional<Severity> sev = Ladder(Share(lost, f.budget.window_s), th::kHostComputeHighShare,
+                                       th::kHostComputeMediumShare, th::kHostComputeLowShare);
   if (!sev) return;
   Finding x;
   x.rule = "host-compute";
@@ -99,20 +99,20 @@ void HostCompute(const Facts& f, std::vector<Finding>* out) {
                      IdleLine(f, BudgetCause::kHelperCompute));
   }
   if (gaps >= 0.05) {
-    x.root.push_back(Fmt("GPU idle between the job's kernels while the main thread waited in "
-                         "syncs: %s s (kernels too small to keep the GPU busy one after another)",
-                         FormatSeconds(gaps).c_str()));
+    x.root.push_back(
+        Fmt("GPU idle between the job's kernels while the main thread waited in "
+            "syncs: %s s (kernels too small to keep the GPU busy one after another)",
+            FormatSeconds(gaps).c_str()));
   }
   if (launches > 0) {
-    x.root.push_back(Fmt("%s kernel launches a second by the training process",
-                         FormatRate(launches).c_str()));
+    x.root.push_back(
+        Fmt("%s kernel launches a second by the training process", FormatRate(launches).c_str()));
   }
-  x.effects.push_back(Fmt("GPU busy for this job %s s of %s s (%s; %s)",
-                          FormatSeconds(f.budget.gpu_busy_job_s).c_str(),
-                          FormatSeconds(f.budget.window_s).c_str(),
-                          FormatPct(Share(f.budget.gpu_busy_job_s, f.budget.window_s)).c_str(),
-                          f.budget.source == "stream" ? "from the job's syncs, no GPU samples"
-                                                      : "NVML"));
+  x.effects.push_back(
+      Fmt("GPU busy for this job %s s of %s s (%s; %s)",
+          FormatSeconds(f.budget.gpu_busy_job_s).c_str(), FormatSeconds(f.budget.window_s).c_str(),
+          FormatPct(Share(f.budget.gpu_busy_job_s, f.budget.window_s)).c_str(),
+          f.budget.source == "stream" ? "from the job's syncs, no GPU samples" : "NVML"));
   AddThroughputEffect(f, &x);
   if (dispatch) {
     x.fix.push_back(
@@ -159,7 +159,8 @@ void LockContention(const Facts& f, std::vector<Finding>* out) {
     int n = 0;
     for (const auto& [tid, ns] : f.hold_by_tid) {
       if (tid == f.budget.hold_tid || n == 3) continue;
-      others += (others.empty() ? "" : ", ") + Fmt("%d (%s s)", tid, FormatSeconds(Sec(ns)).c_str());
+      others +=
+          (others.empty() ? "" : ", ") + Fmt("%d (%s s)", tid, FormatSeconds(Sec(ns)).c_str());
       ++n;
     }
     if (!others.empty()) x.root.push_back("Other holding threads: " + others);
@@ -213,7 +214,8 @@ void CpuOversubscription(const Facts& f, std::vector<Finding>* out) {
   x.root.push_back("Waiting for a CPU held by the job's own threads: " +
                    IdleLine(f, BudgetCause::kRunqOwn));
   if (lost_other >= 0.05) {
-    x.root.push_back(Fmt("and %s s more behind other processes", FormatSeconds(lost_other).c_str()));
+    x.root.push_back(
+        Fmt("and %s s more behind other processes", FormatSeconds(lost_other).c_str()));
   }
   std::string holders;
   for (size_t i = 0; i < own.size() && i < 4; ++i) {
@@ -230,8 +232,8 @@ void CpuOversubscription(const Facts& f, std::vector<Finding>* out) {
       "one compute thread per worker: torch.set_num_threads(1) in the DataLoader's "
       "worker_init_fn, or OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 in the job's environment");
   if (std::optional<int64_t> n = RecommendedWorkers(f); n && *n < workers) {
-    x.fix.push_back(Fmt("or fewer workers: DataLoader(num_workers=%lld)",
-                        static_cast<long long>(*n)));
+    x.fix.push_back(
+        Fmt("or fewer workers: DataLoader(num_workers=%lld)", static_cast<long long>(*n)));
   }
   x.metrics.push_back({"runq_own_path_s", BudgetPathS(f, BudgetCause::kRunqOwn), "s"});
   x.metrics.push_back({"lost_s", x.lost_s, "s"});
@@ -297,9 +299,10 @@ void ProcessIo(const Facts& f, std::vector<Finding>* out) {
   }
   x.evidence.push_back(
       {"the training process's slow file syscalls (write kind 1 = fsync) and block requests",
-       Sql(f, "SELECT op, kind, COUNT(*) AS calls, ROUND(SUM(duration_ns) / 1e9, 3) AS seconds, "
-              "SUM(bytes) AS bytes FROM {EVENTS} WHERE {IN_S}pid = {P} AND op IN ('read', "
-              "'write', 'block_io') AND timestamp >= {F} AND timestamp < {T} GROUP BY op, kind")});
+       Sql(f,
+           "SELECT op, kind, COUNT(*) AS calls, ROUND(SUM(duration_ns) / 1e9, 3) AS seconds, "
+           "SUM(bytes) AS bytes FROM {EVENTS} WHERE {IN_S}pid = {P} AND op IN ('read', "
+           "'write', 'block_io') AND timestamp >= {F} AND timestamp < {T} GROUP BY op, kind")});
   x.metrics.push_back({"read_bytes", read_bytes, "bytes"});
   x.metrics.push_back({"write_bytes", write_bytes, "bytes"});
   x.metrics.push_back({"lost_s", x.lost_s, "s"});

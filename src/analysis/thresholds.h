@@ -140,5 +140,11 @@ inline constexpr double kThreadHoldLowShare = 0.01;
 // Another process's GPU work (gpu-sharing from the budget): share of the window the job waited
 // on a GPU busy with others.
 inline constexpr double kNeighbourLowShare = 0.02;
+// The GPU verdict says the GPU is shared (not "faster kernels") from this share of the window
+// busy with other processes' work.
+inline constexpr double kSharedGpuVerdictShare = 0.10;
+// host-compute reads as dispatch when the helper threads' computing explains at least this
+// share of the main thread's.
+inline constexpr double kHostDispatchHelperShare = 0.5;
 
 }  // namespace gw::thresholds

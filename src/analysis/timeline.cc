@@ -82,7 +82,7 @@ int CausePrecedence(FeedCause cause) {
       return 5;
     case FeedCause::kRunqWait:
       return 6;
-    case FeedCause::kHelperWork:      // never in a thread's own timeline
+    case FeedCause::kHelperWork:  // never in a thread's own timeline
     case FeedCause::kWorkerCompute:
     case FeedCause::kThreadHold:
       return 0;

@@ -7,7 +7,6 @@ namespace gw {
 
 namespace {
 
-
 StatusOr<int64_t> SingleInt(StoreReader& reader, const std::string& sql,
                             const std::vector<int64_t>& params, int64_t if_null) {
   int64_t value = if_null;
@@ -46,8 +45,7 @@ std::string RawColumns(bool wakers) {
 
 }  // namespace
 
-Status ReadProcesses(StoreReader& reader, int64_t session,
-                     std::map<int32_t, ProcessRecord>* out) {
+Status ReadProcesses(StoreReader& reader, int64_t session, std::map<int32_t, ProcessRecord>* out) {
   return reader.ForEach(
       "SELECT pid, COALESCE(ppid, 0), name, COALESCE(cmdline, ''), tracked, first_ts, exit_ts, "
       "exit_code FROM processes WHERE session = ?1",
@@ -152,15 +150,15 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
   // Schema 3 added sessions.tracer_pid and the waker columns.
   ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
   bool v3 = version >= 3;
-  RETURN_IF_ERROR(reader.ForEach(
-      std::string("SELECT COALESCE(cores, 0), drops, ") +
-          (v3 ? "COALESCE(tracer_pid, 0)" : "0") + " FROM sessions WHERE id = ?1",
-      {session}, [&](sqlite3_stmt* s) {
-        found = true;
-        w.cores = sqlite3_column_int64(s, 0);
-        w.drops = sqlite3_column_int64(s, 1);
-        w.tracer_pid = static_cast<int32_t>(sqlite3_column_int64(s, 2));
-      }));
+  RETURN_IF_ERROR(reader.ForEach(std::string("SELECT COALESCE(cores, 0), drops, ") +
+                                     (v3 ? "COALESCE(tracer_pid, 0)" : "0") +
+                                     " FROM sessions WHERE id = ?1",
+                                 {session}, [&](sqlite3_stmt* s) {
+                                   found = true;
+                                   w.cores = sqlite3_column_int64(s, 0);
+                                   w.drops = sqlite3_column_int64(s, 1);
+                                   w.tracer_pid = static_cast<int32_t>(sqlite3_column_int64(s, 2));
+                                 }));
   if (!found) {
     return NotFound("session " + std::to_string(session) + " is not in " + reader.path() +
                     " — hint: `gpuwhy query \"SELECT id, kind, events FROM sessions\"` lists "
@@ -189,11 +187,11 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
       {session, SaturatingSub(window.begin_ns, options.carry_in_ns), window.begin_ns},
       [&](sqlite3_stmt* s) { w.carry_in.push_back(ReadRawEvent(s)); }));
 
-  RETURN_IF_ERROR(reader.ForEach(
-      "SELECT " + raw_columns + " FROM event_rows WHERE session = ?1 AND op IN (" +
-          kLaunchOpList + ") AND ts >= ?2 AND ts < ?3 LIMIT ?4",
-      {session, window.begin_ns, window.end_ns, options.max_launch_samples},
-      [&](sqlite3_stmt* s) { w.launch_samples.push_back(ReadRawEvent(s)); }));
+  RETURN_IF_ERROR(
+      reader.ForEach("SELECT " + raw_columns + " FROM event_rows WHERE session = ?1 AND op IN (" +
+                         kLaunchOpList + ") AND ts >= ?2 AND ts < ?3 LIMIT ?4",
+                     {session, window.begin_ns, window.end_ns, options.max_launch_samples},
+                     [&](sqlite3_stmt* s) { w.launch_samples.push_back(ReadRawEvent(s)); }));
 
   ASSIGN_OR_RETURN(KernelLaunches kernels,
                    ReadKernelLaunches(reader, window, options.max_kernel_rows, 0));
@@ -299,11 +297,13 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
     ASSIGN_OR_RETURN(w.malformed_stacks,
                      SingleInt(reader,
                                "SELECT COUNT(*) FROM stacks WHERE session = ?1 AND NOT "
-                               "json_valid(frames) AND id IN (" + used + ")",
+                               "json_valid(frames) AND id IN (" +
+                                   used + ")",
                                range, 0));
     RETURN_IF_ERROR(reader.ForEach(
         "SELECT stack_id, kind, COALESCE(function, ''), COALESCE(file, ''), COALESCE(line, 0), "
-        "COALESCE(module, '') FROM stack_frames WHERE session = ?1 AND stack_id IN (" + used +
+        "COALESCE(module, '') FROM stack_frames WHERE session = ?1 AND stack_id IN (" +
+            used +
             ") AND stack_id IN (SELECT id FROM stacks WHERE session = ?1 AND json_valid(frames)) "
             "ORDER BY stack_id, depth",
         range, [&](sqlite3_stmt* s) {
@@ -318,8 +318,8 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
   }
 
   if (version >= 4) {
-    RETURN_IF_ERROR(ReadGpuSamples(reader, session, window.begin_ns, window.end_ns,
-                                   &w.gpu_devices, &w.gpu_samples));
+    RETURN_IF_ERROR(ReadGpuSamples(reader, session, window.begin_ns, window.end_ns, &w.gpu_devices,
+                                   &w.gpu_samples));
     Status read = reader.ForEach(
         "SELECT ts, gpu, pid, sm_util_pct, mem_util_pct FROM gpu_process_samples WHERE "
         "session = ?1 AND ts >= ?2 AND ts < ?3 ORDER BY ts, gpu, pid",

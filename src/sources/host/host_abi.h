@@ -20,27 +20,27 @@
 // node running many jobs and for workers respawned every epoch (entries are removed when the
 // process exits). When it is full, inserts fail and are counted (GW_DROP_TRACKED_FULL).
 #define GW_TRACKED_MAX_ENTRIES 16384
-#define GW_TRACKED_CUDA 0x1u      // maps libcudart/libcuda (seeded or found while tracing)
-#define GW_TRACKED_FILTER 0x2u    // named by --pid / --comm
-#define GW_TRACKED_CHILD 0x4u     // forked by a tracked process (DataLoader worker)
-#define GW_TRACKED_CUDA_CALL 0x8u // the CUDA source saw it call the CUDA API
+#define GW_TRACKED_CUDA 0x1u       // maps libcudart/libcuda (seeded or found while tracing)
+#define GW_TRACKED_FILTER 0x2u     // named by --pid / --comm
+#define GW_TRACKED_CHILD 0x4u      // forked by a tracked process (DataLoader worker)
+#define GW_TRACKED_CUDA_CALL 0x8u  // the CUDA source saw it call the CUDA API
 
 // Competitors: BPF_MAP_TYPE_LRU_HASH tgid → first-seen ns. See host.bpf.c for the rule.
 #define GW_COMPETITORS_MAX_ENTRIES 4096
 
 // ---- Ring-buffer record -------------------------------------------------------------------
 enum gw_host_record_type {
-  GW_HOST_OFF_CPU = 1,    // one off-CPU interval of a tracked task or competitor
-  GW_HOST_FILE_FAULT = 2, // a user page fault of a tracked task served by filemap_fault
-  GW_HOST_RECLAIM = 3,    // one direct-reclaim episode (begin → end)
-  GW_HOST_BLOCK_IO = 4,   // one block request issue → complete, issued by a tracked task
-  GW_HOST_EXEC = 5,       // a tracked process exec'd
-  GW_HOST_FORK = 6,       // a tracked process forked a child process (not a thread)
-  GW_HOST_EXIT = 7,       // the last thread of a tracked process or competitor exited
-  GW_HOST_OOM = 8,        // the OOM killer picked a victim
-  GW_HOST_READ = 9,       // a slow read-, write- or fsync-family syscall of a tracked task
-                          // (kind: GW_SYSCALL_*)
-  GW_HOST_NAME = 10,      // first sight of a competitor: its tgid and leader comm
+  GW_HOST_OFF_CPU = 1,     // one off-CPU interval of a tracked task or competitor
+  GW_HOST_FILE_FAULT = 2,  // a user page fault of a tracked task served by filemap_fault
+  GW_HOST_RECLAIM = 3,     // one direct-reclaim episode (begin → end)
+  GW_HOST_BLOCK_IO = 4,    // one block request issue → complete, issued by a tracked task
+  GW_HOST_EXEC = 5,        // a tracked process exec'd
+  GW_HOST_FORK = 6,        // a tracked process forked a child process (not a thread)
+  GW_HOST_EXIT = 7,        // the last thread of a tracked process or competitor exited
+  GW_HOST_OOM = 8,         // the OOM killer picked a victim
+  GW_HOST_READ = 9,        // a slow read-, write- or fsync-family syscall of a tracked task
+                           // (kind: GW_SYSCALL_*)
+  GW_HOST_NAME = 10,       // first sight of a competitor: its tgid and leader comm
 };
 
 // Off-CPU `kind` (same numbering as gw::SwitchKind in store/ops.h).
@@ -93,13 +93,13 @@ struct gw_host_record {
 // ---- Counters (per-CPU arrays) -------------------------------------------------------------
 // Failed ring-buffer reserves and other losses, by probe family.
 enum gw_host_drop_slot {
-  GW_DROP_SCHED = 0,         // off-CPU records
-  GW_DROP_MEM = 1,           // file faults, reclaim, OOM
-  GW_DROP_IO = 2,            // block I/O and slow reads
-  GW_DROP_PROC = 3,          // exec / fork / exit / names
-  GW_DROP_TRACKED_FULL = 4,  // tracked set full: a child could not be tracked
-  GW_DROP_INFLIGHT_FULL = 5, // block requests in flight map full: a request not timed
-  GW_DROP_FAULT_COUNT = 6,   // per-process fault counter map full
+  GW_DROP_SCHED = 0,          // off-CPU records
+  GW_DROP_MEM = 1,            // file faults, reclaim, OOM
+  GW_DROP_IO = 2,             // block I/O and slow reads
+  GW_DROP_PROC = 3,           // exec / fork / exit / names
+  GW_DROP_TRACKED_FULL = 4,   // tracked set full: a child could not be tracked
+  GW_DROP_INFLIGHT_FULL = 5,  // block requests in flight map full: a request not timed
+  GW_DROP_FAULT_COUNT = 6,    // per-process fault counter map full
   GW_DROP_SLOTS = 7,
 };
 
