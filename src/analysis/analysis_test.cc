@@ -400,6 +400,30 @@ TEST(CpuContentionTest, OwnThreadsOnAnIdleHostAreWakeupLatencyNotContention) {
   EXPECT_EQ(SelfContention(20, true, 900, &root), Severity::kMedium);
 }
 
+// A job that already ran on 2 of the host's 8 CPUs (taskset, a cpuset) is not told to pin itself
+// again: the others are told to keep off its CPUs.
+TEST(CpuContentionTest, AlreadyPinnedJobIsNotToldToPinItself) {
+  Builder b;
+  b.Proc(900, 1, "ffmpeg", false);
+  b.Preempt(30 * kSec, 900);
+  int i = 0;
+  for (RawEvent& e : b.w.events) {
+    if (e.op == Op::kSchedSwitch) e.cpu = 2 + (i++ % 2);  // CPUs 2-3 only
+  }
+  Report r = b.Run();
+  const Finding* f = Find(r, "cpu-contention");
+  ASSERT_NE(f, nullptr);
+  std::string fixes;
+  for (const std::string& x : f->fix) fixes += x + "\n";
+  EXPECT_EQ(fixes.find("pin the job"), std::string::npos) << fixes;
+  EXPECT_NE(fixes.find("move them off the job's CPUs: for p in 900; do taskset -apc 0-1,4-7 $p"),
+            std::string::npos)
+      << fixes;
+  std::string contributing;
+  for (const std::string& x : f->contributing) contributing += x + "\n";
+  EXPECT_NE(contributing.find("already runs on CPUs 2-3"), std::string::npos) << contributing;
+}
+
 // Programs the job starts with subprocess.Popen wake it once, as they exec; a worker with its
 // own command line (multiprocessing's spawn) wakes it for every batch.
 TEST(RolesTest, OneWakeAtExecDoesNotMakeAWorker) {

@@ -868,6 +868,7 @@ void MeasureCpuRoom(const WindowData& w, const ThreadRows& rows, Facts* f) {
     }
   }
   f->feeder_cpus = static_cast<int64_t>(cpus.size());
+  f->feeder_cpu_list.assign(cpus.begin(), cpus.end());
   double sum = 0;
   int64_t n = 0;
   for (const SystemSnapshot& s : w.snapshots) {

@@ -118,6 +118,7 @@ struct Facts {
   std::map<int32_t, int64_t> runq_holders;  // feeders' run-queue time by CPU holder
   std::vector<Competitor> competitors;      // biggest first, above the floor
   int64_t feeder_cpus = 0;                  // distinct CPUs the feeders' switches were on
+  std::vector<int32_t> feeder_cpu_list;     // those CPUs, ascending
   double host_busy = -1;  // mean system CPU busy share (0-1) of the window's snapshots; -1: none
 
   // Critical path of the main thread (ns).

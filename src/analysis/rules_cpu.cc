@@ -50,6 +50,31 @@ EvidenceQuery SlowSyncs(const Facts& f) {
               std::to_string(f.slow.threshold_ns)};
 }
 
+// "0-3,8": a CPU list as taskset and cpusets write it.
+std::string CpuList(const std::vector<int32_t>& cpus) {
+  std::string out;
+  for (size_t i = 0; i < cpus.size();) {
+    size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    out += std::to_string(cpus[i]);
+    if (j > i) out += "-" + std::to_string(cpus[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+// The host's CPUs the feeders did not run on.
+std::vector<int32_t> OtherCpus(const Facts& f) {
+  std::vector<int32_t> out;
+  for (int32_t c = 0; c < f.cores; ++c) {
+    if (!std::binary_search(f.feeder_cpu_list.begin(), f.feeder_cpu_list.end(), c)) {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 std::string CoreRange(int64_t first, int64_t last) {
   if (first >= last) return std::to_string(first);
   return std::to_string(first) + "-" + std::to_string(last);
@@ -227,20 +252,32 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
   if (!competitors.empty()) {
     x.contributing.push_back("CPU held while feeders waited: " + HolderList(f, competitors, 4));
   }
+  // A job that ran on fewer CPUs than the host has is pinned already (taskset, a cpuset): the
+  // fix is to keep the others off its CPUs, not to pin it again.
+  bool confined = f.cores > 0 && f.feeder_cpus > 0 && f.feeder_cpus < f.cores;
+  std::string job_cpus = confined ? CpuList(f.feeder_cpu_list) : CoreRange(0, TrainingCores(f) - 1);
+  std::string rest = confined ? CpuList(OtherCpus(f)) : "";
   int64_t k = TrainingCores(f);
-  x.fix.push_back(Fmt("pin the job to dedicated cores: for p in %s; do taskset -apc %s $p; done",
-                      FeederPids(f).c_str(), CoreRange(0, k - 1).c_str()));
+  if (!confined) {
+    x.fix.push_back(Fmt("pin the job to dedicated cores: for p in %s; do taskset -apc %s $p; done",
+                        FeederPids(f).c_str(), job_cpus.c_str()));
+    if (k < f.cores) rest = CoreRange(k, f.cores - 1);
+  } else {
+    x.contributing.push_back(Fmt("The job already runs on CPUs %s only (pinned, or a cpuset): "
+                                 "others were scheduled onto them",
+                                 job_cpus.c_str()));
+  }
   if (!competitors.empty()) {
     std::string pids;
     for (size_t i = 0; i < competitors.size() && i < 4; ++i) {
       pids += " " + std::to_string(competitors[i].pid);
     }
     x.fix.push_back("lower the competitors' priority: renice -n 19 -p" + pids);
-    if (k < f.cores) {
+    if (!rest.empty()) {
       x.fix.push_back(
-          Fmt("or move them off the training cores: for p in%s; do taskset -apc %s "
+          Fmt("%s move them off the job's CPUs: for p in%s; do taskset -apc %s "
               "$p; done (or a cgroup: systemd-run --scope -p CPUWeight=10 ...)",
-              pids.c_str(), CoreRange(k, f.cores - 1).c_str()));
+              confined ? "and" : "or", pids.c_str(), rest.c_str()));
     }
     if (children > 0) {
       x.fix.push_back(
