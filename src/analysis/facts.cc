@@ -56,6 +56,42 @@ std::vector<RawEvent> WithoutNestedDriverCalls(const std::vector<RawEvent>& rows
   return out;
 }
 
+// Run-queue ns by the process that held the CPU, credited to the job's own threads or to
+// others; an unknown holder (0) is split by the job-wide share.
+void CreditRunqHolders(const Facts& f, const std::map<int32_t, int64_t>& by_holder,
+                       BudgetTimes* d) {
+  for (const auto& [pid, ns] : by_holder) {
+    if (pid > 0) {
+      At(*d, IsOwnPid(f, pid) ? BudgetCause::kRunqOwn : BudgetCause::kRunqOther) += ns;
+      continue;
+    }
+    auto own = static_cast<int64_t>(f.own_runq_share * static_cast<double>(ns));
+    At(*d, BudgetCause::kRunqOwn) += own;
+    At(*d, BudgetCause::kRunqOther) += ns - own;
+  }
+}
+
+// Adds the resolved stretches' `field` pro rata over [a, b) to *out; returns the ns moved.
+template <typename Times>
+int64_t SpreadPathSpans(const Facts& f, int64_t a, int64_t b, Times PathSpan::*field, Times* out) {
+  int64_t moved = 0;
+  auto it = std::lower_bound(f.path_spans.begin(), f.path_spans.end(), a,
+                             [](const PathSpan& s, int64_t v) { return s.end <= v; });
+  for (; it != f.path_spans.end() && it->start < b; ++it) {
+    int64_t len = it->end - it->start;
+    int64_t cut = std::min(b, it->end) - std::max(a, it->start);
+    if (len <= 0 || cut <= 0) continue;
+    const Times& part = (*it).*field;
+    for (size_t i = 0; i < part.size(); ++i) {
+      auto v = static_cast<int64_t>(static_cast<double>(part[i]) * static_cast<double>(cut) /
+                                    static_cast<double>(len));
+      (*out)[i] += v;
+      moved += v;
+    }
+  }
+  return moved;
+}
+
 // One sleep of a thread: from leaving the CPU to being woken, and by whom.
 struct Sleep {
   int64_t start = 0;
@@ -238,20 +274,6 @@ class JobGraph {
                : nullptr;
   }
 
-  // Run-queue time by who held the CPU: the job's own threads or anyone else; an unknown holder
-  // is split by the job-wide share.
-  void CreditRunq(const std::map<int32_t, int64_t>& by_holder, BudgetTimes* d) const {
-    for (const auto& [pid, ns] : by_holder) {
-      if (pid > 0) {
-        At(*d, IsOwnPid(f_, pid) ? BudgetCause::kRunqOwn : BudgetCause::kRunqOther) += ns;
-        continue;
-      }
-      auto own = static_cast<int64_t>(f_.own_runq_share * static_cast<double>(ns));
-      At(*d, BudgetCause::kRunqOwn) += own;
-      At(*d, BudgetCause::kRunqOther) += ns - own;
-    }
-  }
-
   // A thread's own time over [a, b) by budget cause, "blocked otherwise" left to the caller.
   void CreditThread(const ThreadTimeline& tl, int64_t a, int64_t b, Via via, BudgetTimes* d) const {
     CauseTimes own = tl.Overlap(a, b);
@@ -279,7 +301,7 @@ class JobGraph {
     At(*d, BudgetCause::kPageFault) += At(own, FeedCause::kPageFault);
     std::map<int32_t, int64_t> holders;
     tl.RunqByHolder(a, b, &holders);
-    CreditRunq(holders, d);
+    CreditRunqHolders(f_, holders, d);
   }
 
   // AnyWorkerState's instant-by-instant merge by budget cause (no single thread, so no holder).
@@ -288,7 +310,7 @@ class JobGraph {
         At(c, FeedCause::kRunning) + At(c, FeedCause::kMemcpy) + At(c, FeedCause::kSync);
     At(*d, BudgetCause::kBatchIo) += At(c, FeedCause::kBlockedIo);
     At(*d, BudgetCause::kPageFault) += At(c, FeedCause::kPageFault);
-    CreditRunq({{0, At(c, FeedCause::kRunqWait)}}, d);
+    CreditRunqHolders(f_, {{0, At(c, FeedCause::kRunqWait)}}, d);
     At(*d, BudgetCause::kNotAttributed) += At(c, FeedCause::kBlockedOther);
   }
 
@@ -484,20 +506,7 @@ CauseTimes PathOverlap(const Facts& f, int64_t a, int64_t b) {
   out = f.main_tl->Overlap(a, b);
   int64_t blocked = At(out, FeedCause::kBlockedOther);
   At(out, FeedCause::kBlockedOther) = 0;
-  int64_t moved = 0;
-  auto it = std::lower_bound(f.path_spans.begin(), f.path_spans.end(), a,
-                             [](const PathSpan& s, int64_t v) { return s.end <= v; });
-  for (; it != f.path_spans.end() && it->start < b; ++it) {
-    int64_t len = it->end - it->start;
-    int64_t cut = std::min(b, it->end) - std::max(a, it->start);
-    if (len <= 0 || cut <= 0) continue;
-    for (size_t i = 0; i < kFeedCauseCount; ++i) {
-      auto v = static_cast<int64_t>(static_cast<double>(it->causes[i]) * static_cast<double>(cut) /
-                                    static_cast<double>(len));
-      out[i] += v;
-      moved += v;
-    }
-  }
+  int64_t moved = SpreadPathSpans(f, a, b, &PathSpan::causes, &out);
   At(out, FeedCause::kBlockedOther) += std::max<int64_t>(0, blocked - moved);
   return out;
 }
@@ -521,30 +530,9 @@ BudgetTimes PathDetailOverlap(const Facts& f, int64_t a, int64_t b) {
   At(out, BudgetCause::kSyncWait) += At(own, FeedCause::kSync);
   std::map<int32_t, int64_t> holders;
   tl.RunqByHolder(a, b, &holders);
-  for (const auto& [pid, ns] : holders) {
-    if (pid > 0) {
-      At(out, IsOwnPid(f, pid) ? BudgetCause::kRunqOwn : BudgetCause::kRunqOther) += ns;
-    } else {
-      auto mine = static_cast<int64_t>(f.own_runq_share * static_cast<double>(ns));
-      At(out, BudgetCause::kRunqOwn) += mine;
-      At(out, BudgetCause::kRunqOther) += ns - mine;
-    }
-  }
+  CreditRunqHolders(f, holders, &out);
   int64_t blocked = At(own, FeedCause::kBlockedOther);
-  int64_t moved = 0;
-  auto it = std::lower_bound(f.path_spans.begin(), f.path_spans.end(), a,
-                             [](const PathSpan& s, int64_t v) { return s.end <= v; });
-  for (; it != f.path_spans.end() && it->start < b; ++it) {
-    int64_t len = it->end - it->start;
-    int64_t cut = std::min(b, it->end) - std::max(a, it->start);
-    if (len <= 0 || cut <= 0) continue;
-    for (size_t i = 0; i < kBudgetCauseCount; ++i) {
-      auto v = static_cast<int64_t>(static_cast<double>(it->detail[i]) * static_cast<double>(cut) /
-                                    static_cast<double>(len));
-      out[i] += v;
-      moved += v;
-    }
-  }
+  int64_t moved = SpreadPathSpans(f, a, b, &PathSpan::detail, &out);
   At(out, BudgetCause::kNotAttributed) += std::max<int64_t>(0, blocked - moved);
   return out;
 }

@@ -79,6 +79,9 @@ void AddSyncEffect(const Facts& f, Finding* out);
 void AddThroughputEffect(const Facts& f, Finding* out);
 
 // rules_cpu.cc
+// Other processes held at least thresholds::kOthersRunqStoryShare of the CPU time the feeders
+// waited for: the run-queue story is cpu-contention; else cpu-oversubscription (the job alone).
+bool OthersCrowdTheJob(const Facts& f);
 // Run-queue waits on a mostly idle host whose CPUs the feeders all used: wake-up latency among
 // the job's own threads, which neither pinning nor fewer threads removes (graded LOW).
 bool WakeupLatencyOnly(const Facts& f);

@@ -129,6 +129,10 @@ std::string HolderList(const Facts& f, const std::vector<Competitor>& list, size
 
 }  // namespace
 
+bool OthersCrowdTheJob(const Facts& f) {
+  return 1.0 - f.own_runq_share >= th::kOthersRunqStoryShare;
+}
+
 bool WakeupLatencyOnly(const Facts& f) {
   return f.host_busy >= 0 && f.host_busy < th::kSelfContentionHostBusyMax && f.cores > 0 &&
          f.feeder_cpus >= f.cores;
@@ -142,12 +146,12 @@ std::string WakeupLatencyLine(const Facts& f) {
 }
 
 void CpuContention(const Facts& f, std::vector<Finding>* out) {
-  // Run-queue waits are one story, told by whoever held the CPUs most: other processes here, the
-  // job's own threads in cpu-oversubscription. Behind other processes, the job's threads also
-  // crowd each other onto the CPUs left to them: those waits are the same shortage.
+  // Run-queue waits are one story: other processes crowding the job's CPUs (here), or the job's
+  // own threads alone (cpu-oversubscription). While others take a real share of them, the job's
+  // threads also crowd each other onto the CPUs left: those waits are the same shortage.
   double lost_other = BudgetLostS(f, BudgetCause::kRunqOther);
   double lost_own = BudgetLostS(f, BudgetCause::kRunqOwn);
-  if (lost_own > lost_other) return;
+  if (!OthersCrowdTheJob(f)) return;
   double lost_s = lost_other + lost_own;
   double share = Share(lost_s, f.budget.window_s);
   std::optional<Severity> sev = Ladder(share);

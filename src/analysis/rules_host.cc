@@ -192,7 +192,7 @@ void CpuOversubscription(const Facts& f, std::vector<Finding>* out) {
   // The run-queue story when the job's own threads held the CPUs most (cpu-contention otherwise).
   double lost_own = BudgetLostS(f, BudgetCause::kRunqOwn);
   double lost_other = BudgetLostS(f, BudgetCause::kRunqOther);
-  if (lost_other >= lost_own) return;
+  if (OthersCrowdTheJob(f)) return;
   double lost = lost_own + lost_other;
   std::optional<Severity> sev = Ladder(Share(lost, f.budget.window_s));
   if (!sev) return;

@@ -119,6 +119,10 @@ inline constexpr double kGpuBoundHostShare = 0.10;
 // Without GPU samples, a sync that returned within this long found the GPU already done (an idle
 // stream's cudaStreamSynchronize costs a few µs); a longer one may have found it working.
 inline constexpr int64_t kStreamSyncIdleNs = 20'000;  // 20 µs
+// Run-queue waits are told as contention (others crowd the job) once other processes held at
+// least this share of the CPU time the feeding threads waited for; below it, as the job's own
+// threads outnumbering its CPUs.
+inline constexpr double kOthersRunqStoryShare = 0.25;
 // GPU samples are pooled into stretches of at least this long before idle time is attributed.
 inline constexpr int64_t kBudgetPoolNs = 1'000'000'000;
 // "Nothing stands out" needs the job to have kept its GPU busy at least this share of the window

@@ -176,6 +176,12 @@ void Tracer::WatchStacksOf(int32_t pid) {
   watch_queue_.push_back(pid);
 }
 
+void Tracer::RewatchStacksAfterExec(int32_t pid) {
+  watch_seen_.insert(pid);
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  exec_queue_.push_back(pid);
+}
+
 void Tracer::StackLoop() {
   std::unique_lock<std::mutex> lock(stop_stacks_mu_);
   while (!stop_stacks_.load(std::memory_order_relaxed)) {
@@ -190,11 +196,14 @@ void Tracer::StackLoop() {
 }
 
 void Tracer::DrainStacks() {
-  std::vector<int32_t> pids;
+  std::vector<int32_t> pids, execs;
   {
     std::lock_guard<std::mutex> lock(watch_mu_);
     pids.swap(watch_queue_);
+    execs.swap(exec_queue_);
   }
+  auto now = std::chrono::steady_clock::now();
+  for (int32_t pid : execs) rewatch_.push_back({pid, 0, now});
   for (int32_t pid : pids) {
     StatusOr<WatchResult> watched = stacks_->Watch(pid);
     // A process gone before it was watched keeps native frames resolved from later maps
@@ -203,6 +212,28 @@ void Tracer::DrainStacks() {
       std::lock_guard<std::mutex> lock(notes_mu_);
       notes_.push_back("stacks of pid " + std::to_string(pid) + ": " + watched->note);
     }
+  }
+  // Exec'd processes: a new maps snapshot, and Python frames when the new image is CPython (its
+  // libpython may be mapped a moment after the exec: retried at 50 ms, 100 ms, 200 ms … ~3 s).
+  constexpr int kRewatchAttempts = 7;
+  for (size_t i = 0; i < rewatch_.size();) {
+    PendingWatch& p = rewatch_[i];
+    if (p.due > now) {
+      ++i;
+      continue;
+    }
+    StatusOr<WatchResult> watched = stacks_->Watch(p.pid);
+    bool done = !watched.ok() || watched->python || ++p.attempts >= kRewatchAttempts;
+    if (watched.ok() && !watched->python) {
+      stacks_->Unwatch(p.pid);  // the old image's interpreter is gone: no Python walk
+    }
+    if (done) {
+      rewatch_[i] = rewatch_.back();
+      rewatch_.pop_back();
+      continue;
+    }
+    p.due = now + std::chrono::milliseconds(50 << p.attempts);
+    ++i;
   }
   for (SymbolizedStack& s : stacks_->Drain()) {
     ++stacks_stored_;
@@ -411,6 +442,7 @@ void Tracer::OnEvents(const Event* events, size_t count) {
       // A process that only ever shows up with stacks (no process record yet) still needs
       // its maps snapshot and Python offsets.
       if (events[i].stack_id != kNull) WatchStacksOf(events[i].pid);
+      if (events[i].op == Op::kProcExec) RewatchStacksAfterExec(events[i].pid);
     }
   }
   if (writer_) writer_->AppendEvents(events, count);

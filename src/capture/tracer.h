@@ -17,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -145,6 +146,9 @@ class Tracer : public EventSink {
   // --stack: queue a process for StackRegistry::Watch (Start, then the drain thread only);
   // the stack thread's loop and one round of it (watch queued processes, drain, store).
   void WatchStacksOf(int32_t pid);
+  // A watched process exec'd (`trace -- env python3 …`, a shell shim): its image, maps and
+  // interpreter are new, so it is watched again (from the drain thread).
+  void RewatchStacksAfterExec(int32_t pid);
   void StackLoop();
   void DrainStacks();
 
@@ -171,6 +175,15 @@ class Tracer : public EventSink {
   std::condition_variable stop_stacks_cv_;  // wakes StackLoop at stop
   std::mutex watch_mu_;
   std::vector<int32_t> watch_queue_;          // guarded by watch_mu_
+  std::vector<int32_t> exec_queue_;           // guarded by watch_mu_: exec'd since watched
+  // Exec'd processes not (yet) seen as CPython: the loader maps libpython after the exec, so
+  // Watch is retried a few times (stack thread only).
+  struct PendingWatch {
+    int32_t pid = 0;
+    int attempts = 0;
+    std::chrono::steady_clock::time_point due;
+  };
+  std::vector<PendingWatch> rewatch_;
   std::unordered_set<int32_t> watch_seen_;    // Start, then the drain thread only
   int64_t stacks_stored_ = 0;                 // stack thread
 

@@ -185,6 +185,7 @@ void PrometheusExporter::Analyze(int64_t window_ns) {
   }
   analysis_.findings.clear();
   for (auto& [rule, g] : by_rule) analysis_.findings.push_back(g);
+  analysis_.budget = report->budget;
   analysis_.feed_time.clear();
   for (const FeedTimeGroup& g : report->feed_time) {
     for (const FeedTimeRow& row : g.rows) {

@@ -191,6 +191,22 @@ std::string RenderMetricsPage(const MetricsSnapshot& s, const AnalysisState& a,
   for (const FindingGauge& f : a.findings) {
     w.Sample("gpuwhy_finding_lost_seconds", {{"rule", f.rule}}, f.lost_s);
   }
+  if (a.budget.present) {
+    const GpuBudget& b = a.budget;
+    w.Family("gpuwhy_gpu_time_seconds", Type::kGauge,
+             "The job's GPU time in the newest analysis window (explain's budget): busy for the "
+             "job, busy for other processes, idle.");
+    w.Sample("gpuwhy_gpu_time_seconds", {{"state", "busy_job"}}, b.gpu_busy_job_s);
+    w.Sample("gpuwhy_gpu_time_seconds", {{"state", "busy_other"}}, b.gpu_busy_other_s);
+    w.Sample("gpuwhy_gpu_time_seconds", {{"state", "idle"}}, b.gpu_idle_s);
+    w.Family("gpuwhy_gpu_lost_seconds", Type::kGauge,
+             "GPU idle seconds of the newest analysis window by the cause that held the main "
+             "thread's critical path (sync_wait: waiting on a GPU busy with other processes); "
+             "the findings' lost seconds are these.");
+    for (const BudgetLine& line : b.lines) {
+      w.Sample("gpuwhy_gpu_lost_seconds", {{"cause", BudgetCauseKey(line.cause)}}, line.lost_s);
+    }
+  }
   w.Family("gpuwhy_feed_time_seconds", Type::kGauge,
            "Where the GPU-feeding threads' time went in the newest analysis window, by group and "
            "cause.");

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/report.h"
 #include "metrics/trace_metrics.h"
 
 namespace gw {
@@ -36,6 +37,7 @@ struct AnalysisState {
   double duration_s = 0;               // how long the newest run took
   std::vector<FindingGauge> findings;  // every rule reported during the trace, 0 when not now
   std::vector<FeedTimeGauge> feed_time;
+  GpuBudget budget;  // the newest report's GPU-time budget (present = false: none yet)
 };
 
 struct TraceState {

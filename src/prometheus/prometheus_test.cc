@@ -239,6 +239,27 @@ TEST(TraceMetrics, GpuAndDropsAndFindings) {
       Contains(page, "gpuwhy_feed_time_ratio{group=\"training\",cause=\"runq_wait\"} 0.4\n"));
 }
 
+// The GPU-time budget: the job's GPU time by state and the idle seconds by cause, the numbers
+// findings' lost seconds come from; no series before the first report with a budget.
+TEST(TraceMetrics, GpuTimeBudget) {
+  AnalysisState a;
+  a.enabled = a.have_report = true;
+  a.runs = 1;
+  EXPECT_FALSE(Contains(RenderMetricsPage({}, a, {}), "gpuwhy_gpu_time_seconds"));
+  a.budget.present = true;
+  a.budget.gpu_busy_job_s = 12;
+  a.budget.gpu_busy_other_s = 2;
+  a.budget.gpu_idle_s = 6;
+  a.budget.lines = {{BudgetCause::kThreadHold, 7, 5.5}, {BudgetCause::kSyncWait, 9, 2}};
+  std::string page = RenderMetricsPage({}, a, {});
+  EXPECT_TRUE(Contains(page, "# TYPE gpuwhy_gpu_time_seconds gauge\n")) << page;
+  EXPECT_TRUE(Contains(page, "gpuwhy_gpu_time_seconds{state=\"busy_job\"} 12\n")) << page;
+  EXPECT_TRUE(Contains(page, "gpuwhy_gpu_time_seconds{state=\"busy_other\"} 2\n"));
+  EXPECT_TRUE(Contains(page, "gpuwhy_gpu_time_seconds{state=\"idle\"} 6\n"));
+  EXPECT_TRUE(Contains(page, "gpuwhy_gpu_lost_seconds{cause=\"thread_hold\"} 5.5\n"));
+  EXPECT_TRUE(Contains(page, "gpuwhy_gpu_lost_seconds{cause=\"sync_wait\"} 2\n"));
+}
+
 TEST(Analysis, WindowHoldsTheRowBudget) {
   // Quiet: the whole interval. 50 k events/s: 200,000 events = 4 s. 200 k/s: 1 s, skipped.
   EXPECT_EQ(AnalysisWindowNs(30'000'000'000, 1'000), 30'000'000'000);

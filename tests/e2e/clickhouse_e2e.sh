@@ -85,7 +85,7 @@ done
 # ---- 2. node-b: synchronous copies from pageable memory --------------------------------------
 B="$WORK/b.db"
 "$GPUWHY" trace --db "$B" --sink "$URL" --node node-b --quiet -- "$SIM_BIN/gw_train_loop" \
-  --duration 7 --shape pytorch --workers 1 --batch-cpu-ms 0 --pageable --batch-bytes 64M \
+  --duration 7 --shape pytorch --workers 2 --batch-cpu-ms 0 --pageable --batch-bytes 64M \
   --kernels-per-step 2 > "$WORK/b.out" 2>&1; rc=$?
 [ $rc -eq 0 ] && pass "node-b trace exits 0" || fail "node-b trace exit $rc: $(cat "$WORK/b.out")"
 local_b=$(q "$B" "SELECT COUNT(*) FROM events")

@@ -51,9 +51,11 @@ out=$("$GPUWHY" trace --duration 1s --db "$WORK/bad.db" --prometheus 127.0.0.1:0
 [ $rc -eq 2 ] && echo "$out" | grep -q "between 10s and 10m" && pass "--prometheus-analysis 5s refused" \
   || fail "--prometheus-analysis 5s: rc=$rc $out"
 TAKEN=$(free_port)
-python3 -c 'import socket, sys, time; s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(30)' "$TAKEN" &
+# The holder says when it listens (python3 may be a slow shim, e.g. pyenv's: no fixed sleep).
+python3 -c 'import socket, sys, time; s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); open(sys.argv[2], "w").write("listening\n"); time.sleep(30)' "$TAKEN" "$WORK/holder.ready" &
 HOLDER=$!; PIDS="$HOLDER"
-sleep 0.3
+wait_for_line "$WORK/holder.ready" listening 15 || fail "the port holder did not start listening"
+
 out=$("$GPUWHY" trace --duration 1s --db "$WORK/bad.db" --prometheus "127.0.0.1:$TAKEN" 2>&1); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q "listen on 127.0.0.1:$TAKEN: .*in use" && [ ! -e "$WORK/bad.db" ] \
   && pass "a taken port is an error before tracing: $out" || fail "taken port: rc=$rc $out"

@@ -79,6 +79,13 @@ out=$("$GPUWHY" explain --db "$tmp/f.db" --pid 999999 2>&1); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q 'process 999999 is not in session 1' \
   && echo "$out" | grep -q 'traced processes: ' && ! echo "$out" | grep -q 'Causal Chains' \
   && pass "explain --pid of an unknown process" || fail "explain --pid unknown: rc=$rc $out"
+# ... and of a process that made no CUDA calls (a DataLoader worker) is refused too, instead of
+# being reported as "training threads (CUDA callers)".
+worker=$("$GPUWHY" query --db "$tmp/f.db" --csv "SELECT pid FROM process_names WHERE name LIKE 'pt_data_worker%' LIMIT 1" | tail -1)
+out=$("$GPUWHY" explain --db "$tmp/f.db" --pid "$worker" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "process $worker (and its tracked children) made no CUDA calls" \
+  && ! echo "$out" | grep -q 'training threads' \
+  && pass "explain --pid of a process without CUDA calls" || fail "explain --pid non-CUDA: rc=$rc $out"
 
 if [ $failures -eq 0 ]; then echo "query e2e: all passed"; exit 0; fi
 echo "query e2e: $failures failed"; exit 1

@@ -22,7 +22,7 @@ e2e_workdir stack_e2e
 
 PY_SCRIPT="$WORKLOADS/train_loop.py"
 SYNC_LINE=$(grep -n 'rt.cudaStreamSynchronize(stream), "cudaStreamSynchronize")' "$PY_SCRIPT" | cut -d: -f1)
-TRAIN_CALL=$(grep -n '^        train(args, rt, kernels, workers, state)' "$PY_SCRIPT" | cut -d: -f1)
+TRAIN_CALL=$(grep -n '^ *train(args, rt, kernels, workers, state, helper)' "$PY_SCRIPT" | cut -d: -f1)
 MAIN_CALL=$(grep -n '^    sys.exit(main(sys.argv\[1:\]))' "$PY_SCRIPT" | cut -d: -f1)
 [ -n "$SYNC_LINE" ] && [ -n "$TRAIN_CALL" ] && [ -n "$MAIN_CALL" ] \
   || { echo "FAIL - cannot find the call lines in $PY_SCRIPT"; exit 1; }
@@ -114,6 +114,32 @@ v = r["sched_victims"]
 assert v["op"] == "sched_switch" and v["with_stacks"] > 0 and v["sites"], v
 PY
 done
+
+# ---- `trace --stack -- CMD`: the job starts under the tracer, through wrappers that exec ------
+# The process is first seen before it is Python (gpuwhy's child, `env`, a shell shim): Python
+# frames must still be walked once it execs the interpreter (issue 31 item 4).
+py="${pythons[0]}"
+cmd_run() {  # cmd_run NAME CMD...: trace -- CMD, then explain's callers must name the script
+  local name=$1; shift
+  "$GPUWHY" trace --stack --quiet --cuda-lib "$SIM_LIB" --db "$WORK/$name.db" -- "$@" \
+    --lib-dir "$SIM_LIB" --duration 3 --workers 1 --batch-cpu-ms 3 > "$WORK/$name.trace" 2>&1 \
+    || { fail "$name: trace -- exit $?: $(tail -5 "$WORK/$name.trace")"; return; }
+  "$GPUWHY" explain --db "$WORK/$name.db" > "$WORK/$name.explain" 2>&1
+  if grep -q "^  train_loop.py:$SYNC_LINE in train → cudaStreamSync | " "$WORK/$name.explain"; then
+    pass "$name: explain names train_loop.py:$SYNC_LINE"
+  else
+    fail "$name: no train_loop.py:$SYNC_LINE caller" "$(sed -n '/^Top cudaStreamSync/,/^$/p' "$WORK/$name.explain")"
+  fi
+}
+cmd_run cmd-direct "$py" "$PY_SCRIPT"
+cmd_run cmd-env env GWSIM_E2E=1 "$py" "$PY_SCRIPT"
+cmd_run cmd-module env PYTHONPATH="$WORKLOADS" "$py" -m train_loop
+if [ -x /root/.pyenv/shims/python3 ]; then
+  shim_ver=$(basename "$(dirname "$(dirname "$py")")")
+  cmd_run cmd-pyenv-shim env PYENV_VERSION="$shim_ver" /root/.pyenv/shims/python3 "$PY_SCRIPT"
+else
+  echo "note - no pyenv shim here: the shim case is not run"
+fi
 
 # ---- native: the C++ loop (frame pointers, line info) ----------------------------------------
 CC_SRC=$(cd "$WORKLOADS" && pwd)/train_loop.cc
