@@ -277,7 +277,12 @@ def produce_batch(args, slot_addr, io_fd, io_buf, io_state, seed):
     """One batch: optional file read and page faults, then CPU work that fills the slot."""
     cpu_start = time.thread_time()
     load_batch(args, slot_addr, io_fd, io_buf, io_state, seed)
-    # Keep "augmenting" until the batch has cost batch_cpu_ms of CPU time.
+    augment_batch(args, slot_addr, seed, cpu_start)
+
+
+def augment_batch(args, slot_addr, seed, cpu_start):
+    """Keep "augmenting" the slot until the batch has cost batch_cpu_ms of this thread's CPU
+    time since cpu_start."""
     n = args.batch_bytes
     data = (ctypes.c_ubyte * n).from_address(slot_addr)
     x = seed
@@ -294,15 +299,7 @@ def build_batch_on_main_thread(args, slot_addr, seed):
     in a frame of its own name, so a Python stack shows who builds the batch."""
     cpu_start = time.thread_time()
     load_batch(args, slot_addr, None, None, None, seed)
-    n = args.batch_bytes
-    data = (ctypes.c_ubyte * n).from_address(slot_addr)
-    x = seed
-    i = 0
-    while (time.thread_time() - cpu_start) * 1000.0 < args.batch_cpu_ms:
-        for _ in range(256):
-            x = (x * 6364136223846793005 + 1442695040888963407) & 0xFFFFFFFFFFFFFFFF
-            data[i] = x >> 56
-            i = (i + 4099) % n
+    augment_batch(args, slot_addr, seed, cpu_start)
 
 
 def spin_gil(control):

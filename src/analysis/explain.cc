@@ -1,6 +1,7 @@
 #include "analysis/explain.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <set>
 #include <utility>
@@ -84,26 +85,23 @@ const char* FeedCauseLabel(FeedCause c) {
   return "running";
 }
 
-const char* BudgetCauseKey(BudgetCause c) {
-  switch (c) {
-#define GW_BUDGET_KEY(e, key, label) \
-  case BudgetCause::e:               \
-    return key;
-    GW_BUDGET_CAUSES(GW_BUDGET_KEY)
-#undef GW_BUDGET_KEY
-  }
-  return "not_attributed";
-}
+namespace {
+struct BudgetCauseName {
+  const char* key;
+  const char* label;
+};
+constexpr BudgetCauseName kBudgetCauseNames[] = {
+#define GW_BUDGET_NAME(e, key, label) {key, label},
+    GW_BUDGET_CAUSES(GW_BUDGET_NAME)
+#undef GW_BUDGET_NAME
+};
+static_assert(std::size(kBudgetCauseNames) == kBudgetCauseCount);
+}  // namespace
+
+const char* BudgetCauseKey(BudgetCause c) { return kBudgetCauseNames[static_cast<size_t>(c)].key; }
 
 const char* BudgetCauseLabel(BudgetCause c) {
-  switch (c) {
-#define GW_BUDGET_LABEL(e, key, label) \
-  case BudgetCause::e:                 \
-    return label;
-    GW_BUDGET_CAUSES(GW_BUDGET_LABEL)
-#undef GW_BUDGET_LABEL
-  }
-  return "not attributed";
+  return kBudgetCauseNames[static_cast<size_t>(c)].label;
 }
 
 const char* VerdictName(Verdict v) {
