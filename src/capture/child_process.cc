@@ -6,9 +6,11 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -23,8 +25,54 @@ int StatusToCode(int status) {
   return 1;
 }
 
+// Exact names a job run as another user keeps from the caller's environment.
+constexpr std::string_view kJobEnvNames[] = {"PATH",
+                                             "TERM",
+                                             "COLORTERM",
+                                             "COLUMNS",
+                                             "LINES",
+                                             "LANG",
+                                             "LANGUAGE",
+                                             "TZ",
+                                             "TMPDIR",
+                                             "DISPLAY",
+                                             "VIRTUAL_ENV",
+                                             "MASTER_ADDR",
+                                             "MASTER_PORT",
+                                             "RANK",
+                                             "LOCAL_RANK",
+                                             "WORLD_SIZE",
+                                             "LOCAL_WORLD_SIZE",
+                                             "NODE_RANK",
+                                             "GROUP_RANK"};
+// Prefixes of names it keeps: locale, and what configures GPU, ML and Python jobs (GWSIM_ is
+// the simulated CUDA runtime's).
+constexpr std::string_view kJobEnvPrefixes[] = {
+    "LC_",         "CUDA_",    "CUDNN_",  "CUBLAS", "NVIDIA_", "NCCL_",       "NV_",
+    "TORCH",       "PYTORCH_", "PYTHON",  "OMP_",   "MKL_",    "KMP_",        "OPENBLAS_",
+    "GOMP_",       "TRITON_",  "XLA_",    "JAX_",   "TF_",     "HF_",         "TRANSFORMERS_",
+    "TOKENIZERS_", "WANDB_",   "MLFLOW_", "CONDA_", "DS_",     "ACCELERATE_", "GWSIM_"};
+
+// In the child: the caller's environment reduced to what JobEnvKept allows.
+void KeepJobEnv(const std::vector<std::string>& keep) {
+  std::vector<std::string> kept;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string_view entry(*e);
+    size_t eq = entry.find('=');
+    if (eq != std::string_view::npos && JobEnvKept(entry.substr(0, eq), keep)) {
+      kept.emplace_back(entry);
+    }
+  }
+  clearenv();
+  for (std::string& entry : kept) {
+    size_t eq = entry.find('=');
+    entry[eq] = '\0';
+    setenv(entry.c_str(), entry.c_str() + eq + 1, 1);
+  }
+}
+
 // In the child: become `uid` for good (groups first, then gid, then uid), with the user's
-// HOME, USER and LOGNAME. Returns 0 or an errno.
+// HOME, USER, LOGNAME and SHELL. Returns 0 or an errno.
 int BecomeUser(int uid) {
   struct passwd* pw = getpwuid(static_cast<uid_t>(uid));
   if (pw == nullptr) return ENOENT;
@@ -35,10 +83,43 @@ int BecomeUser(int uid) {
   setenv("HOME", pw->pw_dir, 1);
   setenv("USER", pw->pw_name, 1);
   setenv("LOGNAME", pw->pw_name, 1);
+  setenv("SHELL", pw->pw_shell != nullptr && *pw->pw_shell != '\0' ? pw->pw_shell : "/bin/sh", 1);
   return 0;
 }
 
+// In the child: closes every descriptor above 2 except `keep_a` and `keep_b`.
+void CloseOtherFds(int keep_a, int keep_b) {
+  int lo = std::min(keep_a, keep_b), hi = std::max(keep_a, keep_b);
+  unsigned first = 3;
+  for (int keep : {lo, hi}) {
+    if (keep >= static_cast<int>(first)) {
+      if (keep > static_cast<int>(first)) syscall(SYS_close_range, first, keep - 1, 0);
+      first = keep + 1;
+    }
+  }
+  syscall(SYS_close_range, first, ~0U, 0);
+}
+
 }  // namespace
+
+bool JobEnvKept(std::string_view name, const std::vector<std::string>& keep) {
+  if (name.empty()) return false;
+  for (const std::string& k : keep) {
+    if (!k.empty() && k.back() == '*') {
+      if (name.rfind(std::string_view(k).substr(0, k.size() - 1), 0) == 0) return true;
+    } else if (name == k) {
+      return true;
+    }
+  }
+  if (name.rfind("LD_", 0) == 0) return false;  // the loader's: only when named in `keep`
+  for (std::string_view n : kJobEnvNames) {
+    if (name == n) return true;
+  }
+  for (std::string_view p : kJobEnvPrefixes) {
+    if (name.rfind(p, 0) == 0) return true;
+  }
+  return false;
+}
 
 int InvokingUserUid() {
   if (getuid() != 0) return -1;
@@ -90,7 +171,11 @@ StatusOr<GatedChild> GatedChild::Spawn(const ChildOptions& options) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (options.own_process_group) setpgid(0, 0);
+    if (options.uid >= 0) {
+      setsid();  // no controlling terminal: root's stays out of the job's reach
+    } else if (options.own_process_group) {
+      setpgid(0, 0);
+    }
     if (options.cpu >= 0) {
       cpu_set_t set;
       CPU_ZERO(&set);
@@ -106,10 +191,13 @@ StatusOr<GatedChild> GatedChild::Spawn(const ChildOptions& options) {
       if (devnull >= 0) dup2(devnull, STDIN_FILENO);
     }
     if (options.uid >= 0) {
+      CloseOtherFds(gate[0], error[1]);
+      KeepJobEnv(options.keep_env);
       if (int err = BecomeUser(options.uid); err != 0) fail(err);
     }
     char c;
     if (read(gate[0], &c, 1) != 1) _exit(127);  // the parent gave up: never run
+    close(gate[0]);
     execvp(argv[0], argv.data());
     fail(errno);
   }

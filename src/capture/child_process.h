@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -19,14 +20,29 @@ struct ChildOptions {
   bool stdin_null = false;         // stdin from /dev/null instead of inherited
   bool own_process_group = false;  // setpgid(0, 0): a terminal's Ctrl-C reaches only gpuwhy
   bool die_with_parent = false;    // PR_SET_PDEATHSIG SIGKILL
-  // Run as this user instead of root (uid, gid, supplementary groups, HOME/USER/LOGNAME);
-  // uid < 0: as the caller.
+  // Run as this user instead of root, the way sudo, su and runuser start a user's program:
+  //  - the user's uid, gid, supplementary groups, HOME/USER/LOGNAME/SHELL;
+  //  - a session of its own (setsid): root's terminal is not its controlling terminal, so it
+  //    cannot push input into it (TIOCSTI) or take it over; it still reads and writes the
+  //    descriptors 0-2 it was given. The caller forwards signals (a terminal's to the job's
+  //    process group);
+  //  - no descriptor above 2 (none of the caller's open files);
+  //  - only the environment JobEnvKept() allows, plus the names in keep_env.
+  // uid < 0: as the caller, in its session, with its descriptors and environment.
   int uid = -1;
+  std::vector<std::string> keep_env;  // names (or PREFIX*) kept beyond the allow-list
 };
 
 // The user a root gpuwhy started under sudo runs jobs as: SUDO_UID when the real uid is 0 and
 // SUDO_UID names another existing user; -1 otherwise (run as the caller).
 int InvokingUserUid();
+
+// Whether a variable of the caller's environment reaches a job run as another user: the
+// locale, terminal, PATH, and the variables that configure a GPU job (CUDA_*, NCCL_*, TORCH*,
+// PYTHON*, OMP_*, …, see the list in child_process.cc), or a name in `keep` (an entry ending in
+// '*' is a prefix). LD_* (the loader's preload and search paths), SUDO_* and the caller's
+// HOME/USER/LOGNAME/SHELL/MAIL only when named in `keep`.
+bool JobEnvKept(std::string_view name, const std::vector<std::string>& keep);
 
 class GatedChild {
  public:

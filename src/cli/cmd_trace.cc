@@ -6,21 +6,23 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cstdio>
 #include <optional>
 #include <sstream>
+#include <string_view>
 
 #include "base/table.h"
 #include "base/text.h"
 #include "capture/child_process.h"
 #include "capture/tracer.h"
-#include "clickhouse/schema.h"
-#include "clickhouse/sink.h"
 #include "cli/commands.h"
 #include "cli/trace_prometheus.h"
+#include "clickhouse/schema.h"
+#include "clickhouse/sink.h"
 #include "discover/cuda_libs.h"
 #include "sources/system/host_info.h"
 #include "store/window.h"
@@ -30,13 +32,55 @@ namespace gw {
 namespace {
 
 std::atomic<bool> g_stop{false};
-std::atomic<int> g_stop_signal{0};          // the signal that stopped the trace
-std::atomic<bool> g_stop_from_tty{false};   // sent by the terminal (the job got it too)
+std::atomic<int> g_stop_signal{0};         // the signal that stopped the trace
+std::atomic<bool> g_stop_from_tty{false};  // sent by the terminal (the job got it too)
 
 void OnStopSignal(int sig, siginfo_t* info, void*) {
   g_stop_signal.store(sig);
   g_stop_from_tty.store(info != nullptr && info->si_code == SI_KERNEL);
   g_stop.store(true);
+}
+
+// The job of `trace -- CMD` once released, and whether it has a session of its own (run as
+// the sudo user): then a terminal's signals reach gpuwhy alone, and gpuwhy passes them on.
+std::atomic<pid_t> g_job_pid{0};
+std::atomic<bool> g_job_own_session{false};
+
+// Where a signal gpuwhy got goes: a terminal's (Ctrl-C, Ctrl-\, Ctrl-Z, a resize, a hangup)
+// to the job's process group, as the terminal would have sent it; any other to the job's
+// process. 0: nowhere (the job is gone, or shares gpuwhy's group and the terminal reached it).
+pid_t ForwardTarget(int sig, bool from_tty) {
+  pid_t job = g_job_pid.load();
+  if (job <= 0) return 0;
+  if (!g_job_own_session.load()) return from_tty ? 0 : job;
+  return from_tty || sig == SIGCONT ? -job : job;
+}
+
+// Every other catchable signal while a job runs under the tracer (SIGUSR1, SIGQUIT, SIGWINCH,
+// real-time signals, …): passed on, and the tracer keeps going. A stop request (Ctrl-Z) stops
+// the job (SIGSTOP: its own session has no terminal to stop it) and then gpuwhy, the way the
+// default action would; SIGCONT resumes both.
+void OnForwardSignal(int sig, siginfo_t* info, void*) {
+  int saved_errno = errno;
+  bool stop = sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+  if (pid_t target = ForwardTarget(sig, info != nullptr && info->si_code == SI_KERNEL);
+      target != 0) {
+    kill(target, stop ? SIGSTOP : sig);
+  }
+  if (stop) raise(SIGSTOP);
+  errno = saved_errno;
+}
+
+void ForwardOtherSignals() {
+  struct sigaction sa {};
+  sa.sa_sigaction = OnForwardSignal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGWINCH, SIGCONT, SIGTSTP, SIGTTIN, SIGTTOU,
+                  SIGPWR, SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGURG}) {
+    sigaction(sig, &sa, nullptr);
+  }
+  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) sigaction(sig, &sa, nullptr);
 }
 
 // Effective capabilities from /proc/self/status (bit numbers from linux/capability.h).
@@ -170,23 +214,33 @@ int RunTrace(const Args& all_args) {
   FlagSet flags("trace", "gpuwhy trace [flags] [-- COMMAND [ARGS...]]",
                 "Trace CUDA API calls and host kernel events of GPU jobs (needs root or "
                 "CAP_BPF+CAP_PERFMON+CAP_SYS_ADMIN).\n\n"
-                "With -- COMMAND: runs the job under the tracer (as the invoking user under "
-                "sudo), traced from\nits first instruction; the trace ends when the job exits "
-                "and gpuwhy exits with the job's\nexit status. Without it: attaches to running "
-                "jobs (--pid, --comm, or every CUDA process).");
-  flags.Add({"duration", FlagKind::kDuration, "DUR", "stop after this long (120s, 2m; more than 0); "
-                                                     "default: until Ctrl-C, SIGTERM or SIGHUP", ""});
+                "With -- COMMAND: runs the job under the tracer, traced from its first "
+                "instruction; the trace\nends when the job exits and gpuwhy exits with the "
+                "job's exit status. gpuwhy passes every\nsignal it gets on to the job. Under "
+                "sudo the job runs as the invoking user the way sudo\nstarts a program: in a "
+                "session of its own (no access to root's terminal; Ctrl-C and the\nother "
+                "terminal signals are passed on), none of root's open files, and only the "
+                "locale,\nterminal, PATH and GPU/ML/Python variables of the environment (see "
+                "--keep-env). Without\n-- COMMAND: attaches to running jobs (--pid, --comm, "
+                "or every CUDA process).");
+  flags.Add({"duration", FlagKind::kDuration, "DUR",
+             "stop after this long (120s, 2m; more than 0); "
+             "default: until Ctrl-C, SIGTERM or SIGHUP",
+             ""});
   flags.Add({"pid", FlagKind::kString, "PID[,PID]",
              "trace only these processes and their descendants (repeatable)", ""});
   flags.Add({"comm", FlagKind::kString, "NAME[,NAME]",
-             "trace only processes with this command name and their descendants (repeatable)",
-             ""});
+             "trace only processes with this command name and their descendants (repeatable)", ""});
   AddDbFlag(flags);
   flags.Add({"record", FlagKind::kBool, "", "write events to the database", "true"});
-  flags.Add({"max-db", FlagKind::kSize, "SIZE", "keep the database and its WAL under SIZE by "
-                                                "pruning the oldest rows (2G)", ""});
-  flags.Add({"cuda-lib", FlagKind::kString, "PATH", "also attach to this CUDA library file or "
-                                                    "directory", ""});
+  flags.Add({"max-db", FlagKind::kSize, "SIZE",
+             "keep the database and its WAL under SIZE by "
+             "pruning the oldest rows (2G)",
+             ""});
+  flags.Add({"cuda-lib", FlagKind::kString, "PATH",
+             "also attach to this CUDA library file or "
+             "directory",
+             ""});
   flags.Add({"gpu-interval", FlagKind::kString, "DUR",
              "sample every GPU through NVML this often (utilization, GPM SM activity and "
              "occupancy, clocks, power, per-process use) into gpu_samples; 0 or off: never",
@@ -222,8 +276,8 @@ int RunTrace(const Args& all_args) {
              "failed calls always get theirs, other rows have none (each capture costs a few µs "
              "on the calling thread)",
              "50"});
-  flags.Add({"json", FlagKind::kBool, "", "stream events as JSON lines instead of the live view",
-             ""});
+  flags.Add(
+      {"json", FlagKind::kBool, "", "stream events as JSON lines instead of the live view", ""});
   flags.Add({"quiet", FlagKind::kBool, "", "print only the final summary", ""});
   flags.Add({"sink", FlagKind::kString, "URL",
              "also stream every row to ClickHouse: clickhouse://[USER[:PASS]@]HOST[:PORT][/DB] "
@@ -240,6 +294,12 @@ int RunTrace(const Args& all_args) {
              "how often the ring buffers are drained (1ms-100ms); shorter costs the agent more "
              "CPU",
              "5ms"});
+  flags.Add({"keep-env", FlagKind::kString, "NAME[,NAME]",
+             "with -- COMMAND under sudo: also pass these variables of the environment on to the "
+             "job (NAME, or PREFIX* for every name starting so; repeatable). Kept anyway: "
+             "PATH, TERM, LANG/LC_*, TZ, TMPDIR, and CUDA_*, NCCL_*, TORCH*, PYTORCH_*, "
+             "PYTHON*, OMP_*, MKL_*, HF_*, WANDB_* and the like; LD_* and SUDO_* only if named",
+             ""});
   AddPrometheusFlags(flags);
   int exit_code = 0;
   if (!ParseOrExit(flags, args, &exit_code)) return exit_code;
@@ -250,7 +310,26 @@ int RunTrace(const Args& all_args) {
                                        flags.positionals()[0] + " ..."));
   }
   if (all_args.size() != args.size() && command.empty()) {
-    return ReportError(InvalidArgument("nothing after -- — hint: gpuwhy trace -- python3 train.py"));
+    return ReportError(
+        InvalidArgument("nothing after -- — hint: gpuwhy trace -- python3 train.py"));
+  }
+
+  std::vector<std::string> keep_env;
+  if (Status st = CollectRepeated(args, "keep-env", &keep_env); !st.ok()) return ReportError(st);
+  for (const std::string& name : keep_env) {
+    std::string_view base(name);
+    if (!base.empty() && base.back() == '*') base.remove_suffix(1);
+    bool valid = !name.empty() && std::all_of(base.begin(), base.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+    });
+    if (!valid) {
+      return ReportError(InvalidArgument("--keep-env: '" + TerminalSafe(name) +
+                                         "' is not a variable name (letters, digits, _; a "
+                                         "trailing * for a prefix)"));
+    }
+  }
+  if (!keep_env.empty() && command.empty()) {
+    return ReportError(InvalidArgument("--keep-env is for a job run with -- COMMAND"));
   }
 
   TracerOptions options;
@@ -262,7 +341,8 @@ int RunTrace(const Args& all_args) {
   }
   for (const std::string& text : pid_texts) {
     StatusOr<int64_t> pid = ParseInt(text);
-    if (!pid.ok() || *pid <= 0) return ReportError(InvalidArgument("--pid " + text + ": not a pid"));
+    if (!pid.ok() || *pid <= 0)
+      return ReportError(InvalidArgument("--pid " + text + ": not a pid"));
     // Checked before a session is opened, so a typo leaves no empty session behind.
     if (access(("/proc/" + std::to_string(*pid)).c_str(), F_OK) != 0) {
       return ReportError(NotFound("--pid " + text + ": no such process"));
@@ -277,9 +357,11 @@ int RunTrace(const Args& all_args) {
   for (const std::string& comm : options.comms) {
     // The kernel keeps 15 bytes of a command name (TASK_COMM_LEN 16): a longer one never matches.
     if (comm.size() > 15) {
-      return ReportError(InvalidArgument(
-          "--comm " + comm + ": longer than the kernel's 15-character command names, so it "
-          "would never match — hint: use its first 15 characters: " + comm.substr(0, 15)));
+      return ReportError(
+          InvalidArgument("--comm " + comm +
+                          ": longer than the kernel's 15-character command names, so it "
+                          "would never match — hint: use its first 15 characters: " +
+                          comm.substr(0, 15)));
     }
   }
   for (const std::string& lib : options.cuda_libs) {
@@ -405,8 +487,9 @@ int RunTrace(const Args& all_args) {
   }
 
   if (!command.empty() && (!options.pids.empty() || !options.comms.empty())) {
-    return ReportError(InvalidArgument("-- COMMAND traces that job and its descendants; --pid and "
-                                   "--comm are for jobs already running — use one or the other"));
+    return ReportError(
+        InvalidArgument("-- COMMAND traces that job and its descendants; --pid and "
+                        "--comm are for jobs already running — use one or the other"));
   }
 
   if (Status st = CheckTracePrivileges(); !st.ok()) return ReportError(st);
@@ -421,16 +504,20 @@ int RunTrace(const Args& all_args) {
   // venv's site-packages/nvidia/*/lib) are attached before it runs, so its first CUDA calls
   // and kernel registrations are seen.
   std::optional<GatedChild> job;
+  bool job_as_user = false;  // run as the sudo user: in a session of its own
   if (!command.empty()) {
     ChildOptions child;
     child.argv = command;
     child.uid = InvokingUserUid();
+    child.keep_env = keep_env;
+    job_as_user = child.uid >= 0;
     StatusOr<GatedChild> spawned = GatedChild::Spawn(child);
     if (!spawned.ok()) return ReportError(spawned.status());
     job.emplace(std::move(*spawned));
     options.pids = {static_cast<int32_t>(job->pid())};
     options.session_kind = kJobSessionKind;  // explain's default window: the job's lifetime
-    for (std::string& dir : CudaLibDirsNextTo(command[0], std::getenv("PATH"))) options.cuda_libs.push_back(dir);
+    for (std::string& dir : CudaLibDirsNextTo(command[0], std::getenv("PATH")))
+      options.cuda_libs.push_back(dir);
   }
 
   StatusOr<std::unique_ptr<Tracer>> created = Tracer::Create(options);
@@ -458,6 +545,9 @@ int RunTrace(const Args& all_args) {
       std::fprintf(stderr, "gpuwhy trace: %s\n", st.message().c_str());
       return 127;  // like a shell for a command it cannot run
     }
+    g_job_own_session.store(job_as_user);
+    g_job_pid.store(job->pid());
+    ForwardOtherSignals();
   }
 
   bool tty = isatty(STDOUT_FILENO) == 1;
@@ -466,8 +556,8 @@ int RunTrace(const Args& all_args) {
   bool live = !quiet && !options.json && !job.has_value();
   FILE* info = options.json ? stderr : stdout;
   if (!quiet) {
-    std::string what = job.has_value() ? " " + command[0] + " (pid " +
-                                             std::to_string(job->pid()) + ")" : "";
+    std::string what =
+        job.has_value() ? " " + command[0] + " (pid " + std::to_string(job->pid()) + ")" : "";
     std::fprintf(info, "gpuwhy trace: tracing%s %s%s — %s\n", what.c_str(),
                  options.record ? ("into " + options.db_path).c_str() : "without recording",
                  options.duration_ns > 0
@@ -519,12 +609,15 @@ int RunTrace(const Args& all_args) {
   if (live && tty) DrawFrame(RenderLiveView(last, TerminalWidth(), TerminalHeight()));
   bool filtered = !options.pids.empty() || !options.comms.empty();
   PrintSummary(info, *summary, last, filtered);
-  if (*prometheus) (*prometheus)->Finished();  // final values (and --prometheus-linger)
+  if (*prometheus) (*prometheus)->Finished();             // final values (and --prometheus-linger)
+  if (job.has_value() && job_exited) g_job_pid.store(0);  // reaped: its pid may be reused
   if (job.has_value() && !job_exited) {
     // Stopped by a signal or --duration while the job runs: the session is closed; pass the
     // signal on (a terminal's Ctrl-C reached the job already) and wait, like a shell would.
     int sig = g_stop_signal.load();
-    if (sig != 0 && !g_stop_from_tty.load()) kill(job->pid(), sig);
+    if (pid_t target = ForwardTarget(sig, g_stop_from_tty.load()); sig != 0 && target != 0) {
+      kill(target, sig);
+    }
     std::fprintf(stderr, "gpuwhy trace: session closed; waiting for %s (pid %d) to exit\n",
                  command[0].c_str(), job->pid());
     job_code = job->Wait();
