@@ -31,14 +31,14 @@ demo: build
 	$(SUDO) $(BUILD)/gpuwhy demo --live
 
 test: build
-	$(SUDO) ctest --test-dir $(BUILD) --output-on-failure
+	$(SUDO) env -u SUDO_UID -u SUDO_GID -u SUDO_USER ctest --test-dir $(BUILD) --output-on-failure
 
 $(ASAN_BUILD)/CMakeCache.txt:
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DGW_SANITIZE=ON
 
 test-sanitize: setup $(ASAN_BUILD)/CMakeCache.txt
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
-	$(SUDO) env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	$(SUDO) env -u SUDO_UID -u SUDO_GID -u SUDO_USER ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure
 
 bench: build

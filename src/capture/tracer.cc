@@ -58,6 +58,11 @@ int64_t Tracer::ElapsedNs() const { return ClockNs(CLOCK_MONOTONIC) - clock_.mon
 
 int64_t Tracer::session_id() const { return writer_ ? writer_->session_id() : 0; }
 
+std::optional<DatabaseFile> Tracer::database_file() const {
+  if (!writer_) return std::nullopt;
+  return writer_->file();
+}
+
 Status Tracer::Start() {
   if (started_) return FailedPrecondition("tracer started twice");
   SourceSetOptions set;

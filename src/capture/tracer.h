@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -37,6 +38,7 @@
 #include "sources/source.h"
 #include "sources/stacks/stack_registry.h"
 #include "sources/system/sampler.h"
+#include "store/db_location.h"
 #include "store/writer.h"
 
 namespace gw {
@@ -128,6 +130,9 @@ class Tracer : public EventSink {
   int64_t ElapsedNs() const;
   // The session being recorded (0 with record=false), valid after Start().
   int64_t session_id() const;
+  // The recording's file (StoreWriter::file()), once Start has opened it; none when not
+  // recording.
+  std::optional<DatabaseFile> database_file() const;
 
   // EventSink (called from the drain thread).
   void OnEvents(const Event* events, size_t count) override;

@@ -17,6 +17,7 @@
 
 #include "base/table.h"
 #include "base/text.h"
+#include "base/trusted_path.h"
 #include "capture/child_process.h"
 #include "capture/tracer.h"
 #include "cli/commands.h"
@@ -399,6 +400,9 @@ int RunTrace(const Args& all_args) {
     options.gpu_interval_ns = *ns;
   }
   options.nvml_lib = flags.GetString("nvml-lib", "");
+  if (Status st = CheckLoadableUnderSudo(options.nvml_lib, "--nvml-lib"); !st.ok()) {
+    return ReportError(st);
+  }
   if (int64_t duty = flags.GetInt("launch-duty", 10); duty < 1 || duty > 3600) {
     return ReportError(InvalidArgument("--launch-duty " + std::to_string(duty) +
                                        ": a whole number of seconds from 1 to 3600"));
@@ -538,7 +542,7 @@ int RunTrace(const Args& all_args) {
     return ReportError(st);
   }
   std::vector<std::string> own_notes;
-  if (*prometheus) own_notes.push_back((*prometheus)->Started(tracer->session_id()));
+  if (*prometheus) own_notes.push_back((*prometheus)->Started(tracer->session_id(), tracer->database_file()));
   if (job.has_value()) {
     if (Status st = job->Release(); !st.ok()) {
       (void)tracer->Stop();

@@ -53,17 +53,17 @@ StatusOr<std::unique_ptr<TracePrometheus>> TracePrometheus::FromFlags(const Flag
   if (db_path.empty()) p->analysis_ns_ = 0;
   PrometheusOptions options;
   options.address = address;
-  options.db_path = db_path;
   options.version = version;
   options.analysis_interval_ns = options.analysis_window_ns = p->analysis_ns_;
   ASSIGN_OR_RETURN(p->exporter_, PrometheusExporter::Create(options, &p->metrics_));
   return p;
 }
 
-std::string TracePrometheus::Started(int64_t session) {
+std::string TracePrometheus::Started(int64_t session, std::optional<DatabaseFile> db) {
   timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
-  exporter_->Start(session, static_cast<double>(now.tv_sec) + now.tv_nsec / 1e9);
+  if (!db.has_value()) analysis_ns_ = 0;
+  exporter_->Start(session, static_cast<double>(now.tv_sec) + now.tv_nsec / 1e9, std::move(db));
   std::string every = std::to_string(analysis_ns_ / 1'000'000'000) + " s";
   return "serving Prometheus metrics at " + exporter_->url() +
          (analysis_ns_ > 0 ? " (findings every " + every + " over the last " + every + ")"

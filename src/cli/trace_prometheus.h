@@ -25,8 +25,9 @@ class TracePrometheus {
                                                               const std::string& db_path,
                                                               const std::string& version);
   EventObserver* observer() { return &metrics_; }
-  // Starts serving; returns the note that says where.
-  std::string Started(int64_t session);
+  // Starts serving (and analysing `db`, the recording the tracer writes; none when not
+  // recording); returns the note that says where.
+  std::string Started(int64_t session, std::optional<DatabaseFile> db);
   // The trace stopped and its database is closed: final analysis, then serve until a scrape
   // read the final values or --prometheus-linger passed, then stop serving.
   void Finished();

@@ -49,7 +49,7 @@ int64_t AnalysisWindowNs(int64_t window_ns, double events_per_s) {
 PrometheusExporter::PrometheusExporter(PrometheusOptions options, const TraceMetrics* metrics,
                                        std::unique_ptr<HttpServer> server)
     : options_(std::move(options)), metrics_(metrics), server_(std::move(server)) {
-  analysis_.enabled = !options_.db_path.empty() && options_.analysis_interval_ns > 0;
+  analysis_.enabled = options_.analysis_interval_ns > 0;
   trace_.version = options_.version;
 }
 
@@ -69,12 +69,14 @@ std::string PrometheusExporter::url() const {
   return "http://" + a.ToString() + "/metrics";
 }
 
-void PrometheusExporter::Start(int64_t session, double start_time_s) {
+void PrometheusExporter::Start(int64_t session, double start_time_s,
+                               std::optional<DatabaseFile> db) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     trace_.session = session;
     trace_.start_time_s = start_time_s;
-    analysis_.enabled = analysis_.enabled && session > 0;
+    db_ = std::move(db);
+    analysis_.enabled = analysis_.enabled && session > 0 && db_.has_value();
   }
   server_->Start([this](const HttpRequest& r) { return Handle(r); });
   last_round_ = std::chrono::steady_clock::now();
@@ -156,7 +158,10 @@ void PrometheusExporter::Analyze(int64_t window_ns) {
   o.window.session = session;
   o.window.since_ns = window_ns;
   StatusOr<Report> report = [&]() -> StatusOr<Report> {
-    ASSIGN_OR_RETURN(std::unique_ptr<StoreReader> reader, StoreReader::Open(options_.db_path));
+    // The file the tracer writes, opened and read as its owner (-wal and -shm included):
+    // a link or another file put at its path since is refused, not followed as root.
+    ScopedFsIdentity as_owner(db_->location);
+    ASSIGN_OR_RETURN(std::unique_ptr<StoreReader> reader, StoreReader::OpenWritten(*db_));
     return Explain(*reader, o);
   }();
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -22,6 +23,7 @@
 #include "metrics/trace_metrics.h"
 #include "prometheus/http_server.h"
 #include "prometheus/metrics_page.h"
+#include "store/db_location.h"
 
 namespace gw {
 
@@ -35,7 +37,6 @@ int64_t AnalysisWindowNs(int64_t window_ns, double events_per_s);
 
 struct PrometheusOptions {
   ListenAddress address;
-  std::string db_path;  // "" = no database: no analysis
   std::string version;
   int64_t analysis_interval_ns = kAnalysisIntervalNs;  // 0 = no analysis
   int64_t analysis_window_ns = kAnalysisIntervalNs;
@@ -52,8 +53,10 @@ class PrometheusExporter {
 
   // "http://127.0.0.1:9464/metrics" (the bound port when 0 was asked for).
   std::string url() const;
-  // Serves, and starts the periodic analysis of `session` (0 = none).
-  void Start(int64_t session, double start_time_s);
+  // Serves, and starts the periodic analysis of `session` (0 = none) in `db`, the recording
+  // the tracer writes (none: no analysis). It is read through StoreReader::OpenWritten with
+  // the owner's filesystem identity, never reopened by path.
+  void Start(int64_t session, double start_time_s, std::optional<DatabaseFile> db);
   // The trace has stopped and its database is closed: one last analysis over the final
   // window; from now on the page says gpuwhy_trace_running 0 and its values are final.
   void Finish();
@@ -80,8 +83,9 @@ class PrometheusExporter {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  AnalysisState analysis_;  // guarded by mu_
-  TraceState trace_;        // guarded by mu_
+  AnalysisState analysis_;          // guarded by mu_
+  std::optional<DatabaseFile> db_;  // set by Start, before the analysis thread
+  TraceState trace_;                // guarded by mu_
   bool stop_analysis_ = false;
   std::thread analysis_thread_;
   std::atomic<int64_t> final_pages_{0};

@@ -45,6 +45,15 @@ struct DatabaseLocation {
   bool no_links = false;
 };
 
+// The database file a writer opened: where and as whom, and its identity (device, inode), so
+// that a second reader of the same recording (trace --prometheus's analysis) opens that file
+// with the same checks and notices when the path names another file since.
+struct DatabaseFile {
+  DatabaseLocation location;
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+
 // Checks (and creates, 0700) the directories of `path` and creates the database file (0600)
 // when missing; see the file comment for what is refused.
 StatusOr<DatabaseLocation> PrepareDatabaseLocation(const std::string& path);

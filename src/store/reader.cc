@@ -326,6 +326,29 @@ StatusOr<std::unique_ptr<StoreReader>> StoreReader::Open(const std::string& path
   return reader;
 }
 
+StatusOr<std::unique_ptr<StoreReader>> StoreReader::OpenWritten(const DatabaseFile& file) {
+  const DatabaseLocation& at = file.location;
+  sqlite3* raw = nullptr;
+  int rc = sqlite3_open_v2(at.open_path.c_str(), &raw,
+                           SQLITE_OPEN_READONLY | (at.no_links ? SQLITE_OPEN_NOFOLLOW : 0),
+                           nullptr);
+  ScopedDb db(raw);
+  if (rc != SQLITE_OK) return SqliteStatus(raw, rc, "open database " + at.path + " read-only");
+  struct stat st {};
+  if (file.dev == 0 || lstat(at.open_path.c_str(), &st) != 0 || st.st_dev != file.dev ||
+      st.st_ino != file.ino) {
+    return FailedPrecondition("database " + at.path +
+                              " is no longer the file this trace writes (replaced or linked "
+                              "since it was opened): not read");
+  }
+  ConfigureReader(db.get());
+  std::unique_ptr<StoreReader> reader(new StoreReader(at.path, std::move(db)));
+  RETURN_IF_ERROR(CheckSchemaReadable(reader->db_.get()).WithContext("database " + at.path));
+  sqlite3_set_authorizer(reader->db_.get(), ReaderAuthorizer, reader.get());
+  sqlite3_progress_handler(reader->db_.get(), 10000, ReaderProgress, reader.get());
+  return reader;
+}
+
 StatusOr<ScopedStmt> StoreReader::PrepareReadOnly(const std::string& sql) {
   authorizer_denied_ = false;
   sqlite3_stmt* stmt = nullptr;

@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "base/table.h"
+#include "store/db_location.h"
 #include "store/sqlite_util.h"
 
 namespace gw {
@@ -95,6 +96,12 @@ struct SessionSummary {
 class StoreReader {
  public:
   static StatusOr<std::unique_ptr<StoreReader>> Open(const std::string& path);
+  // The recording a writer of this process has open (StoreWriter::file()), for a second
+  // reader of it: opened at its checked path, without following links, and refused when that
+  // path names another file by now (replaced, or a link planted). Call it, and read, with the
+  // owner's filesystem identity active (ScopedFsIdentity(file.location)) so that -wal and -shm
+  // are opened as the owner.
+  static StatusOr<std::unique_ptr<StoreReader>> OpenWritten(const DatabaseFile& file);
 
   // Runs one read-only statement. Multiple statements, writes, ATTACH and pragma changes are
   // refused with kPermissionDenied; syntax errors carry SQLite's message.

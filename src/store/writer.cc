@@ -1,5 +1,6 @@
 #include "store/writer.h"
 
+#include <fcntl.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 #include "store/db_location.h"
 #include "store/event_chunk.h"
@@ -66,6 +68,41 @@ void SortByTimestamp(std::vector<Key>& rows, std::vector<Key>& scratch) {
   }
 }
 
+// An existing file that is not empty is written only when it is a gpuwhy database: any other
+// file, another program's SQLite database included, is refused untouched (opening it for
+// writing would overwrite it, or switch it to WAL). Runs with the owner's identity.
+Status RefuseForeignFile(const DatabaseLocation& location, const std::string& path) {
+  int fd = open(location.open_path.c_str(),
+                O_RDONLY | O_CLOEXEC | (location.no_links ? O_NOFOLLOW : 0));
+  if (fd < 0) return Status::Ok();  // the open for writing says why
+  struct stat st {};
+  char head[16] = {};
+  bool sized = fstat(fd, &st) == 0;
+  ssize_t got = sized && st.st_size > 0 ? pread(fd, head, sizeof(head), 0) : 0;
+  close(fd);
+  if (!sized || st.st_size == 0) return Status::Ok();
+  const std::string refuse = "database " + path + " exists and is not a gpuwhy database (";
+  const std::string hint = ") — hint: choose another --db path; gpuwhy will not overwrite it";
+  if (got != static_cast<ssize_t>(sizeof(head)) ||
+      std::memcmp(head, "SQLite format 3", sizeof(head)) != 0) {
+    return FailedPrecondition(refuse + std::to_string(st.st_size) + " bytes, not SQLite" + hint);
+  }
+  sqlite3* raw = nullptr;
+  int rc = sqlite3_open_v2(location.open_path.c_str(), &raw,
+                           SQLITE_OPEN_READONLY | (location.no_links ? SQLITE_OPEN_NOFOLLOW : 0),
+                           nullptr);
+  ScopedDb db(raw);
+  if (rc != SQLITE_OK) return Status::Ok();  // the open for writing says why
+  sqlite3_busy_timeout(db.get(), 5000);
+  StatusOr<int64_t> tables = QueryInt(db.get(), "SELECT COUNT(*) FROM sqlite_master", 0);
+  StatusOr<int64_t> meta = QueryInt(
+      db.get(), "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='meta'", 0);
+  if (tables.ok() && meta.ok() && *tables > 0 && *meta == 0) {
+    return FailedPrecondition(refuse + "another program's SQLite file: no meta table" + hint);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& path,
@@ -74,6 +111,7 @@ StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& pa
   // Every file SQLite makes (the -wal, -shm, a -journal) is made with the owner's identity
   // where the owner controls the directory; the writer thread inherits it (started below).
   ScopedFsIdentity as_owner(location);
+  RETURN_IF_ERROR(RefuseForeignFile(location, path));
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(location.open_path.c_str(), &raw,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
@@ -120,6 +158,9 @@ StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& pa
       CreateOrMigrateSchema(db.get(), options.migration_progress).WithContext("database " + path));
   std::unique_ptr<StoreWriter> writer(new StoreWriter(path, options, std::move(db)));
   writer->location_ = location;
+  if (struct stat st {}; lstat(location.open_path.c_str(), &st) == 0) {
+    writer->file_ = {location, st.st_dev, st.st_ino};
+  }
   RETURN_IF_ERROR(writer->PrepareStatements());
   ASSIGN_OR_RETURN(int64_t max_string,
                    QueryInt(writer->db_.get(), "SELECT MAX(id) FROM strings", 0));

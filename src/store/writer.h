@@ -121,6 +121,9 @@ class StoreWriter {
   WriterStats stats() const;
   int64_t session_id() const { return session_id_; }
   const std::string& path() const { return path_; }
+  // The file this writer opened (device 0 when it could not be told); readers of the same
+  // recording open it with StoreReader::OpenWritten.
+  const DatabaseFile& file() const { return file_; }
 
  private:
   // One event of the batch being committed: its timestamp and index, sorted by timestamp.
@@ -149,6 +152,7 @@ class StoreWriter {
 
   std::string path_;
   DatabaseLocation location_;  // where and as whom the files are written (db_location.h)
+  DatabaseFile file_;
   WriterOptions options_;
   ScopedDb db_;
   ScopedStmt insert_chunk_, upsert_process_, insert_snapshot_, upsert_rollup_, insert_string_;

@@ -10,6 +10,12 @@
 #   6. a race: the user swaps ~/.gpuwhy itself for a symlink to a root-only directory;
 #   7. root (no sudo) with the user's HOME, the symlink of 1 planted;
 #   8. (reading) root's recording in a root-owned directory, shared with chmod;
+#   9. `trace --prometheus`: while it records, the user swaps ~/.gpuwhy/gpuwhy.db for a link to a
+#      root-only recording; the periodic analysis must not read it (nor make -wal/-shm there);
+#  10. --db naming an existing file that is not a gpuwhy database (text, a 1-byte file, another
+#      program's SQLite file): refused, the file untouched;
+#  11. under sudo, --nvml-lib naming a library the user can change (trace and check): refused
+#      before it is loaded; a root-owned one still loads;
 # and that the honest case still works: the user's database is theirs, 0600 in a 0700 dir,
 # readable by them without root.
 # Usage: db_path_security_e2e.sh GPUWHY
@@ -192,5 +198,62 @@ chmod 0644 "$SHARED/r.db"; rm -f "$SHARED/r.db-shm" "$SHARED/r.db-wal"
 n=$(cd / && as_user "$GPUWHY" query --db "$SHARED/r.db" --csv "SELECT COUNT(*) FROM sessions" 2>&1 | tail -1)
 [ "$n" = "1" ] && pass "shared root recording in a root-owned dir reads without root" \
   || fail "shared read: $n"
+
+# ---- 9. trace --prometheus: the recording swapped for a link to root's -----------------------
+# Before: the analysis reopened the path as root, served the root-only recording's findings
+# on /metrics and made its -wal/-shm in the root-only dir.
+reset_home
+env -u SUDO_USER -u SUDO_UID "$GPUWHY" demo cpu-contention --keep "$ROOTONLY/rec.db" > /dev/null 2>&1
+chmod 0600 "$ROOTONLY/rec.db"
+before=$(ls -A "$ROOTONLY" | sort | tr '\n' ' ')
+PORT=$((20000 + $$ % 20000))
+SUDO_USER=$U HOME=/root "$GPUWHY" trace --duration 16s --quiet --prometheus "127.0.0.1:$PORT" \
+  --prometheus-analysis 10s > "$WORK/prom.out" 2>&1 &
+TRACE=$!; PIDS="$PIDS $TRACE"
+for _ in $(seq 100); do [ -s "$H/.gpuwhy/gpuwhy.db" ] && break; sleep 0.2; done
+as_user mv "$H/.gpuwhy/gpuwhy.db" "$H/.gpuwhy/moved.db"
+as_user ln -s "$ROOTONLY/rec.db" "$H/.gpuwhy/gpuwhy.db"
+page=""
+for _ in $(seq 30); do
+  page=$(/usr/bin/python3 -c "import urllib.request,sys; print(urllib.request.urlopen('http://127.0.0.1:$PORT/metrics', timeout=3).read().decode())" 2>/dev/null)
+  echo "$page" | grep -qE '^gpuwhy_analysis_(runs|errors)_total [1-9]' && break
+  sleep 1
+done
+wait "$TRACE"
+if echo "$page" | grep -qE '^gpuwhy_analysis_(runs|errors)_total [1-9]' \
+   && ! echo "$page" | grep -q '^gpuwhy_finding_severity{'; then
+  pass "prometheus analysis did not read the linked root-only recording ($(echo "$page" | grep -E '^gpuwhy_analysis_(runs|errors)_total' | tr '\n' ' '))"
+else
+  fail "prometheus analysis after the swap" "$(echo "$page" | grep -E '^gpuwhy_(analysis|finding)')"
+fi
+after=$(ls -A "$ROOTONLY" | sort | tr '\n' ' ')
+[ "$before" = "$after" ] && [ -z "$(find "$ROOTONLY" -user "$U")" ] \
+  && pass "no -wal/-shm made beside the root-only recording" || fail "root-only dir changed: $before -> $after"
+rm -f "$ROOTONLY/rec.db"
+
+# ---- 10. --db naming a file that is not a gpuwhy database -------------------------------------
+printf 'root config\n' > "$ROOTONLY/conf"; printf 'x' > "$ROOTONLY/one"
+/usr/bin/python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('create table t(x)'); c.commit()" "$ROOTONLY/app.db"
+for f in conf one app.db; do
+  sum=$(sha256sum "$ROOTONLY/$f" | cut -d' ' -f1)
+  out=$(env -u SUDO_USER "$GPUWHY" trace --duration 1s --quiet --db "$ROOTONLY/$f" 2>&1); rc=$?
+  [ $rc -ne 0 ] && echo "$out" | grep -q "not a gpuwhy database" \
+    && [ "$(sha256sum "$ROOTONLY/$f" | cut -d' ' -f1)" = "$sum" ] && [ ! -e "$ROOTONLY/$f-wal" ] \
+    && pass "--db $f (not a gpuwhy database): refused, untouched" || fail "--db $f rc=$rc: $out"
+  rm -f "$ROOTONLY/$f" "$ROOTONLY/$f-wal" "$ROOTONLY/$f-shm"
+done
+
+# ---- 11. --nvml-lib a library the user can change -------------------------------------------
+LIBM=$(ldconfig -p | sed -n 's/.*libm.so.6 (libc6,x86-64) => //p' | head -1)
+cp "$LIBM" "$H/nvml.so"; chown "$U:$U" "$H/nvml.so"
+for cmd in trace check; do
+  extra=""; [ $cmd = trace ] && extra="--duration 1s --quiet --record=false"
+  out=$(SUDO_USER=$U SUDO_UID=$UID_U HOME=/root "$GPUWHY" $cmd $extra --nvml-lib "$H/nvml.so" 2>&1); rc=$?
+  [ $rc -ne 0 ] && echo "$out" | grep -q "another user can change" \
+    && pass "sudo $cmd --nvml-lib owned by the user: refused before loading" || fail "sudo $cmd --nvml-lib rc=$rc: $out"
+done
+out=$(SUDO_USER=$U SUDO_UID=$UID_U HOME=/root "$GPUWHY" check --nvml-lib "$LIBM" 2>&1)
+echo "$out" | grep -q "another user can change" && fail "a root-owned --nvml-lib refused: $out" \
+  || pass "a root-owned --nvml-lib is loaded under sudo"
 
 e2e_finish db_path_security_e2e
