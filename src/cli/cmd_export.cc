@@ -141,7 +141,7 @@ int RunExport(const Args& args) {
 
   auto reader = StoreReader::Open(DatabasePath(flags));
   if (!reader.ok()) return ReportError(reader.status());
-  auto out = OutputFile::Create(path);
+  auto out = OutputFile::Create(path, OutputFile::ModeOf(DatabasePath(flags)));
   if (!out.ok()) return ReportError(out.status());
   const std::string shown = path == "-" ? "standard output" : path;
 

@@ -40,7 +40,7 @@ int RunReport(const Args& args) {
   options.version = VersionString();
   auto reader = StoreReader::Open(options.db_path);
   if (!reader.ok()) return ReportError(reader.status());
-  auto out = OutputFile::Create(path);
+  auto out = OutputFile::Create(path, OutputFile::ModeOf(options.db_path));
   if (!out.ok()) return ReportError(out.status());
   StatusOr<HtmlReportSummary> sum = WriteHtmlReport(**reader, options, out->get());
   if (!sum.ok()) return ReportError(sum.status());

@@ -7,19 +7,29 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "store/db_location.h"
+
 namespace gw {
 
 namespace {
 constexpr size_t kBufferBytes = 1 << 20;
 }
 
-StatusOr<std::unique_ptr<OutputFile>> OutputFile::Create(const std::string& path) {
+mode_t OutputFile::ModeOf(const std::string& db_path) {
+  struct stat st {};
+  return stat(db_path.c_str(), &st) == 0 ? (st.st_mode & 0666) : 0666;
+}
+
+StatusOr<std::unique_ptr<OutputFile>> OutputFile::Create(const std::string& path, mode_t mode) {
   if (path.empty()) return InvalidArgument("-o needs a file name");
   if (path == "-") {
     int fd = dup(STDOUT_FILENO);
     if (fd < 0) return ErrnoStatus("write to standard output", errno);
     return std::unique_ptr<OutputFile>(new OutputFile(path, "", ScopedFd(fd)));
   }
+  DatabaseOwner user = InvokingDatabaseOwner();
+  bool as_user = geteuid() == 0 && user.uid != 0;
+  ScopedFsIdentity identity(as_user, user.uid, user.gid);
   struct stat st {};
   if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     return InvalidArgument("-o " + path + " is a directory — hint: give a file name");
@@ -27,17 +37,26 @@ StatusOr<std::unique_ptr<OutputFile>> OutputFile::Create(const std::string& path
   std::string temp = path + ".tmp-XXXXXX";
   int fd = mkstemp(temp.data());
   if (fd < 0) {
-    return ErrnoStatus("create " + path, errno);
+    return ErrnoStatus(
+        "create " + path + (as_user ? " (written as " + user.name + ", who ran sudo)" : ""),
+        errno);
   }
-  // mkstemp makes the file 0600; give it the mode a plain create would (0666 less the umask).
+  // mkstemp makes the file 0600; give it the mode asked for, less the umask.
   mode_t mask = umask(0);
   umask(mask);
-  fchmod(fd, 0666 & ~mask);
-  return std::unique_ptr<OutputFile>(new OutputFile(path, temp, ScopedFd(fd)));
+  fchmod(fd, mode & 0666 & ~mask);
+  std::unique_ptr<OutputFile> file(new OutputFile(path, temp, ScopedFd(fd)));
+  file->as_user_ = as_user;
+  file->uid_ = user.uid;
+  file->gid_ = user.gid;
+  return file;
 }
 
 OutputFile::~OutputFile() {
-  if (!committed_ && !temp_path_.empty()) unlink(temp_path_.c_str());
+  if (!committed_ && !temp_path_.empty()) {
+    ScopedFsIdentity identity(as_user_, uid_, gid_);
+    unlink(temp_path_.c_str());
+  }
 }
 
 void OutputFile::Write(std::string_view bytes) {
@@ -70,6 +89,7 @@ Status OutputFile::Commit() {
   }
   int fd = static_cast<int>(fd_.Release());
   if (close(fd) != 0) return ErrnoStatus("write " + path_, errno);
+  ScopedFsIdentity identity(as_user_, uid_, gid_);
   if (rename(temp_path_.c_str(), path_.c_str()) != 0) {
     return ErrnoStatus("rename " + temp_path_ + " to " + path_, errno);
   }

@@ -16,6 +16,9 @@
 #      program's SQLite file): refused, the file untouched;
 #  11. under sudo, --nvml-lib naming a library the user can change (trace and check): refused
 #      before it is loaded; a root-owned one still loads;
+#  12. `sudo gpuwhy report/export -o`: the output of the user's 0600 recording is theirs and
+#      0600, and a race swapping the output directory for a link to a root-only directory
+#      leaves nothing there;
 # and that the honest case still works: the user's database is theirs, 0600 in a 0700 dir,
 # readable by them without root.
 # Usage: db_path_security_e2e.sh GPUWHY
@@ -255,5 +258,27 @@ done
 out=$(SUDO_USER=$U SUDO_UID=$UID_U HOME=/root "$GPUWHY" check --nvml-lib "$LIBM" 2>&1)
 echo "$out" | grep -q "another user can change" && fail "a root-owned --nvml-lib refused: $out" \
   || pass "a root-owned --nvml-lib is loaded under sudo"
+
+# ---- 12. report / export -o under sudo --------------------------------------------------------
+# Before: the outputs were root's and 0644 (Perfetto files hold command lines), and root left
+# r.html.tmp-* files (or r.html) in the root-only directory the user's link pointed to.
+reset_home
+SUDO_USER=$U "$GPUWHY" demo cpu-contention --keep "$H/.gpuwhy/gpuwhy.db" > /dev/null 2>&1
+for what in "report -o $H/r.html" "export --format perfetto -o $H/t.pftrace"; do
+  file=${what##* }
+  (cd / && SUDO_USER=$U "$GPUWHY" ${what% -o*} --db "$H/.gpuwhy/gpuwhy.db" -o "$file" > /dev/null 2>&1)
+  [ "$(stat -c %U:%a "$file" 2>&1)" = "$U:600" ] && pass "sudo ${what%% *} of a 0600 recording: $U's, 0600" \
+    || fail "sudo ${what%% *} -o: $(stat -c %U:%a "$file" 2>&1)"
+done
+as_user mkdir "$H/out.real"
+as_user_bg bash -c "while :; do ln -sfn '$ROOTONLY' '$H/out.new'; mv -T '$H/out.new' '$H/out'
+    ln -sfn '$H/out.real' '$H/out.new'; mv -T '$H/out.new' '$H/out'; done"
+RACER=${PIDS##* }
+for i in $(seq 12); do
+  (cd / && SUDO_USER=$U "$GPUWHY" report --db "$H/.gpuwhy/gpuwhy.db" -o "$H/out/r.html" > /dev/null 2>&1)
+done
+kill "$RACER" 2>/dev/null; wait "$RACER" 2>/dev/null
+rootonly_clean && pass "report -o race: nothing written in the root-only dir (12 runs)" \
+  || fail "report -o race: root-only dir: $(ls -la "$ROOTONLY")"
 
 e2e_finish db_path_security_e2e
