@@ -5,7 +5,7 @@
 #   - cudaStreamSync rows point at the exact line of train_loop.py that calls it, with
 #     train ← main ← <module> up the stack (the executing lines, not the functions' first lines);
 #   - `explain` prints "Top cudaStreamSync callers" with that line and its source text, and
-#     "Top sched_switch victims" with the DataLoader workers preempted in augment_batch (called by produce_batch);
+#     "Top sched_switch victims" with the DataLoader workers preempted in augment_batch;
 #   - `explain --json` carries the same.
 # Then the native C++ loop (frame pointers, -g): the sync's caller resolves to train_loop.cc
 # and the line of the call.
@@ -97,7 +97,7 @@ for py in "${pythons[@]}"; do
   fi
   # Workers pinned with a competitor on their CPU are preempted while producing batches.
   victim=$(sed -n '/^Top sched_switch victims/,/^$/p' "$WORK/$name.explain" \
-           | grep -E "^  train_loop.py:[0-9]+ in augment_batch → produce_batch" | head -1)
+           | grep -E "^  train_loop.py:[0-9]+ in augment_batch → pt_data_worker" | head -1)
   preempted=$(echo "$victim" | sed -nE 's/.*preempted ([0-9,]+) times.*/\1/p' | tr -d ,)
   [ "${preempted:-0}" -gt 0 ] && pass "$name: victim ${victim%%|*}(preempted $preempted)" \
     || fail "$name: no preempted DataLoader site: $(sed -n '/^Top sched_switch victims/,/^$/p' "$WORK/$name.explain")"
