@@ -1,5 +1,10 @@
 // Unit tests of the causal engine on hand-built windows (no database).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -967,6 +972,47 @@ TEST(CallersTest, NoStacksNoSections) {
   nlohmann::json j = nlohmann::json::parse(ReportToJson(r));
   EXPECT_TRUE(j["callers"].empty());
   EXPECT_TRUE(j["sched_victims"].is_null());
+}
+
+// Issue 32 item 10: the source file a caller line is read from is named by the traced job. Its
+// text is printed as one line without escapes; a FIFO does not hang explain; under sudo a file
+// only root can read is not shown to the invoking user.
+TEST(CallersTest, SourceLinesAreReadSafelyFromWhatTheJobNamed) {
+  char tmpl[] = "/tmp/gw_callers_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  auto site_for = [](const std::string& file) {
+    CallSite site;
+    site.file = file;
+    site.line = 1;
+    return site;
+  };
+  { std::ofstream(dir + "/a.py") << "  x = 1\x1b]0;t\x07\r\n"; }
+  ASSERT_EQ(mkfifo((dir + "/fifo.py").c_str(), 0666), 0);
+  { std::ofstream(dir + "/secret.py") << "root only\n"; }
+  chmod((dir + "/secret.py").c_str(), 0600);
+  chmod(dir.c_str(), 0755);
+  Report r;
+  r.callers.resize(1);
+  r.callers[0].sites = {site_for(dir + "/a.py"), site_for(dir + "/fifo.py")};
+  FillSourceLines(&r);  // before the fix: blocked forever opening the FIFO
+  EXPECT_EQ(r.callers[0].sites[0].source_line, "x = 1?]0;t?");
+  EXPECT_EQ(r.callers[0].sites[1].source_line, "");
+  if (geteuid() == 0) {  // as root directly, root's files are root's to see
+    r.callers[0].sites = {site_for(dir + "/secret.py")};
+    FillSourceLines(&r);
+    EXPECT_EQ(r.callers[0].sites[0].source_line, "root only");
+    setenv("SUDO_UID", "65534", 1);  // sudo for nobody: read as nobody
+    setenv("SUDO_GID", "65534", 1);
+    setenv("SUDO_USER", "nobody", 1);
+    r.callers[0].sites = {site_for(dir + "/secret.py"), site_for(dir + "/a.py")};
+    FillSourceLines(&r);
+    unsetenv("SUDO_UID");
+    unsetenv("SUDO_GID");
+    unsetenv("SUDO_USER");
+    EXPECT_EQ(r.callers[0].sites[0].source_line, "") << "a root-only file reached nobody's report";
+    EXPECT_EQ(r.callers[0].sites[1].source_line, "x = 1?]0;t?");
+  }
+  (void)system(("rm -rf " + dir).c_str());
 }
 
 

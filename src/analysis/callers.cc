@@ -1,12 +1,18 @@
 #include "analysis/callers.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <unordered_map>
 
 #include "analysis/facts.h"
 #include "analysis/format.h"
+#include "base/text.h"
+#include "base/trusted_path.h"
+#include "store/db_location.h"
 
 namespace gw {
 
@@ -15,6 +21,8 @@ namespace {
 constexpr size_t kMaxOps = 3;    // caller sections
 constexpr size_t kMaxSites = 5;  // sites per section
 constexpr size_t kMaxSourceChars = 120;
+// Source files larger than this are not read for their lines (a script is far smaller).
+constexpr off_t kMaxSourceFileBytes = 64 << 20;
 
 // Library code: installed packages and the interpreter's standard library
 // (".../lib/python3.12/..."), plus pseudo-files such as "<frozen runpy>".
@@ -245,19 +253,50 @@ void AddCallerSections(const WindowData& w, const std::set<int32_t>& pids, Repor
   }
 }
 
+namespace {
+
+// The lines of a traced job's source file, empty when it cannot be read. The path is the job's
+// to choose (a code object may claim to come from /etc/shadow), and explain runs as root: under
+// sudo the file is read with the invoking user's identity, so the report shows only what that
+// user could read anyway, and only a regular file is read (a FIFO or a device would block or
+// never end).
+std::vector<std::string> ReadSourceLines(const std::string& path) {
+  std::vector<std::string> lines;
+  DatabaseOwner user = InvokingDatabaseOwner();
+  ScopedFsIdentity as_user(RunningUnderSudo(), user.uid, user.gid);
+  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return lines;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > kMaxSourceFileBytes) {
+    close(fd);
+    return lines;
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    ssize_t n = read(fd, text.data() + got, text.size() - got);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  text.resize(got);
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    lines.push_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return lines;
+}
+
+}  // namespace
+
 void FillSourceLines(Report* report) {
   std::map<std::string, std::vector<std::string>> files;  // path → lines (empty: unreadable)
   auto fill = [&](CallSite& site) {
     if (site.file.empty() || site.line <= 0) return;
     auto it = files.find(site.file);
-    if (it == files.end()) {
-      std::vector<std::string> lines;
-      std::ifstream in(site.file);
-      for (std::string line; in && std::getline(in, line) && lines.size() < 1'000'000;) {
-        lines.push_back(std::move(line));
-      }
-      it = files.emplace(site.file, std::move(lines)).first;
-    }
+    if (it == files.end()) it = files.emplace(site.file, ReadSourceLines(site.file)).first;
     if (static_cast<size_t>(site.line) > it->second.size()) return;
     std::string text = it->second[static_cast<size_t>(site.line) - 1];
     size_t begin = text.find_first_not_of(" \t");
@@ -265,7 +304,7 @@ void FillSourceLines(Report* report) {
     if (begin == std::string::npos) return;
     text = text.substr(begin, end - begin + 1);
     if (text.size() > kMaxSourceChars) text = text.substr(0, kMaxSourceChars - 3) + "...";
-    site.source_line = text;
+    site.source_line = TerminalSafe(text);  // the file's text is the job's: one line, no escapes
   };
   for (CallerSection& section : report->callers) {
     for (CallSite& site : section.sites) fill(site);

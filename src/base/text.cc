@@ -113,6 +113,30 @@ std::string EscapeC1InJson(std::string json) {
   return out;
 }
 
+std::string RedactUrlPasswords(std::string_view text) {
+  std::string out;
+  size_t pos = 0;
+  for (size_t scheme; (scheme = text.find("://", pos)) != std::string_view::npos;) {
+    size_t start = scheme + 3;
+    // The userinfo ends at the URL's last '@' (a password may hold '/', '?' or '@' unescaped,
+    // as the URL parsers here take it), the URL at white space.
+    size_t end = text.find_first_of(" \t\n", start);
+    if (end == std::string_view::npos) end = text.size();
+    size_t at = text.rfind('@', end == 0 ? 0 : end - 1);
+    size_t colon = text.find(':', start);
+    if (at != std::string_view::npos && at >= start && at < end && colon < at) {
+      out.append(text.substr(pos, colon + 1 - pos));
+      out += "***";
+      pos = at;
+    } else {
+      out.append(text.substr(pos, start - pos));
+      pos = start;
+    }
+  }
+  out.append(text.substr(pos));
+  return out;
+}
+
 std::string ShellQuote(std::string_view text) {
   bool plain = !text.empty();
   for (char c : text) {

@@ -28,6 +28,10 @@ std::string EscapeC1InJson(std::string json);
 // True when TerminalSafe would return the text unchanged (the cheap common case).
 bool IsTerminalSafe(std::string_view text);
 
+// `text` with the password of every URL in it ("scheme://user:PASSWORD@host") written as ***:
+// for command lines that are stored, sent or printed (trace --sink clickhouse://u:pw@…).
+std::string RedactUrlPasswords(std::string_view text);
+
 // `text` as one word for a POSIX shell, for commands printed to be copied: unchanged when it
 // has only characters no shell treats specially (letters, digits, / . _ - + : , = @ %),
 // otherwise in single quotes with each ' written as '\''.

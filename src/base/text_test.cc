@@ -65,5 +65,17 @@ TEST(EscapeC1InJson, WritesC1ControlsAsEscapes) {
             "{\"a\": \"x\\u009b31m \xC2\xB5s\"}");  // µ (U+00B5) stays
 }
 
+TEST(RedactUrlPasswords, HidesPasswordsOnlyInUrls) {
+  EXPECT_EQ(RedactUrlPasswords("gpuwhy trace --sink clickhouse://admin:s3cr:et@h:8123/db -- x"),
+            "gpuwhy trace --sink clickhouse://admin:***@h:8123/db -- x");
+  EXPECT_EQ(RedactUrlPasswords("a http://u:p@h b clickhouse://v:q@[::1]"),
+            "a http://u:***@h b clickhouse://v:***@[::1]");
+  EXPECT_EQ(RedactUrlPasswords("clickhouse://user@h/db"), "clickhouse://user@h/db");
+  EXPECT_EQ(RedactUrlPasswords("clickhouse://h:9000/db x@y"), "clickhouse://h:9000/db x@y");
+  EXPECT_EQ(RedactUrlPasswords("user:pw@host ://"), "user:pw@host ://");
+  EXPECT_EQ(RedactUrlPasswords("clickhouse://a:p@w@h"), "clickhouse://a:***@h");
+  EXPECT_EQ(RedactUrlPasswords("clickhouse://a:p/w?x@h/db"), "clickhouse://a:***@h/db");
+}
+
 }  // namespace
 }  // namespace gw

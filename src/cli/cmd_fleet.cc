@@ -82,7 +82,7 @@ int RunClickHouseQuery(const FlagSet& flags, const std::string& sql_in, TableFor
   ClickHouseClient client(*url);
   StatusOr<std::string> body =
       client.Query(sql + " FORMAT TabSeparatedWithNamesAndTypes", database, timeout_ms,
-                   int64_t{1} << 30, settings);
+                   kMaxQueryResponseBytes, settings);
   if (!body.ok()) return ReportError(body.status());
   std::vector<TsvRow> rows = ParseTsv(*body);
   Table table;

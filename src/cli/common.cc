@@ -1,5 +1,6 @@
 #include <cstdio>
 
+#include "base/text.h"
 #include "cli/commands.h"
 #include "store/writer.h"
 
@@ -104,6 +105,9 @@ void SetCommandLine(int argc, char** argv) {
     if (i) g_command_line += ' ';
     g_command_line += argv[i];
   }
+  // Stored in sessions.command_line, sent to ClickHouse, shown by sessions and MCP: never with
+  // the password of a URL given on the command line.
+  g_command_line = RedactUrlPasswords(g_command_line);
 }
 
 }  // namespace gw

@@ -1,7 +1,14 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <thread>
+
+#include "base/text.h"
 #include "clickhouse/client.h"
 #include "clickhouse/import.h"
 #include "clickhouse/schema.h"
@@ -32,6 +39,127 @@ TEST(ClickHouseUrlTest, RefusesWhatWouldReachTheSqlOrTheWrongServer) {
                           "clickhouse://h/1db", "clickhouse://h ost/db"}) {
     EXPECT_FALSE(ParseClickHouseUrl(bad).ok()) << bad;
   }
+}
+
+// Issue 32 item 2: a password never reaches an error message, and one may come from the
+// environment or a file so that none is in argv.
+TEST(ClickHouseUrlTest, PasswordsStayOutOfMessagesAndArgv) {
+  auto bad = ParseClickHouseUrl("clickhouse://admin:PW-s3cret@127.0.0.1:99999/x");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message().find("PW-s3cret"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("clickhouse://admin:***@127.0.0.1:99999/x"),
+            std::string::npos) << bad.status().message();
+  auto slash = ParseClickHouseUrl("clickhouse://admin:p/w@q@h:9000/db");
+  ASSERT_TRUE(slash.ok()) << slash.status().message();
+  EXPECT_EQ(slash->password, "p/w@q");
+  EXPECT_EQ(slash->database, "db");
+
+  setenv("GPUWHY_CLICKHOUSE_PASSWORD", "from-env", 1);
+  auto env = ParseClickHouseUrl("clickhouse://admin@h/db");
+  unsetenv("GPUWHY_CLICKHOUSE_PASSWORD");
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(env->password, "from-env");
+  char tmpl[] = "/tmp/gw_ch_pw_XXXXXX";
+  int fd = mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, "from-file\nsecond line\n", 22), 22);
+  close(fd);
+  setenv("GPUWHY_CLICKHOUSE_PASSWORD_FILE", tmpl, 1);
+  auto file = ParseClickHouseUrl("clickhouse://admin@h/db");
+  auto given = ParseClickHouseUrl("clickhouse://admin:in-url@h/db");
+  setenv("GPUWHY_CLICKHOUSE_PASSWORD_FILE", "/nonexistent/pw", 1);
+  auto missing = ParseClickHouseUrl("clickhouse://admin@h/db");
+  unsetenv("GPUWHY_CLICKHOUSE_PASSWORD_FILE");
+  unlink(tmpl);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_EQ(file->password, "from-file");
+  ASSERT_TRUE(given.ok());
+  EXPECT_EQ(given->password, "in-url");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("GPUWHY_CLICKHOUSE_PASSWORD_FILE"), std::string::npos);
+}
+
+// A server that answers one request with `response` (issue 32 items 6 and 9: what a hostile or
+// man-in-the-middle ClickHouse sends over plain HTTP).
+class CannedServer {
+ public:
+  explicit CannedServer(std::string response) : response_(std::move(response)) {
+    listen_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    EXPECT_EQ(bind(listen_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(listen(listen_, 4), 0);
+    getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] {
+      int c = accept(listen_, nullptr, nullptr);
+      if (c < 0) return;
+      std::string in;
+      char buf[4096];
+      while (in.find("\r\n\r\n") == std::string::npos) {
+        ssize_t n = recv(c, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        in.append(buf, static_cast<size_t>(n));
+      }
+      for (size_t off = 0; off < response_.size();) {
+        ssize_t n = send(c, response_.data() + off, response_.size() - off, MSG_NOSIGNAL);
+        if (n <= 0) break;
+        off += static_cast<size_t>(n);
+      }
+      close(c);
+    });
+  }
+  ~CannedServer() {
+    shutdown(listen_, SHUT_RDWR);
+    thread_.join();
+    close(listen_);
+  }
+  ClickHouseClient Client() const {
+    auto url = ParseClickHouseUrl("clickhouse://127.0.0.1:" + std::to_string(port_) + "/db");
+    EXPECT_TRUE(url.ok());
+    return ClickHouseClient(*url);
+  }
+
+ private:
+  std::string response_;
+  int listen_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+TEST(ClickHouseClientTest, ChunkSizesThatWrapAreAnErrorNotACrash) {
+  for (const char* size : {"ffffffffffffffff", "fffffffffffffffe", "10000000000000000", "zz", ""}) {
+    CannedServer server(std::string("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n") +
+                        size + "\r\nabc\r\n0\r\n\r\n");
+    StatusOr<std::string> got = server.Client().Query("SELECT 1");
+    EXPECT_FALSE(got.ok()) << size;
+  }
+  CannedServer fine("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n");
+  StatusOr<std::string> got = fine.Client().Query("SELECT 1");
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(*got, "abcde");
+}
+
+TEST(ClickHouseClientTest, AnswersLongerThanTheCapAreRefused) {
+  std::string body(kMaxQueryResponseBytes + (1 << 20), '1');
+  CannedServer server("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) +
+                      "\r\n\r\n" + body);
+  StatusOr<std::string> got = server.Client().Query("SELECT 1");
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find("larger than 64 MiB"), std::string::npos)
+      << got.status().message();
+}
+
+TEST(ClickHouseClientTest, EscapesInAnErrorBodyDoNotReachTheTerminal) {
+  CannedServer server(
+      "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 31\r\n\r\n"
+      "Code: 1. \x1b]0;pwned\x07\x1b[2J\xc2\x9b" "31m!!!");
+  StatusOr<std::string> got = server.Client().Query("SELECT 1");
+  ASSERT_FALSE(got.ok());
+  EXPECT_TRUE(IsTerminalSafe(got.status().message())) << got.status().message();
+  EXPECT_NE(got.status().message().find("Code: 1."), std::string::npos);
 }
 
 TEST(ClickHouseSchemaTest, NodeNamesAreCheckedAndViewDatabasesNeverCollide) {

@@ -1,6 +1,17 @@
 #include "clickhouse/client.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
+
+#include "base/scoped.h"
+#include "base/text.h"
+#include "base/trusted_path.h"
+#include "store/db_location.h"
 
 namespace gw {
 
@@ -10,15 +21,57 @@ std::string ClickHouseUrl::Display() const {
   return out + endpoint.host + ":" + std::to_string(endpoint.port) + "/" + database;
 }
 
+namespace {
+
+// The password a URL leaves out: $GPUWHY_CLICKHOUSE_PASSWORD, else the first line of the file
+// $GPUWHY_CLICKHOUSE_PASSWORD_FILE names, else none. Either keeps it out of argv, where every
+// user of the host can read it (ps, /proc/PID/cmdline). Under sudo the file is read as the
+// invoking user: root must not send a file that user cannot read to a server the user chose.
+StatusOr<std::string> PasswordFromEnvironment() {
+  if (const char* pw = std::getenv("GPUWHY_CLICKHOUSE_PASSWORD"); pw != nullptr && *pw != '\0') {
+    return std::string(pw);
+  }
+  const char* file = std::getenv("GPUWHY_CLICKHOUSE_PASSWORD_FILE");
+  if (file == nullptr || *file == '\0') return std::string();
+  const std::string what = "GPUWHY_CLICKHOUSE_PASSWORD_FILE '" + TerminalSafe(file) + "'";
+  DatabaseOwner user = InvokingDatabaseOwner();
+  ScopedFsIdentity as_user(RunningUnderSudo(), user.uid, user.gid);
+  ScopedFd fd(open(file, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!fd) return ErrnoStatus(what, errno);
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return InvalidArgument(what + " is not a regular file");
+  }
+  char buf[4096];
+  ssize_t n = read(fd.get(), buf, sizeof buf);
+  if (n < 0) return ErrnoStatus(what, errno);
+  std::string pw(buf, static_cast<size_t>(n));
+  pw = pw.substr(0, pw.find_first_of("\r\n"));
+  if (pw.empty()) return InvalidArgument(what + " holds no password on its first line");
+  return pw;
+}
+
+}  // namespace
+
 StatusOr<ClickHouseUrl> ParseClickHouseUrl(const std::string& text) {
   const std::string scheme = "clickhouse://";
   auto bad = [&](const std::string& why) {
-    return InvalidArgument("bad ClickHouse URL '" + text + "': " + why +
+    return InvalidArgument("bad ClickHouse URL '" + TerminalSafe(RedactUrlPasswords(text)) +
+                           "': " + why +
                            " — expected clickhouse://[USER[:PASSWORD]@]HOST[:PORT][/DATABASE]");
   };
   if (text.compare(0, scheme.size(), scheme) != 0) return bad("it must start with clickhouse://");
   std::string rest = text.substr(scheme.size());
   ClickHouseUrl url;
+  // The credentials end at the last '@' (a database name holds none): a password may hold any
+  // character, '/' and '@' included.
+  if (size_t at = rest.rfind('@'); at != std::string::npos) {
+    std::string credentials = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    size_t colon = credentials.find(':');
+    url.user = credentials.substr(0, colon);
+    if (colon != std::string::npos) url.password = credentials.substr(colon + 1);
+  }
   if (size_t slash = rest.find('/'); slash != std::string::npos) {
     url.database = rest.substr(slash + 1);
     rest.resize(slash);
@@ -31,13 +84,6 @@ StatusOr<ClickHouseUrl> ParseClickHouseUrl(const std::string& text) {
   }
   if (std::isdigit(static_cast<unsigned char>(url.database[0]))) {
     return bad("the database name must not start with a digit");
-  }
-  if (size_t at = rest.rfind('@'); at != std::string::npos) {
-    std::string credentials = rest.substr(0, at);
-    rest = rest.substr(at + 1);
-    size_t colon = credentials.find(':');
-    url.user = credentials.substr(0, colon);
-    if (colon != std::string::npos) url.password = credentials.substr(colon + 1);
   }
   url.endpoint.port = 8123;
   if (size_t colon = rest.rfind(':'); colon != std::string::npos && rest.back() != ']') {
@@ -56,6 +102,9 @@ StatusOr<ClickHouseUrl> ParseClickHouseUrl(const std::string& text) {
     }
   }
   url.endpoint.host = rest;
+  if (url.password.empty()) {
+    ASSIGN_OR_RETURN(url.password, PasswordFromEnvironment());
+  }
   return url;
 }
 
@@ -138,6 +187,7 @@ StatusOr<std::string> ClickHouseClient::Send(const std::string& query_param,
       message.pop_back();
     }
     if (message.size() > 600) message = message.substr(0, 600) + "…";
+    message = TerminalSafe(message);  // the server's text: no escapes reach the terminal
     // 5xx from a server that is starting or overloaded is transient; a bad statement is not.
     bool syntax = message.find("Code: 62") != std::string::npos ||
                   message.find("Code: 47") != std::string::npos ||

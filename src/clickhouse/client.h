@@ -31,6 +31,9 @@ struct TsvRow {
 // Splits a TabSeparated body into rows (ClickHouse's escapes undone).
 std::vector<TsvRow> ParseTsv(const std::string& body);
 
+// The longest answer a query may have (64 MiB): a page of events is about 20 MiB.
+inline constexpr int64_t kMaxQueryResponseBytes = int64_t{64} << 20;
+
 class ClickHouseClient {
  public:
   explicit ClickHouseClient(ClickHouseUrl url) : url_(std::move(url)) {}
@@ -38,9 +41,12 @@ class ClickHouseClient {
   // A statement without a result (DDL). `database` "" = the server's default.
   Status Execute(const std::string& sql, int64_t timeout_ms = 30000) const;
   // A query's TabSeparated result (append FORMAT yourself for other formats).
-  // `settings`: extra URL parameters ("readonly=1&max_result_rows=10").
+  // `settings`: extra URL parameters ("readonly=1&max_result_rows=10"). A longer answer is an
+  // error: the server (or whoever answers in its name over plain HTTP) must not be able to
+  // make the reader allocate without bound; parsed rows take several times the text.
   StatusOr<std::string> Query(const std::string& sql, const std::string& database = "",
-                              int64_t timeout_ms = 30000, int64_t max_bytes = int64_t{1} << 30,
+                              int64_t timeout_ms = 30000,
+                              int64_t max_bytes = kMaxQueryResponseBytes,
                               const std::string& settings = "") const;
   // INSERT INTO table FORMAT TabSeparated with a gzip body. `sent` as in HttpSend.
   Status InsertTsv(const std::string& table, const std::string& tsv, bool* sent = nullptr,

@@ -113,18 +113,36 @@ StatusOr<std::string> ReceiveAll(int fd, Clock::time_point deadline, int64_t max
 
 bool IEquals(const std::string& a, const char* b) { return strcasecmp(a.c_str(), b) == 0; }
 
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// A chunked body, undone. The sizes are the server's to choose: each must be hex that fits,
+// and lie inside what was received (a size near 2^64 once wrapped the arithmetic and grew the
+// output without end).
 StatusOr<std::string> Dechunk(const std::string& raw) {
   std::string out;
   size_t pos = 0;
   for (;;) {
     size_t eol = raw.find("\r\n", pos);
     if (eol == std::string::npos) return Unavailable("truncated chunked response");
-    size_t size = std::strtoul(raw.substr(pos, eol - pos).c_str(), nullptr, 16);
+    size_t size = 0;
+    size_t digits = 0;
+    for (size_t i = pos; i < eol && HexDigit(raw[i]) >= 0; ++i) {
+      if (++digits > 15) return Unavailable("bad chunked response: a chunk size too large");
+      size = size * 16 + static_cast<size_t>(HexDigit(raw[i]));
+    }
+    if (digits == 0) return Unavailable("bad chunked response: no chunk size");
     pos = eol + 2;
     if (size == 0) return out;
-    if (pos + size > raw.size()) return Unavailable("truncated chunked response");
+    if (size > raw.size() - pos) return Unavailable("truncated chunked response");
     out.append(raw, pos, size);
-    pos += size + 2;
+    pos += size;
+    if (raw.size() - pos < 2) return Unavailable("truncated chunked response");
+    pos += 2;
   }
 }
 

@@ -16,6 +16,9 @@ namespace gw {
 
 namespace {
 
+// The shortest page of events read in one query (a page too long for one answer is split).
+constexpr int64_t kMinPageNs = 100'000'000;
+
 int64_t Int(const TsvRow& r, size_t i) {
   if (i >= r.fields.size() || r.null[i]) return kNull;
   return std::strtoll(r.fields[i].c_str(), nullptr, 10);
@@ -178,14 +181,20 @@ StatusOr<ImportResult> ImportRemoteSession(const ClickHouseClient& client,
   std::vector<Event> batch;
   for (int64_t from = lo; hi >= 0 && from <= hi;) {
     int64_t to = from + page_ns;
-    ASSIGN_OR_RETURN(
-        std::string body,
+    StatusOr<std::string> body =
         client.Query("SELECT ts, pid, tid, op, duration_ns, ret, bytes, kind, cpu, other_pid, "
                      "runq_ns, addr, name, stack_id, waker_pid, waker_tid FROM " + db +
                          ".gw_events" + of_session + " AND ts >= " + std::to_string(from) +
                          " AND ts < " + std::to_string(to) + " FORMAT TabSeparated",
-                     "", 120000));
-    std::vector<TsvRow> rows = ParseTsv(body);
+                     "", 120000);
+    // A page longer than a query may answer is read again in shorter pages.
+    if (!body.ok() && body.status().code() == StatusCode::kFailedPrecondition &&
+        page_ns > kMinPageNs) {
+      page_ns = std::max<int64_t>(page_ns / 4, kMinPageNs);
+      continue;
+    }
+    if (!body.ok()) return body.status();
+    std::vector<TsvRow> rows = ParseTsv(*body);
     batch.clear();
     for (const TsvRow& r : rows) {
       std::optional<Op> op = OpFromName(Text(r, 3));
@@ -213,7 +222,7 @@ StatusOr<ImportResult> ImportRemoteSession(const ClickHouseClient& client,
     result.events += static_cast<int64_t>(batch.size());
     if (progress) progress(result.events);
     from = to;
-    if (rows.size() > 400000) page_ns = std::max<int64_t>(page_ns / 2, 100'000'000);
+    if (rows.size() > 400000) page_ns = std::max<int64_t>(page_ns / 2, kMinPageNs);
     if (rows.size() < 100000) page_ns = std::min<int64_t>(page_ns * 2, 600'000'000'000);
   }
 

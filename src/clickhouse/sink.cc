@@ -103,7 +103,7 @@ bool ClickHouseSink::ForwardOnce(bool* idle) {
           "SELECT count() FROM " + db + "." + table + " WHERE node = " +
               ClickHouseQuote(options_.node) + " AND spool = " + std::to_string(spool_) +
               " AND batch = " + std::to_string(e.id),
-          "", options_.request_timeout_ms);
+          "", options_.request_timeout_ms, /*max_bytes=*/4096);  // one number
       if (!found.ok()) {
         Failed(found.status());
         return false;

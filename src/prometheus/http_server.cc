@@ -15,6 +15,9 @@ namespace gw {
 
 namespace {
 
+// Clients taken from the backlog in one turn of the loop (the rest wait for the next turn).
+constexpr size_t kMaxAcceptsPerPoll = 64;
+
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -219,21 +222,96 @@ void HttpServer::Run() {
     std::string in;
     std::string out;
     size_t sent = 0;
+    int64_t accepted_ms = 0;
     int64_t deadline_ms = 0;
   };
   std::vector<Connection> conns;
   std::vector<pollfd> fds;
   char buf[4096];
-  auto respond = [&](Connection& c, const HttpResponse& r, bool head) {
+  auto respond = [&](Connection& c, const HttpResponse& r, bool head, int64_t now) {
     c.out = SerializeResponse(r, head);
     c.sent = 0;
     c.state = State::kWriting;
+    c.deadline_ms = std::max(now, c.accepted_ms + options_.connection_timeout_ms);
   };
+  // Moves one connection on by what `rev` says is possible; false when it is to be closed.
+  auto serve = [&](Connection& c, short rev, int64_t now) -> bool {
+    if (now >= c.deadline_ms) return false;
+    if (c.state == State::kReading && (rev & (POLLIN | POLLHUP | POLLERR))) {
+      size_t room =
+          options_.max_request_bytes + 1 - std::min(c.in.size(), options_.max_request_bytes);
+      ssize_t got = recv(c.fd.get(), buf, std::min(room, sizeof buf), 0);
+      if (got > 0) {
+        c.in.append(buf, static_cast<size_t>(got));
+        HttpRequest req;
+        switch (ParseRequestHead(c.in, options_.max_request_bytes, &req)) {
+          case HeadParse::kIncomplete:
+            break;
+          case HeadParse::kComplete: {
+            HttpResponse r = handler_ ? handler_(req) : HttpResponse{404, "text/plain", ""};
+            respond(c, r, req.method == "HEAD", now);
+            break;
+          }
+          case HeadParse::kBad:
+            respond(c, {400, "text/plain; charset=utf-8", "bad request\n"}, false, now);
+            break;
+          case HeadParse::kTooLarge:
+            respond(c, {431, "text/plain; charset=utf-8", "request head too large\n"}, false, now);
+            break;
+          case HeadParse::kBadVersion:
+            respond(c, {505, "text/plain; charset=utf-8", "HTTP/1.x only\n"}, false, now);
+            break;
+        }
+      } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
+        return false;  // the client went away before a whole request
+      }
+    }
+    if (c.state == State::kWriting && (rev & (POLLOUT | POLLHUP | POLLERR))) {
+      ssize_t put = send(c.fd.get(), c.out.data() + c.sent, c.out.size() - c.sent,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (put > 0) {
+        c.sent += static_cast<size_t>(put);
+        if (c.sent == c.out.size()) {
+          responses_++;
+          // Lingering close: the client reads to EOF; unread input on a plain close would
+          // reset the connection and could cut the response short.
+          shutdown(c.fd.get(), SHUT_WR);
+          c.state = State::kDraining;
+          c.out.clear();
+          c.out.shrink_to_fit();
+          c.deadline_ms = std::min(c.deadline_ms, now + 1000);
+        }
+      } else if (put < 0 && errno != EAGAIN && errno != EINTR) {
+        return false;
+      }
+    } else if (c.state == State::kDraining && (rev & (POLLIN | POLLHUP | POLLERR))) {
+      ssize_t got = recv(c.fd.get(), buf, sizeof buf, 0);
+      if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) return false;
+    }
+    return true;
+  };
+  // The slot a new client may take when all are in use: a finished response lingering for the
+  // client's EOF first, else the connection that has waited longest without sending a whole
+  // request. A connection being answered is never taken. Null when none may be taken.
+  auto slot_to_take = [&]() -> Connection* {
+    Connection* oldest = nullptr;
+    for (Connection& c : conns) {
+      if (c.state == State::kDraining) return &c;
+      if (c.state == State::kReading && (oldest == nullptr || c.accepted_ms < oldest->accepted_ms)) {
+        oldest = &c;
+      }
+    }
+    return oldest;
+  };
+  const size_t max_conns = static_cast<size_t>(std::max(1, options_.max_connections));
   while (!stop_.load()) {
     int64_t now = NowMs();
     fds.clear();
     fds.push_back({wake_read_.get(), POLLIN, 0});
-    bool accepting = conns.size() < static_cast<size_t>(options_.max_connections);
+    // A full house still accepts while some connection holds a slot without being answered:
+    // idle or slow clients (slow-loris) cannot keep a scrape waiting in the backlog.
+    bool full = conns.size() >= max_conns;
+    bool accepting = !full || slot_to_take() != nullptr;
     fds.push_back({accepting ? listen_fd_.get() : -1, POLLIN, 0});
     int timeout = 1000;
     for (Connection& c : conns) {
@@ -250,74 +328,37 @@ void HttpServer::Run() {
       }
     }
     for (size_t i = 0; i < conns.size(); ++i) {
-      Connection& c = conns[i];
-      short rev = fds[i + 2].revents;
-      bool close_it = now >= c.deadline_ms;
-      if (!close_it && c.state == State::kReading && (rev & (POLLIN | POLLHUP | POLLERR))) {
-        size_t room =
-            options_.max_request_bytes + 1 - std::min(c.in.size(), options_.max_request_bytes);
-        ssize_t got = recv(c.fd.get(), buf, std::min(room, sizeof buf), 0);
-        if (got > 0) {
-          c.in.append(buf, static_cast<size_t>(got));
-          HttpRequest req;
-          switch (ParseRequestHead(c.in, options_.max_request_bytes, &req)) {
-            case HeadParse::kIncomplete:
-              break;
-            case HeadParse::kComplete: {
-              HttpResponse r = handler_ ? handler_(req) : HttpResponse{404, "text/plain", ""};
-              respond(c, r, req.method == "HEAD");
-              break;
-            }
-            case HeadParse::kBad:
-              respond(c, {400, "text/plain; charset=utf-8", "bad request\n"}, false);
-              break;
-            case HeadParse::kTooLarge:
-              respond(c, {431, "text/plain; charset=utf-8", "request head too large\n"}, false);
-              break;
-            case HeadParse::kBadVersion:
-              respond(c, {505, "text/plain; charset=utf-8", "HTTP/1.x only\n"}, false);
-              break;
-          }
-        } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
-          close_it = true;  // the client went away before a whole request
-        }
-      }
-      if (!close_it && c.state == State::kWriting && (rev & (POLLOUT | POLLHUP | POLLERR))) {
-        ssize_t put = send(c.fd.get(), c.out.data() + c.sent, c.out.size() - c.sent,
-                           MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (put > 0) {
-          c.sent += static_cast<size_t>(put);
-          if (c.sent == c.out.size()) {
-            responses_++;
-            // Lingering close: the client reads to EOF; unread input on a plain close would
-            // reset the connection and could cut the response short.
-            shutdown(c.fd.get(), SHUT_WR);
-            c.state = State::kDraining;
-            c.out.clear();
-            c.out.shrink_to_fit();
-            c.deadline_ms = std::min(c.deadline_ms, now + 1000);
-          }
-        } else if (put < 0 && errno != EAGAIN && errno != EINTR) {
-          close_it = true;
-        }
-      } else if (!close_it && c.state == State::kDraining && (rev & (POLLIN | POLLHUP | POLLERR))) {
-        ssize_t got = recv(c.fd.get(), buf, sizeof buf, 0);
-        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) close_it = true;
-      }
-      if (close_it) c.fd.Reset();
+      if (!serve(conns[i], fds[i + 2].revents, now)) conns[i].fd.Reset();
     }
     size_t before = conns.size();
     std::erase_if(conns, [](const Connection& c) { return !c.fd; });
     open_ -= static_cast<int>(before - conns.size());
     if (accepting && (fds[1].revents & POLLIN)) {
-      while (conns.size() < static_cast<size_t>(options_.max_connections)) {
+      // Each client waiting in the backlog gets a slot, and its request is read at once (a
+      // scraper sends it with the connection): it is answered before any later client could
+      // take its slot.
+      for (size_t accepted = 0; accepted < kMaxAcceptsPerPoll; ++accepted) {
+        Connection* taken = nullptr;
+        if (conns.size() >= max_conns && (taken = slot_to_take()) == nullptr) break;
         int fd = accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) break;
+        if (taken != nullptr) {
+          taken->fd.Reset();
+          std::erase_if(conns, [](const Connection& c) { return !c.fd; });
+          open_--;
+          dropped_for_others_++;
+        }
         Connection c;
         c.fd = ScopedFd(fd);
-        c.deadline_ms = now + options_.connection_timeout_ms;
-        conns.push_back(std::move(c));
+        c.accepted_ms = now;
+        c.deadline_ms =
+            now + std::min(options_.request_timeout_ms, options_.connection_timeout_ms);
         open_++;
+        if (serve(c, POLLIN, now)) {
+          conns.push_back(std::move(c));
+        } else {
+          open_--;
+        }
       }
     }
   }

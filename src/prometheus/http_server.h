@@ -1,10 +1,13 @@
 // A small HTTP/1.1 server for one job: answering scrapes of /metrics. It runs inside a tracer
 // that runs as root on shared hosts, so every request is treated as hostile: one thread, a
-// poll loop over non-blocking sockets, at most `max_connections` open at once (further
-// clients wait in the listen backlog), a request head of at most `max_request_bytes`, one
-// request per connection (`Connection: close`), and a deadline for each connection's whole
-// life (a slow or silent client is dropped). Only GET and HEAD are answered; the handler
-// decides the rest. It binds exactly the address it is given.
+// poll loop over non-blocking sockets, at most `max_connections` open at once, a request head
+// of at most `max_request_bytes`, one request per connection (`Connection: close`), a deadline
+// for the request head and one for each connection's whole life (a slow or silent client is
+// dropped). Slots are shared fairly: when all are taken, a new client takes the slot of the
+// client that has waited longest without sending a whole request, so idle connections
+// (slow-loris) cannot keep a scrape waiting; a request being answered keeps its slot. Only GET
+// and HEAD are answered; the handler decides the rest. It binds exactly the address it is
+// given.
 #pragma once
 
 #include <netinet/in.h>
@@ -55,6 +58,7 @@ std::string SerializeResponse(const HttpResponse& response, bool head);
 struct HttpServerOptions {
   int max_connections = 8;
   size_t max_request_bytes = 8192;
+  int64_t request_timeout_ms = 2000;     // accept → whole request head read
   int64_t connection_timeout_ms = 5000;  // accept → response written
 };
 
@@ -74,6 +78,8 @@ class HttpServer {
   // Connections accepted and not yet closed.
   int open_connections() const { return open_.load(); }
   int64_t responses() const { return responses_.load(); }
+  // Connections closed before a whole request so that a newer client could have their slot.
+  int64_t dropped_for_others() const { return dropped_for_others_.load(); }
 
  private:
   HttpServer(ScopedFd listen_fd, ScopedFd wake_read, ScopedFd wake_write, int port,
@@ -89,6 +95,7 @@ class HttpServer {
   std::atomic<bool> stop_{false};
   std::atomic<int> open_{0};
   std::atomic<int64_t> responses_{0};
+  std::atomic<int64_t> dropped_for_others_{0};
 };
 
 }  // namespace gw

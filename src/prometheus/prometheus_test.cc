@@ -7,11 +7,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <limits>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "metrics/trace_metrics.h"
 #include "prometheus/exporter.h"
@@ -386,6 +388,58 @@ TEST_F(HttpServerTest, SilentClientsAreDroppedAndDoNotStarveOthers) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(server_->open_connections(), 0);
+}
+
+// Issue 32 item 7 (slow-loris): 48 connections that never send a request, reopened as soon as
+// the server closes one, must not keep scrapes waiting. Before slots were shared, every scrape
+// waited in the backlog behind them until it timed out.
+TEST(HttpServer, IdleConnectionsDoNotDelayScrapes) {
+  StatusOr<ListenAddress> a = ParseListenAddress("127.0.0.1:0");
+  ASSERT_TRUE(a.ok());
+  StatusOr<std::unique_ptr<HttpServer>> s = HttpServer::Create(*a, HttpServerOptions{});
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  HttpServer& server = **s;
+  server.Start([](const HttpRequest&) -> HttpResponse {
+    return {200, kExpositionContentType, "up 1\n"};
+  });
+  const int port = server.port();
+  auto connect_idle = [port]() {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    (void)connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    return fd;
+  };
+  std::atomic<bool> stop{false};
+  std::thread attacker([&] {
+    std::vector<int> held(48);
+    for (int& fd : held) fd = connect_idle();
+    while (!stop.load()) {
+      for (int& fd : held) {  // reopen each connection the server closed
+        pollfd p{fd, POLLIN, 0};
+        char b;
+        if (poll(&p, 1, 0) > 0 && recv(fd, &b, 1, MSG_DONTWAIT) <= 0) {
+          close(fd);
+          fd = connect_idle();
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    for (int fd : held) close(fd);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (int i = 0; i < 5; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    std::string ok = Exchange(port, "GET /metrics HTTP/1.1\r\n\r\n", 4000);
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(ok.rfind("HTTP/1.1 200 OK", 0), 0u) << "scrape " << i << " got: " << ok.substr(0, 80);
+    EXPECT_LT(waited, 1.0) << "scrape " << i;
+  }
+  stop = true;
+  attacker.join();
+  EXPECT_GT(server.dropped_for_others(), 0);
 }
 
 TEST(HttpServer, AddressInUseIsAClearError) {

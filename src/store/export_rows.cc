@@ -18,7 +18,7 @@ StatusOr<ExportSession> ReadExportSession(StoreReader& reader, const SessionWind
         found = true;
         x.kind = ColText(s, 0);
         x.wall_start_ns = sqlite3_column_int64(s, 1);
-        x.host = ColText(s, 2);
+        x.host = ColLine(s, 2);
         x.drops = sqlite3_column_int64(s, 3);
         x.drops_detail = ColText(s, 4);
         x.gpuwhy_version = ColText(s, 5);
@@ -97,7 +97,7 @@ Status ForEachWindowEvent(StoreReader& reader, const SessionWindow& window,
                           e.stack_id = ColInt(s, 12);
                           e.waker_pid = ColInt(s, 13);
                           e.waker_tid = ColInt(s, 14);
-                          e.name = ColText(s, 15);
+                          e.name = ColLine(s, 15);
                           if (!fn(e)) stopped = true;
                         });
 }
@@ -161,10 +161,10 @@ Status ForEachStackFrames(StoreReader& reader, int64_t session, const std::vecto
         {session, id}, [&](sqlite3_stmt* s) {
           StackFrameRow f;
           f.python = ColText(s, 0) == "py";
-          f.function = ColText(s, 1);
-          f.file = ColText(s, 2);
+          f.function = ColLine(s, 1);
+          f.file = ColLine(s, 2);
           f.line = sqlite3_column_int64(s, 3);
-          f.module = ColText(s, 4);
+          f.module = ColLine(s, 4);
           frames.push_back(std::move(f));
         }));
     fn(id, frames);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "base/text.h"
 #include "store/event.h"
 
 namespace gw {
@@ -21,6 +22,11 @@ inline std::string ColText(sqlite3_stmt* s, int i) {
   const unsigned char* t = sqlite3_column_text(s, i);
   return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
 }
+
+// Text a traced process chose (its name and command line, its scripts' paths and function
+// names, kernel and GPU names): one printable line (TerminalSafe). Reports are built from these
+// rows, so a name cannot print a line break that forges a report line, nor an escape.
+inline std::string ColLine(sqlite3_stmt* s, int i) { return TerminalSafe(ColText(s, i)); }
 
 // The launch ops (`IsLaunch`) as an SQL list: counted in op_seconds, sampled as rows, never
 // loaded in bulk.

@@ -692,6 +692,54 @@ TEST_F(StoreTest, AggregatedCopiesAreReadByDirection) {
   EXPECT_EQ(got["DtoD"], std::make_pair(int64_t{7}, int64_t{7 * 4096}));
 }
 
+// Issue 32 item 10: a traced job chooses its name, command line, script path and function
+// names. What the readers hand to the reports is one printable line each: a line break there
+// forged report lines in explain's caller sections, an escape would drive the terminal.
+TEST_F(StoreTest, NamesAJobChoseAreReadAsOnePrintableLine) {
+  auto w = NewWriter();
+  auto session = w->BeginSession({});
+  ASSERT_TRUE(session.ok());
+  const std::string evil = "x\"{}\n  FORGED line\r\x1b]0;t\x07";
+  w->UpsertProcess({7, 1, "py" + evil, "python3", "python3 " + evil, 0, kNull, kNull, true});
+  const std::string frames =
+      R"([{"kind":"py","function":"f\n  FORGED fn","file":"/t/a\n  FORGED.py","line":3},)"
+      R"({"kind":"native","function":"g\u001b[2J","file":"b.cc","line":1,"module":"m\nFORGED",)"
+      R"("offset":0,"function_offset":0}])";
+  w->AppendStack(42, 7, "/t/a.py:3", frames);
+  Event row;
+  row.ts_ns = 2'000'000'000;
+  row.pid = 7;
+  row.tid = 7;
+  row.op = Op::kCudaStreamSync;
+  row.duration_ns = 2'000'000;
+  row.stack_id = 42;
+  row.name_id = w->InternString("kern" + evil);
+  w->AppendEvents(&row, 1);
+  ASSERT_TRUE(w->Close().ok());
+  auto reader = StoreReader::Open(path_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  SessionWindow window;
+  window.session = *session;
+  window.begin_ns = 0;
+  window.end_ns = 10'000'000'000;
+  auto rows = ReadWindowRows(**reader, window, {});
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  auto one_line = [](const std::string& text) {
+    return text.find_first_of("\n\r\x1b\x07") == std::string::npos;
+  };
+  ASSERT_EQ(rows->processes.count(7), 1u);
+  EXPECT_TRUE(one_line(rows->processes.at(7).name)) << rows->processes.at(7).name;
+  EXPECT_TRUE(one_line(rows->processes.at(7).cmdline)) << rows->processes.at(7).cmdline;
+  EXPECT_NE(rows->processes.at(7).name.find("FORGED line"), std::string::npos) << "kept, made safe";
+  ASSERT_EQ(rows->stack_frames.count(42), 1u);
+  ASSERT_EQ(rows->stack_frames.at(42).size(), 2u);
+  for (const StackFrameRow& f : rows->stack_frames.at(42)) {
+    EXPECT_TRUE(one_line(f.function)) << f.function;
+    EXPECT_TRUE(one_line(f.file)) << f.file;
+    EXPECT_TRUE(one_line(f.module)) << f.module;
+  }
+}
+
 // Issue 19: thread_rollups, kept at ingest, say what a GROUP BY over the raw rows says, for
 // every cause, waker class and CUDA counter — also for sleeps reported long after they began
 // (a row arrives when the thread runs again) and for rows that arrive out of order.

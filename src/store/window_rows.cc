@@ -53,8 +53,8 @@ Status ReadProcesses(StoreReader& reader, int64_t session, std::map<int32_t, Pro
         ProcessRecord p;
         p.pid = static_cast<int32_t>(sqlite3_column_int64(s, 0));
         p.ppid = static_cast<int32_t>(sqlite3_column_int64(s, 1));
-        p.name = ColText(s, 2);
-        p.cmdline = ColText(s, 3);
+        p.name = ColLine(s, 2);
+        p.cmdline = ColLine(s, 3);
         p.tracked = sqlite3_column_int64(s, 4) != 0;
         p.first_ts = ColInt(s, 5);
         p.exit_ts = ColInt(s, 6);
@@ -97,7 +97,7 @@ StatusOr<KernelLaunches> ReadKernelLaunches(StoreReader& reader, const SessionWi
         KernelLaunchRow r;
         r.pid = static_cast<int32_t>(sqlite3_column_int64(s, 0));
         r.op = *op;
-        r.name = ColText(s, 2);
+        r.name = ColLine(s, 2);
         r.launches = sqlite3_column_int64(s, 3);
         k.rows.push_back(std::move(r));
       }));
@@ -112,7 +112,7 @@ Status ReadGpuSamples(StoreReader& reader, int64_t session, int64_t begin_ns, in
       {session}, [&](sqlite3_stmt* s) {
         GpuDevice d;
         d.gpu = static_cast<int32_t>(sqlite3_column_int64(s, 0));
-        d.name = ColText(s, 1);
+        d.name = ColLine(s, 1);
         d.gpm_supported = sqlite3_column_int64(s, 2) != 0;
         devices->push_back(std::move(d));
       }));
@@ -309,10 +309,10 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
         range, [&](sqlite3_stmt* s) {
           StackFrameRow f;
           f.python = ColText(s, 1) == "py";
-          f.function = ColText(s, 2);
-          f.file = ColText(s, 3);
+          f.function = ColLine(s, 2);
+          f.file = ColLine(s, 3);
           f.line = sqlite3_column_int64(s, 4);
-          f.module = ColText(s, 5);
+          f.module = ColLine(s, 5);
           w.stack_frames[sqlite3_column_int64(s, 0)].push_back(std::move(f));
         }));
   }

@@ -31,10 +31,22 @@ cat > "$WORK/ch/config.xml" <<EOF
   <tmp_path>$WORK/ch/tmp/</tmp_path>
   <user_files_path>$WORK/ch/user_files/</user_files_path>
   <format_schema_path>$WORK/ch/format_schemas/</format_schema_path>
-  <users_config>/etc/clickhouse-server/users.xml</users_config>
+  <users_config>$WORK/ch/users.xml</users_config>
   <default_profile>default</default_profile>
   <default_database>default</default_database>
   <mark_cache_size>67108864</mark_cache_size>
+</yandex>
+EOF
+# Users: default (no password, as Debian ships it) and admin, whose password §6 guards.
+PW="PW-s3cret-$$"
+cat > "$WORK/ch/users.xml" <<EOF
+<yandex>
+  <profiles><default/><readonly><readonly>1</readonly></readonly></profiles>
+  <users>
+    <default><password></password><networks><ip>::/0</ip></networks><profile>default</profile><quota>default</quota></default>
+    <admin><password>$PW</password><networks><ip>::/0</ip></networks><profile>default</profile><quota>default</quota></admin>
+  </users>
+  <quotas><default><interval><duration>3600</duration><queries>0</queries><errors>0</errors><result_rows>0</result_rows><read_rows>0</read_rows><execution_time>0</execution_time></interval></default></quotas>
 </yandex>
 EOF
 CH_PID=""
@@ -160,6 +172,38 @@ sessions_c=$(chq "SELECT uniqExact(id) FROM fleet.gw_sessions WHERE node = 'node
 [ "$remote_c" = "$local_c" ] && [ "$sessions_c" = "2" ] \
   && pass "backfill: both sessions' $remote_c rows arrived once" \
   || fail "backfill: ClickHouse $remote_c rows / $sessions_c sessions, local $local_c"
+
+# ---- 6. a password is never stored, sent or printed; it can stay out of argv (issue 32) ------
+D="$WORK/d.db"
+"$GPUWHY" trace --db "$D" --sink "clickhouse://admin:$PW@127.0.0.1:$HTTP_PORT/fleet" --node node-d \
+  --quiet -- "$SIM_BIN/gw_train_loop" --duration 2 --workers 1 > "$WORK/d.out" 2>&1; rc=$?
+remote_d=$(chq "SELECT count() FROM fleet.gw_events WHERE node = 'node-d'")
+local_d=$(q "$D" "SELECT COUNT(*) FROM events")
+[ $rc -eq 0 ] && [ "$remote_d" = "$local_d" ] && [ "$local_d" -gt 0 ] \
+  && pass "the sink logs in as admin with the URL's password ($remote_d rows)" \
+  || fail "sink as admin: rc=$rc, ClickHouse $remote_d rows, local $local_d: $(tail -3 "$WORK/d.out")"
+leaks=""
+grep -q "$PW" "$WORK/d.out" && leaks="$leaks trace-summary"
+"$GPUWHY" sessions --db "$D" --json 2>&1 | grep -q "$PW" && leaks="$leaks sessions--json"
+q "$D" "SELECT command_line FROM sessions" | grep -q "$PW" && leaks="$leaks sessions.command_line"
+chq "SELECT command_line FROM fleet.gw_sessions WHERE node = 'node-d'" | grep -q "$PW" \
+  && leaks="$leaks ClickHouse-gw_sessions"
+"$GPUWHY" fleet --clickhouse "clickhouse://admin:$PW@127.0.0.1:99999/fleet" 2>&1 | grep -q "$PW" \
+  && leaks="$leaks fleet-error"
+"$GPUWHY" query --clickhouse "clickhouse://admin:$PW@127.0.0.1:$HTTP_PORT/fleet" "SELEC 1" 2>&1 \
+  | grep -q "$PW" && leaks="$leaks query-error"
+[ -z "$leaks" ] && q "$D" "SELECT command_line FROM sessions" | grep -q "admin:\*\*\*@" \
+  && pass "the password is in no stored, sent or printed command line (admin:*** instead)" \
+  || fail "the password leaked into:$leaks"
+printf '%s\n' "$PW" > "$WORK/pw"; chmod 600 "$WORK/pw"
+GPUWHY_CLICKHOUSE_PASSWORD_FILE="$WORK/pw" "$GPUWHY" fleet --since 10m --json \
+  --clickhouse "clickhouse://admin@127.0.0.1:$HTTP_PORT/fleet" > "$WORK/fleet_pw.json" 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q node-d "$WORK/fleet_pw.json" \
+  && pass "GPUWHY_CLICKHOUSE_PASSWORD_FILE: fleet logs in with no password in argv" \
+  || fail "password file: rc=$rc $(head -c 300 "$WORK/fleet_pw.json")"
+out=$("$GPUWHY" fleet --since 10m --clickhouse "clickhouse://admin@127.0.0.1:$HTTP_PORT/fleet" 2>&1); rc=$?
+[ $rc -ne 0 ] && pass "without the password admin is refused: ${out:0:120}" \
+  || fail "admin without a password was let in: $out"
 
 stop_ch
 e2e_finish clickhouse_e2e
