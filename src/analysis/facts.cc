@@ -15,7 +15,8 @@ namespace th = thresholds;
 
 bool IsCudaOp(Op op) { return OpLayer(op) != Layer::kHost; }
 
-int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+// a / b rounded down (b > 0), for every a (INT64_MIN included).
+int64_t FloorDiv(int64_t a, int64_t b) { return a / b - (a % b < 0 ? 1 : 0); }
 
 double Share(int64_t part, int64_t whole) {
   return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole) : 0.0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "analysis/thresholds.h"
+#include "base/saturating.h"
 
 namespace gw {
 
@@ -40,7 +41,7 @@ void AppendIntervals(const RawEvent& e, std::vector<Interval>* out) {
       return;
     }
     // Blocked: slept first, then waited for a CPU after the wake-up.
-    int64_t wake = e.End() - runq;
+    int64_t wake = SaturatingSub(e.End(), runq);
     if (wake > e.ts) out->push_back({e.ts, wake, BlockedCause(e.kind), other});
     if (runq > 0) out->push_back({wake, e.End(), FeedCause::kRunqWait, other});
     return;

@@ -7,6 +7,7 @@
 
 #include "analysis/format.h"
 #include "analysis/timeline.h"
+#include "base/saturating.h"
 #include "base/text.h"
 #include "store/timeline_rows.h"
 
@@ -83,9 +84,9 @@ std::string Chart(const Series& s, const std::vector<ActivityBucket>& buckets, i
   double top = 0;
   for (double v : s.values) top = std::max(top, v);
   top = NiceMax(top);
-  const double span = static_cast<double>(std::max<int64_t>(1, to_ns - from_ns));
+  const double span = static_cast<double>(std::max<int64_t>(1, SaturatingSub(to_ns, from_ns)));
   auto x = [&](int64_t ns) {
-    double f = static_cast<double>(std::clamp(ns, from_ns, to_ns) - from_ns) / span;
+    double f = static_cast<double>(SaturatingSub(std::clamp(ns, from_ns, to_ns), from_ns)) / span;
     return kLeft + f * kPlotW;
   };
   auto y = [&](double v) { return kTop + kPlotH - v / top * kPlotH; };
@@ -121,7 +122,7 @@ std::string Chart(const Series& s, const std::vector<ActivityBucket>& buckets, i
   if (s.bars) {
     for (size_t i = 0; i < buckets.size(); ++i) {
       if (s.values[i] <= 0) continue;
-      double a = x(buckets[i].begin_ns), b = x(buckets[i].begin_ns + bucket_ns);
+      double a = x(buckets[i].begin_ns), b = x(SaturatingAdd(buckets[i].begin_ns, bucket_ns));
       double w = std::max(1.0, b - a - 1);
       svg += "<rect class=\"bar\" x=\"" + Num(a) + "\" y=\"" + Num(y(s.values[i])) +
              "\" width=\"" + Num(w) + "\" height=\"" + Num(kTop + kPlotH - y(s.values[i])) +
@@ -138,7 +139,7 @@ std::string Chart(const Series& s, const std::vector<ActivityBucket>& buckets, i
         points.clear();
         continue;
       }
-      double mid = x(buckets[i].begin_ns + bucket_ns / 2);
+      double mid = x(SaturatingAdd(buckets[i].begin_ns, bucket_ns / 2));
       points += Num(mid) + "," + Num(y(s.values[i])) + " ";
     }
     if (!points.empty()) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "analysis/explain.h"
+#include "base/saturating.h"
 #include "export/output_file.h"
 #include "export/perfetto_trace.h"
 #include "export/process_tree.h"
@@ -213,7 +214,7 @@ class Exporter {
   };
 
   uint64_t Wall(int64_t ts) const {
-    int64_t w = session_.wall_start_ns + ts;
+    int64_t w = SaturatingAdd(session_.wall_start_ns, ts);
     return w < 0 ? 0 : static_cast<uint64_t>(w);
   }
 
@@ -499,14 +500,20 @@ class Exporter {
     const int64_t first = window_.begin_ns / 1'000'000'000;
     const int64_t last = (window_.end_ns - 1) / 1'000'000'000;
     const int64_t duty = std::max<int64_t>(1, session_.launch_duty);
+    // A counter holds its value until the next sample. Launches counted one second in N: only
+    // the counting seconds have a value. Every second counted: a value where there were
+    // launches and a 0 where they stop, so the samples follow the data, not the window's length.
+    auto sample = [&](int32_t pid, int64_t sec, int64_t value) {
+      int64_t ts = std::max(SaturatingMul(sec, 1'000'000'000), window_.begin_ns);
+      counter_samples_.push_back({Wall(ts), pid, -1, 0, value});
+    };
     for (const auto& [pid, secs] : by_pid) {
-      for (int64_t s = first; s <= last; ++s) {
-        // Launches counted one second in N: only the counting seconds have a value (held
-        // until the next); every second otherwise, 0 where none was counted.
-        auto it = secs.find(s);
-        if (duty > 1 && it == secs.end()) continue;
-        int64_t ts = std::max(s * 1'000'000'000, window_.begin_ns);
-        counter_samples_.push_back({Wall(ts), pid, -1, 0, it == secs.end() ? 0 : it->second});
+      if (duty == 1 && secs.count(first) == 0) sample(pid, first, 0);
+      for (auto it = secs.lower_bound(first); it != secs.end() && it->first <= last; ++it) {
+        sample(pid, it->first, it->second);
+        if (duty == 1 && it->first < last && secs.count(it->first + 1) == 0) {
+          sample(pid, it->first + 1, 0);
+        }
       }
     }
     // NVML: per GPU, utilization (what nvidia-smi shows) and, with GPM, SM activity and

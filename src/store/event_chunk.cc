@@ -123,11 +123,24 @@ Status DecodeChunk(const uint8_t* data, size_t size, size_t n, int64_t first_ts,
   if (r.Byte() != kFormat) {
     return DataLoss("event chunk " + std::to_string(chunk) + " is corrupt (unknown format)");
   }
+  // The chunk number, its first timestamp and the deltas are the file's: a chunk spans at
+  // most kChunkSpanNs, so every timestamp lies in [first_ts, first_ts + span] and fits.
+  if (chunk < 0 || chunk > kMaxChunkNumber || first_ts > INT64_MAX - kChunkSpanNs) {
+    rows->clear();
+    return DataLoss("event chunk " + std::to_string(chunk) + " is corrupt (chunk number or " +
+                    "first timestamp out of range)");
+  }
   ChunkRow* out = rows->data();
-  uint64_t ts = static_cast<uint64_t>(first_ts);
+  uint64_t span = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (i > 0) ts += r.Varint();
-    out[i].col[0] = static_cast<int64_t>(ts);
+    uint64_t delta = i > 0 ? r.Varint() : 0;
+    if (delta > static_cast<uint64_t>(kChunkSpanNs) - span) {
+      rows->clear();
+      return DataLoss("event chunk " + std::to_string(chunk) +
+                      " is corrupt (its timestamps span more than a chunk can)");
+    }
+    span += delta;
+    out[i].col[0] = first_ts + static_cast<int64_t>(span);
     out[i].col[1] = chunk * kChunkSeqStride + static_cast<int64_t>(i);
   }
   uint64_t pid = 0;
@@ -136,7 +149,9 @@ Status DecodeChunk(const uint8_t* data, size_t size, size_t n, int64_t first_ts,
     out[i].col[2] = static_cast<int64_t>(pid);
   }
   for (size_t i = 0; i < n; ++i) {
-    out[i].col[3] = out[i].col[2] + static_cast<int64_t>(Unzigzag(r.Varint()));
+    // Wrapping (unsigned) sums: an edited delta gives a wrong tid, never undefined behaviour.
+    out[i].col[3] =
+        static_cast<int64_t>(static_cast<uint64_t>(out[i].col[2]) + Unzigzag(r.Varint()));
   }
   for (size_t i = 0; i < n; ++i) out[i].col[4] = static_cast<int64_t>(r.Varint());
   for (size_t i = 0; i < n; ++i) out[i].col[5] = static_cast<int64_t>(Unzigzag(r.Varint()));

@@ -26,6 +26,12 @@ inline constexpr int64_t kChunkSpanNs = 100'000'000;
 // seq of the i-th event of chunk c: c * kChunkEvents + i, unique within the session and in
 // (ts, seq) order within a chunk.
 inline constexpr int64_t kChunkSeqStride = static_cast<int64_t>(kChunkEvents);
+// The largest chunk number whose seqs fit in 64 bits; a larger one (an edited file) is corrupt.
+inline constexpr int64_t kMaxChunkNumber = INT64_MAX / kChunkSeqStride - 1;
+// The first seq of chunk `chunk`, clamped into what a valid chunk can have (for ordering).
+inline int64_t ChunkSeqBase(int64_t chunk) {
+  return (chunk < 0 ? 0 : chunk > kMaxChunkNumber ? kMaxChunkNumber : chunk) * kChunkSeqStride;
+}
 
 // The columns of one decoded event, in event_rows' column order after session:
 // ts, seq, pid, tid, op, duration_ns, ret, bytes, kind, cpu, other_pid, runq_ns, addr, name_id,

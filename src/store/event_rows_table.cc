@@ -215,7 +215,7 @@ int StepChunks(Cursor* c) {
   if (rc == SQLITE_ROW) {
     c->pending = true;
     c->pending_key = {sqlite3_column_int64(c->chunks, 0), sqlite3_column_int64(c->chunks, 1),
-                      sqlite3_column_int64(c->chunks, 2) * kChunkSeqStride};
+                      ChunkSeqBase(sqlite3_column_int64(c->chunks, 2))};
     return SQLITE_OK;
   }
   c->pending = false;
@@ -478,6 +478,25 @@ std::string RawLastTsSql(int64_t schema_version, const std::string& session) {
   return "SELECT MAX(last_ts) FROM event_chunks WHERE session = " + session +
          " AND ts >= (SELECT MAX(ts) FROM event_chunks WHERE session = " + session + ") - " +
          std::to_string(kChunkSpanNs);
+}
+
+std::string RawFirstTsSql(int64_t schema_version, const std::string& session,
+                          const std::string& lo, const std::string& hi) {
+  const char* table = schema_version >= kChunkSchema ? "event_chunks" : "event_rows";
+  return std::string("SELECT MIN(ts) FROM ") + table + " WHERE session = " + session +
+         " AND ts >= " + lo + " AND ts <= " + hi;
+}
+
+std::string RawLastTsSql(int64_t schema_version, const std::string& session,
+                         const std::string& lo, const std::string& hi) {
+  if (schema_version < kChunkSchema) {
+    return "SELECT MAX(ts) FROM event_rows WHERE session = " + session + " AND ts >= " + lo +
+           " AND ts <= " + hi;
+  }
+  const std::string in_span = " AND ts >= " + lo + " AND ts <= " + hi;
+  return "SELECT MIN(MAX(last_ts), " + hi + ") FROM event_chunks WHERE session = " + session +
+         in_span + " AND ts >= (SELECT MAX(ts) FROM event_chunks WHERE session = " + session +
+         in_span + ") - " + std::to_string(kChunkSpanNs);
 }
 
 std::string RawCountSql(int64_t schema_version, const std::string& session) {

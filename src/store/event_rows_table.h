@@ -26,6 +26,12 @@ Status RegisterEventRowsModule(sqlite3* db);
 // each statement gives one value, NULL when the session has no rows.
 std::string RawFirstTsSql(int64_t schema_version, const std::string& session);
 std::string RawLastTsSql(int64_t schema_version, const std::string& session);
+// The same among the rows with timestamps in [lo, hi] (SQL expressions): a session's plausible
+// span, so that one edited chunk far outside it does not stretch the session.
+std::string RawFirstTsSql(int64_t schema_version, const std::string& session,
+                          const std::string& lo, const std::string& hi);
+std::string RawLastTsSql(int64_t schema_version, const std::string& session,
+                         const std::string& lo, const std::string& hi);
 std::string RawCountSql(int64_t schema_version, const std::string& session);
 // (session, rows) for every session with rows.
 std::string RawCountBySessionSql(int64_t schema_version);

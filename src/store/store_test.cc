@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <algorithm>
 #include <atomic>
@@ -531,6 +534,64 @@ TEST_F(StoreTest, CorruptChunkIsAnErrorNotACrash) {
       << huge.status().message();
 }
 
+// Issue 32 item 5: one edited chunk row (ts near INT64_MAX) stretched the session to 292
+// years; explain --from 0, report and export then sized buffers from that span and aborted on
+// bad_alloc. Rows outside the session's plausible span are not part of it, a chunk whose
+// timestamps cannot be is corrupt, and no window is longer than kMaxWindowNs.
+TEST_F(StoreTest, AnEditedChunkDoesNotStretchTheSession) {
+  auto w = NewWriter();
+  SessionInfo info;
+  info.wall_start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count() - 10'000'000'000;
+  auto session = w->BeginSession(info);
+  ASSERT_TRUE(session.ok());
+  for (int i = 0; i < 20; ++i) w->AppendEvent(Switch(i * 300'000'000LL, 1, 1000));  // 20 chunks
+  ASSERT_TRUE(w->Close().ok());
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
+    ScopedDb db(raw);
+    ASSERT_TRUE(Exec(raw, "UPDATE event_chunks SET ts = 9223372035854775807, "
+                          "last_ts = 9223372036854775807 WHERE chunk = 2").ok());
+    ASSERT_TRUE(Exec(raw, "UPDATE event_chunks SET ts = -9223372036854775807, "
+                          "last_ts = -9223372036754775807 WHERE chunk = 3").ok());
+  }
+  auto r = StoreReader::Open(path_);
+  ASSERT_TRUE(r.ok());
+  WindowRequest whole;
+  whole.from_ns = 0;
+  auto window = ResolveWindow(**r, whole);
+  ASSERT_TRUE(window.ok()) << window.status().message();
+  EXPECT_EQ(window->first_ts_ns, 0);
+  EXPECT_EQ(window->last_ts_ns, 19 * 300'000'000LL);
+  auto in_window = (*r)->Query("SELECT COUNT(*) FROM event_rows WHERE session = 1 AND ts >= " +
+                               std::to_string(window->begin_ns) + " AND ts < " +
+                               std::to_string(window->end_ns));
+  ASSERT_TRUE(in_window.ok()) << in_window.status().message();
+  EXPECT_EQ(std::get<int64_t>(in_window->rows.at(0)[0]), 18) << "all but the edited chunks' rows";
+  // The edited rows still read as what the file says (no wrapped timestamps)...
+  auto all = (*r)->Query("SELECT COUNT(*), MAX(ts) FROM event_rows");
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  EXPECT_EQ(std::get<int64_t>(all->rows.at(0)[0]), 20);
+  EXPECT_EQ(std::get<int64_t>(all->rows.at(0)[1]), 9223372035854775807LL);
+  // ...but a chunk whose timestamps could not fit in 64 bits is corrupt.
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
+    ScopedDb db(raw);
+    ASSERT_TRUE(Exec(raw, "UPDATE event_chunks SET ts = 9223372036854775000 WHERE chunk = 2").ok());
+  }
+  auto wrapped = (*r)->Query("SELECT COUNT(*) FROM event_rows");
+  ASSERT_FALSE(wrapped.ok());
+  EXPECT_NE(wrapped.status().message().find("corrupt"), std::string::npos)
+      << wrapped.status().message();
+  // A window longer than kMaxWindowNs is refused with a hint, whatever the file says.
+  auto century = WindowOfSession(whole, 1, 0, int64_t{100} * 365 * kNsPerDay);
+  ASSERT_FALSE(century.ok());
+  EXPECT_NE(century.status().message().find("at most 31 days"), std::string::npos);
+}
+
 TEST_F(StoreTest, RowLimitFlagsTruncation) {
   auto w = NewWriter();
   ASSERT_TRUE(w->BeginSession({}).ok());
@@ -887,6 +948,51 @@ TEST_F(StoreTest, MaxDbKeepsRollupsLongerThanRawRows) {
   EXPECT_EQ(std::get<int64_t>(t->rows[0][3]), 390);    // up to the newest bucket
   std::ifstream f(path_, std::ios::binary | std::ios::ate);
   EXPECT_LE(static_cast<int64_t>(f.tellg()), o.max_db_bytes);
+}
+
+// Issue 32 item 13: a 6 s trace killed with -9 (no Close, no final flush), then a trace whose
+// --max-db pruning removes the killed session's raw rows. Its rollups were kept in memory until
+// their 10 s bucket closed, so it was left with nothing; now they reach the file within a
+// second and outlive the raw rows, as a clean session's do.
+TEST_F(StoreTest, AKilledShortSessionKeepsItsRollupsWhenPruned) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto w = StoreWriter::Create(path_, {});
+    if (!w.ok() || !(*w)->BeginSession({}).ok()) _exit(3);
+    std::vector<Event> batch;
+    for (int i = 0; i < 6000; ++i) batch.push_back(Switch(int64_t{i} * 1'000'000, 7, 500'000));
+    (*w)->AppendEvents(batch.data(), batch.size());  // 6 s of switches, committed in the
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // background
+    kill(getpid(), SIGKILL);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  {
+    auto r = StoreReader::Open(path_);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    auto t = (*r)->Query("SELECT COALESCE(SUM(switches), 0) FROM thread_rollups WHERE session = 1");
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    EXPECT_EQ(std::get<int64_t>(t->rows[0][0]), 6000) << "the killed session's rollups";
+  }
+  WriterOptions o;
+  o.max_db_bytes = 2 << 20;
+  auto w = NewWriter(o);
+  WriteSwitchesUnderACap(*w, 5);  // session 2 fills the cap: session 1's raw rows go first
+  auto r = StoreReader::Open(path_);
+  ASSERT_TRUE(r.ok());
+  auto t = (*r)->Query(
+      "SELECT (SELECT COUNT(*) FROM event_chunks WHERE session = 1), "
+      "(SELECT COALESCE(SUM(switches), 0) FROM thread_rollups WHERE session = 1)");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(std::get<int64_t>(t->rows[0][0]), 0) << "raw rows pruned";
+  EXPECT_EQ(std::get<int64_t>(t->rows[0][1]), 6000) << "rollups kept";
+  WindowRequest killed;
+  killed.session = 1;
+  auto window = ResolveWindow(**r, killed);
+  ASSERT_TRUE(window.ok()) << window.status().message();
+  EXPECT_GE(window->last_ts_ns, 5'000'000'000);
 }
 
 // Three sessions, the middle one removed: every row of it goes, the others stay whole, freed

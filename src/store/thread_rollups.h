@@ -48,6 +48,7 @@ class ThreadRollups {
   // bucket that failed.
   using WriteFn = std::function<Status(const ThreadRollupKey&, const ThreadRollup&)>;
   Status Flush(bool all, const WriteFn& write);
+  bool empty() const { return buckets_.empty(); }
 
  private:
   struct KeyHash {

@@ -58,6 +58,10 @@ inline WindowRequest WindowRequestWithDefaultSince(int64_t since_ns) {
 }
 
 // A resolved window: [begin_ns, end_ns) of one session's timestamps.
+// The longest window read at once (31 days): longer ones are refused with a hint.
+inline constexpr int64_t kNsPerDay = int64_t{86'400} * 1'000'000'000;
+inline constexpr int64_t kMaxWindowNs = 31 * kNsPerDay;
+
 struct SessionWindow {
   int64_t session = 0;
   int64_t begin_ns = 0;     // inclusive
@@ -89,6 +93,17 @@ struct TierSpan {
   bool raw_pruned() const;
 };
 StatusOr<TierSpan> ReadTierSpan(StoreReader& reader, int64_t session);
+
+// The timestamps (session ns) a session's rows can have: from a day before its start (a sleep
+// that began earlier) to its end — its stop, or now while it records or after its tracer was
+// killed — plus a day of slack for the wall clock being stepped during the session. Rows
+// outside it can only come from an edited or damaged file; windows never reach them.
+inline constexpr int64_t kSessionClockSlackNs = kNsPerDay;
+struct PlausibleSpan {
+  int64_t first_ns = 0;
+  int64_t last_ns = 0;
+};
+StatusOr<PlausibleSpan> ReadPlausibleSpan(StoreReader& reader, int64_t session);
 
 // 0 = the newest session; NotFound (listing the sessions there are) when `session` is not there.
 StatusOr<int64_t> ResolveSession(StoreReader& reader, int64_t session);

@@ -524,9 +524,12 @@ void StoreWriter::Run() {
     batch_stacks_.swap(pending_stacks_);
     std::swap(batch_gpu_, pending_gpu_);
     cv_space_.notify_all();  // queue space is free again
+    // Rollups still in memory are written once a second even when no new rows come.
+    const bool rollups_due = (!rollups_.empty() || !thread_rollups_.empty()) &&
+                             std::chrono::steady_clock::now() >= next_full_rollups_;
     if (error_.ok() && (!events.empty() || !processes.empty() || !snapshots.empty() ||
                         !counts.empty() || !strings.empty() || !batch_stacks_.empty() ||
-                        !batch_gpu_.empty() || final_flush)) {
+                        !batch_gpu_.empty() || final_flush || rollups_due)) {
       // The batch is ours alone now; SQLite work happens with the lock held only for the
       // state it shares (session id), which BeginSession changes only after Flush.
       lock.unlock();
@@ -722,7 +725,13 @@ Status StoreWriter::CommitBatch(std::vector<Event>& events, std::vector<ProcessI
       RETURN_IF_ERROR(StepDone(db, u, "insert snapshot"));
     }
     if (options_.outbox) RETURN_IF_ERROR(SpoolBatch(events, processes, snapshots, counts));
-    return WriteRollups(final_flush);
+    // Incomplete seconds and buckets too, once a second: the upserts add up, and a tracer
+    // killed with -9 then loses at most a second of them (a short session killed before its
+    // first bucket closed kept none, and pruning its raw rows left nothing).
+    const auto now = std::chrono::steady_clock::now();
+    const bool all = final_flush || now >= next_full_rollups_;
+    if (all) next_full_rollups_ = now + std::chrono::seconds(1);
+    return WriteRollups(all);
   }();
   if (!st.ok()) {
     (void)Exec(db, "ROLLBACK");

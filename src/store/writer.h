@@ -8,6 +8,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -227,6 +228,8 @@ class StoreWriter {
   std::unordered_map<RollupKey, RollupValue, RollupKeyHash> rollups_;
   ThreadRollups thread_rollups_;
   int64_t newest_sec_ = 0;
+  // When CommitBatch next writes every rollup, complete or not (writer thread).
+  std::chrono::steady_clock::time_point next_full_rollups_{};
   // The batch being committed: (ts, index) keys in timestamp order, the order as indices, and
   // the chunk being encoded.
   std::vector<BatchKey> batch_keys_;

@@ -33,6 +33,10 @@ build_and_run() {  # NAME SOURCES...
 build_and_run fuzz_flags "$SRC/tests/fuzz/fuzz_flags.cc" "$SRC/src/base/flags.cc" "$SRC/src/base/status.cc"
 build_and_run fuzz_text "$SRC/tests/fuzz/fuzz_text.cc" "$SRC/src/base/text.cc" "$SRC/src/base/table.cc"
 build_and_run fuzz_jsonrpc "$SRC/tests/fuzz/fuzz_jsonrpc.cc" "$SRC/src/mcp/line_reader.cc" "$SRC/src/mcp/json_rpc.cc"
+LIBS="-lsqlite3" build_and_run fuzz_chunks "$SRC/tests/fuzz/fuzz_chunks.cc" \
+  "$SRC/src/store/event_chunk.cc" "$SRC/src/store/window_rule.cc" "$SRC/src/store/ops.cc" \
+  "$SRC/src/store/sqlite_util.cc" \
+  "$SRC/src/base/status.cc"
 
 # Seeds for the stacks decoders: byte 0 mode, int32 first line, int32 offset, then the data.
 hex() { printf "$(printf '%s' "$1" | sed 's/../\\x&/g')"; }
