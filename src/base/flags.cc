@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "base/text.h"
+
 namespace gw {
 
 FlagSet& FlagSet::Add(FlagSpec spec) {
@@ -70,8 +72,12 @@ Status FlagSet::Parse(const std::vector<std::string>& args) {
     }
     const FlagSpec* spec = Find(name);
     if (spec == nullptr) {
-      return InvalidArgument("unknown flag '" + arg + "' for '" + command_ +
-                             "' — hint: gpuwhy " + command_ + " --help lists its flags");
+      std::vector<std::string> names;
+      for (const FlagSpec& s : specs_) names.push_back(s.name);
+      std::string guess = ClosestWord(name, names);
+      return InvalidArgument("unknown flag '" + TerminalSafe(arg) + "' for '" + command_ + "'" +
+                             (guess.empty() ? "" : " — did you mean --" + guess + "?") +
+                             " — hint: gpuwhy " + command_ + " --help lists its flags");
     }
     bare_bool = nullptr;
     if (!has_value) {

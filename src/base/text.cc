@@ -1,5 +1,6 @@
 #include "base/text.h"
 
+#include <algorithm>
 #include <cstdint>
 
 namespace gw {
@@ -111,6 +112,41 @@ std::string EscapeC1InJson(std::string json) {
     }
   }
   return out;
+}
+
+namespace {
+
+// Optimal string alignment distance: Levenshtein plus a swap of two neighbours.
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::string ClosestWord(std::string_view word, const std::vector<std::string>& candidates) {
+  if (word.size() > 64) return "";  // no one mistypes a word this long
+  std::string best;
+  size_t best_distance = 3;
+  for (const std::string& c : candidates) {
+    size_t distance = EditDistance(word, c);
+    if (distance < best_distance && 2 * distance < std::max(word.size(), c.size())) {
+      best = c;
+      best_distance = distance;
+    }
+  }
+  return best;
 }
 
 std::string RedactUrlPasswords(std::string_view text) {

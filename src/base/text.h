@@ -7,6 +7,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gw {
 
@@ -27,6 +28,11 @@ std::string EscapeC1InJson(std::string json);
 
 // True when TerminalSafe would return the text unchanged (the cheap common case).
 bool IsTerminalSafe(std::string_view text);
+
+// The candidate a mistyped `word` most likely meant: the one at the smallest edit distance
+// (insertions, deletions, substitutions, and swaps of neighbours, each 1) when that is at most 2
+// and under half the word's length; "" when none is that close.
+std::string ClosestWord(std::string_view word, const std::vector<std::string>& candidates);
 
 // `text` with the password of every URL in it ("scheme://user:PASSWORD@host") written as ***:
 // for command lines that are stored, sent or printed (trace --sink clickhouse://u:pw@…).

@@ -65,6 +65,17 @@ TEST(EscapeC1InJson, WritesC1ControlsAsEscapes) {
             "{\"a\": \"x\\u009b31m \xC2\xB5s\"}");  // µ (U+00B5) stays
 }
 
+TEST(ClosestWord, SuggestsOnlyWhatIsClose) {
+  const std::vector<std::string> commands = {"trace", "explain", "check", "query", "export"};
+  EXPECT_EQ(ClosestWord("chekc", commands), "check");   // a swap
+  EXPECT_EQ(ClosestWord("explian", commands), "explain");
+  EXPECT_EQ(ClosestWord("trac", commands), "trace");    // a letter missing
+  EXPECT_EQ(ClosestWord("qeury", commands), "query");
+  EXPECT_EQ(ClosestWord("xyz", commands), "");          // nothing close
+  EXPECT_EQ(ClosestWord("ex", commands), "");           // too short to guess from
+  EXPECT_EQ(ClosestWord(std::string(200, 'a'), commands), "");
+}
+
 TEST(RedactUrlPasswords, HidesPasswordsOnlyInUrls) {
   EXPECT_EQ(RedactUrlPasswords("gpuwhy trace --sink clickhouse://admin:s3cr:et@h:8123/db -- x"),
             "gpuwhy trace --sink clickhouse://admin:***@h:8123/db -- x");

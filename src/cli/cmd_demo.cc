@@ -186,7 +186,7 @@ int RunDemo(const Args& args) {
       .Add({"live", FlagKind::kBool, "",
             "run and trace a real workload on the simulated GPU instead (root)", ""})
       .Add({"duration", FlagKind::kDuration, "DUR", "length of the recording",
-            "120s; 20s with --live, at least 5s"});
+            "120s, 30s to 1h; with --live 20s, at least 5s"});
   AddExplainWindowFlags(flags);
   int code = 0;
   if (!ParseOrExit(flags, args, &code)) return code;

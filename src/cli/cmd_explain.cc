@@ -9,7 +9,10 @@
 namespace gw {
 
 void AddExplainWindowFlags(FlagSet& flags, bool output_flags) {
-  flags.Add({"since", FlagKind::kDuration, "DUR", "window ending at the newest event", "120s"})
+  flags.Add({"since", FlagKind::kDuration, "DUR",
+             "window ending at the newest event; without --since, --from or --to: the last "
+             "120s of an attached trace, the whole job of a `trace -- CMD` session",
+             "120s or the whole job"})
       .Add({"from", FlagKind::kDuration, "DUR",
             "window start, as time since the session started (e.g. 30s)", ""})
       .Add({"to", FlagKind::kDuration, "DUR", "window end, as time since the session started",

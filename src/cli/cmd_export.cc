@@ -148,16 +148,22 @@ int RunExport(const Args& args) {
   if (format == "folded") {
     StatusOr<FoldedExportSummary> sum = ExportFolded(**reader, folded, out->get());
     if (!sum.ok()) return ReportError(sum.status());
+    if (sum->lines == 0) {  // an empty file would read as "no time went anywhere": write none
+      std::fprintf(stderr,
+                   "gpuwhy export: nothing written to %s: %s of session %lld holds no %s with "
+                   "a stack%s — hint: stacks are recorded by `gpuwhy trace --stack`; --op picks "
+                   "other ops (off-cpu, cudaStreamSync, …)\n",
+                   shown.c_str(), sum->window.label.c_str(),
+                   static_cast<long long>(sum->window.session),
+                   sum->rows == 0 ? "rows" : "readable stacks",
+                   pid != 0 ? (" for --pid " + std::to_string(pid)).c_str() : "");
+      return kExitError;
+    }
     Status st = (*out)->Commit();
     if (!st.ok()) return ReportError(st);
     std::fprintf(stderr, "gpuwhy export: wrote %lld folded stacks (%lld rows, %s) to %s\n",
                  static_cast<long long>(sum->lines), static_cast<long long>(sum->rows),
                  sum->window.label.c_str(), shown.c_str());
-    if (sum->rows == 0) {
-      std::fprintf(stderr,
-                   "gpuwhy export: no rows with stacks in this window — hint: record with "
-                   "`gpuwhy trace --stack`\n");
-    }
     if (sum->malformed > 0) {
       std::fprintf(stderr, "gpuwhy export: %lld stored stacks could not be read (skipped)\n",
                    static_cast<long long>(sum->malformed));

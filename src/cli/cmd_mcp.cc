@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "check/checks.h"
 #include "cli/commands.h"
@@ -16,15 +18,34 @@ namespace {
 
 constexpr int kCheckTimeoutMs = 60'000;
 
+// "explain, query_sql, …" as the server offers them, wrapped for --help: the list is the
+// server's own, so it cannot fall behind it.
+std::string NamesForHelp(const std::vector<std::string>& names, size_t indent) {
+  std::string out, line;
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::string word = names[i] + (i + 1 < names.size() ? "," : "");
+    if (!line.empty() && indent + line.size() + 1 + word.size() > 88) {
+      out += line + "\n";
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  return out + line;
+}
+
 }  // namespace
 
 int RunMcp(const Args& args) {
+  mcp::GpuwhyServer listing({});  // opens nothing: only what it offers is read
+  const std::vector<std::string> tools = listing.server().tool_names();
+  const std::vector<std::string> prompts = listing.server().prompt_names();
   FlagSet flags("mcp", "gpuwhy mcp [--db PATH]",
                 "Serves a recording to an AI assistant over the Model Context Protocol (stdio,\n"
-                "one JSON-RPC message per line). Tools: explain, query_sql, op_stats,\n"
-                "top_contention, timeline, stacks, sessions, check, diff; prompt: investigate.\n"
-                "The database is opened read-only; see src/mcp/README.md to register the\n"
-                "server with Claude Desktop, Claude Code, VS Code or Cursor.");
+                "one JSON-RPC message per line). " + std::to_string(tools.size()) +
+                    " tools:\n" + NamesForHelp(tools, 0) + ";\nprompt" +
+                    (prompts.size() == 1 ? "" : "s") + ": " + NamesForHelp(prompts, 8) +
+                    ".\nThe database is opened read-only; see src/mcp/README.md to register the\n"
+                    "server with Claude Desktop, Claude Code, VS Code or Cursor.");
   AddDbFlag(flags);
   flags.Add({"max-message", FlagKind::kSize, "SIZE", "largest JSON-RPC message accepted", "1M"})
       .Add({"timeout", FlagKind::kDuration, "DUR", "default per-statement time limit of query_sql",

@@ -9,14 +9,15 @@ int RunQuery(const Args& args) {
   FlagSet flags("query", "gpuwhy query [flags] \"SQL\"",
                 "Runs one read-only SQL statement against a recording and prints the rows.\n"
                 "Tables and views: events (newest session), events_all, process_names,\n"
-                "processes, sessions, system_snapshots, op_seconds, op_stats_seconds, strings,\n"
-                "op_names. docs/schema.md documents every column. Writes, ATTACH, pragma\n"
+                "processes, sessions, system_snapshots, op_seconds, op_stats_seconds,\n"
+                "op_latency, thread_rollups, stacks, stack_frames, gpu_devices, gpu_samples,\n"
+                "gpu_process_samples, strings, op_names. docs/schema.md documents every column. Writes, ATTACH, pragma\n"
                 "changes, extension loading and SQL functions off gpuwhy's allow-list are\n"
                 "refused; one value is at most 64 MiB. Rows are printed as they are read.");
   AddDbFlag(flags);
   AddClickHouseFlags(flags,
                      "with --clickhouse: run the SQL against this node's views (events, "
-                     "process_names, events_all: its newest session), so the brief's SQL runs "
+                     "process_names, events_all: its newest session), so the README's SQL runs "
                      "unchanged; without it, the gw_ tables of every node");
   flags.Add({"json", FlagKind::kBool, "", "print rows as a JSON array of objects", ""})
       .Add({"csv", FlagKind::kBool, "", "print rows as CSV", ""})

@@ -11,7 +11,7 @@ namespace gw {
 int RunReport(const Args& args) {
   FlagSet flags("report", "gpuwhy report -o FILE.html [flags]",
                 "Writes one self-contained HTML file to attach to a ticket: explain's causal\n"
-                "chains with their evidence, the brief's Step 3 as charts (context switches,\n"
+                "chains with their evidence, the host's activity as charts (context switches,\n"
                 "sync latency, CUDA calls and, where NVML was sampled, GPU SM activity) with\n"
                 "the seconds each finding's cause held the main thread shaded, feed-time\n"
                 "attribution as stacked bars, the top callers (trace --stack), kernels and\n"

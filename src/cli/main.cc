@@ -1,10 +1,23 @@
 // gpuwhy: explains why a GPU job is slow when nvidia-smi says the GPU is busy.
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
+#include "base/text.h"
 #include "cli/commands.h"
 
 namespace {
+
+// "gpuwhy: unknown command 'chekc' — did you mean `gpuwhy check`? …"
+void UnknownCommand(const std::string& name) {
+  std::vector<std::string> names = {"help"};
+  for (const gw::Command& c : gw::AllCommands()) names.push_back(c.name);
+  std::string guess = gw::ClosestWord(name, names);
+  std::fprintf(stderr, "gpuwhy: unknown command '%s'%s — run `gpuwhy help` for the list\n",
+               gw::TerminalSafe(name).c_str(),
+               guess.empty() ? "" : (" — did you mean `gpuwhy " + guess + "`?").c_str());
+}
 
 void PrintUsage(FILE* out) {
   std::fprintf(out,
@@ -36,7 +49,7 @@ int main(int argc, char** argv) {
       for (const gw::Command& c : gw::AllCommands()) {
         if (argv[2] == std::string(c.name)) return c.run({"--help"});
       }
-      std::fprintf(stderr, "gpuwhy: unknown command '%s'\n", argv[2]);
+      UnknownCommand(argv[2]);
       return gw::kExitUsage;
     }
     PrintUsage(stdout);
@@ -47,7 +60,6 @@ int main(int argc, char** argv) {
   for (const gw::Command& c : gw::AllCommands()) {
     if (name == c.name) return c.run(args);
   }
-  std::fprintf(stderr, "gpuwhy: unknown command '%s' — run `gpuwhy help` for the list\n",
-               name.c_str());
+  UnknownCommand(name);
   return gw::kExitUsage;
 }

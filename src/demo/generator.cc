@@ -645,7 +645,8 @@ StatusOr<DemoStats> RecordScenario(const std::string& scenario, StoreWriter& wri
                            "' — hint: `gpuwhy demo` lists them");
   }
   if (options.duration_s < 30 || options.duration_s > 3600) {
-    return InvalidArgument("demo duration must be between 30 s and 1 h");
+    return InvalidArgument("--duration must be between 30s and 1h for a synthetic demo (with "
+                           "--live: at least 5s)");
   }
   SessionInfo info;
   info.wall_start_ns = 1'767'225'600'000'000'000;

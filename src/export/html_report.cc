@@ -338,7 +338,7 @@ StatusOr<HtmlReportSummary> WriteHtmlReport(StoreReader& reader, const HtmlRepor
   }
   h += "</div>\n";
 
-  h += "<h2>Timeline</h2>\n<p class=\"dim\">The brief's Step 3 " + per +
+  h += "<h2>Timeline</h2>\n<p class=\"dim\">The host's activity " + per +
        "; shaded: the seconds each finding's cause held the main thread.</p>\n<div id=\"timeline\">\n";
   h += Chart(switches, buckets, bucket_ns, w.begin_ns, w.end_ns, shades, "chart-switches");
   h += Chart(sync, buckets, bucket_ns, w.begin_ns, w.end_ns, shades, "chart-sync");

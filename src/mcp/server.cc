@@ -64,6 +64,18 @@ std::string RenderToolText(const ToolOutput& output) {
 
 void McpServer::AddTool(ToolSpec tool) { tools_.push_back(std::move(tool)); }
 
+std::vector<std::string> McpServer::tool_names() const {
+  std::vector<std::string> names;
+  for (const ToolSpec& t : tools_) names.push_back(t.name);
+  return names;
+}
+
+std::vector<std::string> McpServer::prompt_names() const {
+  std::vector<std::string> names;
+  for (const PromptSpec& p : prompts_) names.push_back(p.name);
+  return names;
+}
+
 void McpServer::AddPrompt(PromptSpec prompt) { prompts_.push_back(std::move(prompt)); }
 
 bool McpServer::BatchesAllowed() const {

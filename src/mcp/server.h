@@ -78,6 +78,9 @@ class McpServer : public RpcHandler {
   bool BatchesAllowed() const override;
 
   const std::string& protocol_version() const { return protocol_version_; }
+  // What tools/list and prompts/list offer, by name, in order (for --help).
+  std::vector<std::string> tool_names() const;
+  std::vector<std::string> prompt_names() const;
   bool initialized() const { return initialized_; }
 
  private:

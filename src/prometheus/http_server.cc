@@ -57,8 +57,8 @@ std::string ListenAddress::ToString() const {
 StatusOr<ListenAddress> ParseListenAddress(std::string_view text) {
   auto bad = [&](const std::string& why) {
     return InvalidArgument("--prometheus " + std::string(text) + ": " + why +
-                           " — hint: ADDR:PORT with a numeric address, e.g. 127.0.0.1:9464, "
-                           "0.0.0.0:9464 or [::1]:9464");
+                           " — hint: ADDR:PORT with a numeric address or localhost, e.g. "
+                           "127.0.0.1:9464, localhost:9464, 0.0.0.0:9464 or [::1]:9464");
   };
   ListenAddress out;
   std::string_view host, port;
@@ -75,6 +75,8 @@ StatusOr<ListenAddress> ParseListenAddress(std::string_view text) {
     host = text.substr(0, colon);
     port = text.substr(colon + 1);
     if (host.find(':') != std::string_view::npos) return bad("an IPv6 address needs brackets");
+    // The one name everyone types; no other name is resolved (it would depend on DNS).
+    if (host == "localhost") host = "127.0.0.1";
   }
   if (host.empty()) return bad("no address (to listen on every interface say 0.0.0.0 or [::])");
   if (port.empty() || port.size() > 5) return bad("the port is a number from 0 to 65535");
@@ -97,7 +99,7 @@ StatusOr<ListenAddress> ParseListenAddress(std::string_view text) {
   } else {
     auto* a4 = reinterpret_cast<sockaddr_in*>(&out.addr);
     if (inet_pton(AF_INET, out.host.c_str(), &a4->sin_addr) != 1) {
-      return bad("not a numeric IPv4 address (host names are not resolved)");
+      return bad("not a numeric IPv4 address (host names other than localhost are not resolved)");
     }
     a4->sin_family = AF_INET;
     a4->sin_port = htons(static_cast<uint16_t>(p));

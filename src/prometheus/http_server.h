@@ -26,8 +26,8 @@
 
 namespace gw {
 
-// ADDR:PORT: a numeric IPv4 address (127.0.0.1:9464, 0.0.0.0:9464) or a bracketed IPv6 one
-// ([::1]:9464); port 0 picks a free port.
+// ADDR:PORT: a numeric IPv4 address (127.0.0.1:9464, 0.0.0.0:9464; localhost means 127.0.0.1)
+// or a bracketed IPv6 one ([::1]:9464); port 0 picks a free port.
 struct ListenAddress {
   sockaddr_storage addr{};
   socklen_t len = 0;

@@ -278,7 +278,10 @@ TEST(ListenAddress, ParsesNumericAddressesOnly) {
   StatusOr<ListenAddress> b = ParseListenAddress("[::1]:0");
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->ToString(), "[::1]:0");
-  for (const char* bad : {"", "9464", ":9464", "localhost:9464", "127.0.0.1:", "127.0.0.1:65536",
+  StatusOr<ListenAddress> local = ParseListenAddress("localhost:9464");  // issue 34
+  ASSERT_TRUE(local.ok()) << local.status().message();
+  EXPECT_EQ(local->ToString(), "127.0.0.1:9464");
+  for (const char* bad : {"", "9464", ":9464", "example.com:9464", "127.0.0.1:", "127.0.0.1:65536",
                           "127.0.0.1:94a4", "::1:9464", "[::1]9464", "1.2.3:80", "[zz]:1"}) {
     StatusOr<ListenAddress> r = ParseListenAddress(bad);
     EXPECT_FALSE(r.ok()) << bad;

@@ -995,6 +995,31 @@ TEST_F(StoreTest, AKilledShortSessionKeepsItsRollupsWhenPruned) {
   EXPECT_GE(window->last_ts_ns, 5'000'000'000);
 }
 
+// Issue 34: a trace that saw no job leaves an empty newest session; plain explain (session 0)
+// reads the newest session that recorded something instead of failing on the empty one.
+TEST_F(StoreTest, AnEmptyNewestSessionDoesNotHideTheLastRecording) {
+  auto w = NewWriter();
+  ASSERT_TRUE(w->BeginSession({}).ok());
+  for (int i = 0; i < 10; ++i) w->AppendEvent(Switch(i * 1'000'000, 1, 1000));
+  ASSERT_TRUE(w->EndSession({10, 10, 0, ""}).ok());
+  ASSERT_TRUE(w->BeginSession({}).ok());  // a trace that found nothing to trace
+  ASSERT_TRUE(w->EndSession({0, 0, 0, ""}).ok());
+  ASSERT_TRUE(w->Close().ok());
+  auto r = StoreReader::Open(path_);
+  ASSERT_TRUE(r.ok());
+  auto newest = ResolveSession(**r, 0);
+  ASSERT_TRUE(newest.ok()) << newest.status().message();
+  EXPECT_EQ(*newest, 1);
+  auto window = ResolveWindow(**r, WindowRequest{});
+  ASSERT_TRUE(window.ok()) << window.status().message();
+  EXPECT_EQ(window->session, 1);
+  WindowRequest empty;
+  empty.session = 2;  // asked for by number, the empty one still says it is empty
+  auto refused = ResolveWindow(**r, empty);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("has no events"), std::string::npos);
+}
+
 // Three sessions, the middle one removed: every row of it goes, the others stay whole, freed
 // pages go back to the filesystem (gpuwhy files have incremental auto-vacuum).
 TEST_F(StoreTest, DeleteSessionsRemovesEveryRowOfThoseSessionsOnly) {

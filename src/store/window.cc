@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <vector>
 
 #include "base/saturating.h"
 #include "store/event_rows_table.h"
@@ -14,7 +15,20 @@
 namespace gw {
 
 StatusOr<int64_t> ResolveSession(StoreReader& reader, int64_t session) {
-  if (session == 0) return reader.LatestSession();
+  if (session == 0) {
+    // The newest session that recorded something: a trace that saw no job (it found no CUDA
+    // process, or was stopped at once) leaves an empty session that must not hide the last
+    // real one. With none recorded, the newest, whose error then says it is empty.
+    ASSIGN_OR_RETURN(int64_t newest, reader.LatestSession());
+    std::vector<int64_t> ids;
+    RETURN_IF_ERROR(reader.ForEach("SELECT id FROM sessions ORDER BY id DESC", {},
+                                   [&](sqlite3_stmt* s) { ids.push_back(sqlite3_column_int64(s, 0)); }));
+    for (int64_t id : ids) {
+      ASSIGN_OR_RETURN(TierSpan span, ReadTierSpan(reader, id));
+      if (span.has_raw || span.has_rollups) return id;
+    }
+    return newest;
+  }
   bool found = false;
   std::string ids;
   RETURN_IF_ERROR(reader.ForEach("SELECT id FROM sessions ORDER BY id", {}, [&](sqlite3_stmt* s) {

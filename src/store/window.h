@@ -105,7 +105,8 @@ struct PlausibleSpan {
 };
 StatusOr<PlausibleSpan> ReadPlausibleSpan(StoreReader& reader, int64_t session);
 
-// 0 = the newest session; NotFound (listing the sessions there are) when `session` is not there.
+// 0 = the newest session that holds rows (raw or rollups; the newest when none does); NotFound
+// (listing the sessions there are) when `session` is not there.
 StatusOr<int64_t> ResolveSession(StoreReader& reader, int64_t session);
 
 // Validates, finds the session and its first/last event, and applies the rule.

@@ -201,13 +201,20 @@ TEST_F(WindowFileTest, KilledSessionEndsAtItsNewestEvent) {
 }
 
 TEST_F(WindowFileTest, EmptySessionIsAnError) {
-  WindowRequest r;  // 0 = the newest: session 3, which has no events
+  WindowRequest r;
+  r.session = 3;  // the newest session, which has no events, asked for by number
   StatusOr<SessionWindow> w = ResolveWindow(*reader_, r);
   ASSERT_FALSE(w.ok());
   EXPECT_EQ(w.status().code(), StatusCode::kNotFound);
   EXPECT_NE(w.status().message().find("session 3 in " + path_ + " has no events"),
             std::string::npos)
       << w.status().message();
+}
+
+TEST_F(WindowFileTest, DefaultSessionIsTheNewestThatRecordedSomething) {
+  StatusOr<SessionWindow> w = ResolveWindow(*reader_, WindowRequest{});  // session 3 is empty
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  EXPECT_NE(w->session, 3);
 }
 
 TEST_F(WindowFileTest, MissingSessionListsTheSessions) {

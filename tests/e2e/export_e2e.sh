@@ -5,7 +5,7 @@
 #     (ordered timestamps, every slice ends, tracks described before use), and its tracks, slice
 #     counts, durations and timestamps match `gpuwhy query` on the same file;
 #   - --since/--from/--to/--pid narrow it like explain;
-#   - --format folded on a recording without stacks says so;
+#   - --format folded on a recording without stacks writes nothing, says why and exits 1;
 #   - usage errors exit 2, an unwritable file exits 1 without leaving a partial file.
 # Usage: export_e2e.sh GPUWHY SOURCE_DIR
 set -uo pipefail
@@ -155,8 +155,10 @@ PY
 
 # Folded stacks from a recording without stacks: an empty file and a hint.
 "$GPUWHY" export --format folded -o "$WORK/none.folded" --db "$DB" 2> "$WORK/folded.err"
-[ $? -eq 0 ] && [ ! -s "$WORK/none.folded" ] && grep -q "trace --stack" "$WORK/folded.err" \
-  && pass "folded without stacks: empty output and a hint" || fail "folded without stacks: $(cat "$WORK/folded.err")"
+[ $? -eq 1 ] && [ ! -e "$WORK/none.folded" ] && grep -q "nothing written" "$WORK/folded.err" \
+  && grep -q "trace --stack" "$WORK/folded.err" \
+  && pass "folded without stacks: exit 1, no file, the reason and a hint" \
+  || fail "folded without stacks: $(cat "$WORK/folded.err")"
 
 # Errors.
 expect_exit() {  # expect_exit CODE WHAT PATTERN ARGS...

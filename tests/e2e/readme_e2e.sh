@@ -9,8 +9,10 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
 
-block() {  # marker name → the fenced block after it
-  awk -v m="<!-- readme-example: $1 -->" '
+block() {  # [kind] name → the fenced block after its marker (kind: example, the default, or sql)
+  local kind=example
+  if [ $# -eq 2 ]; then kind=$1; shift; fi
+  awk -v m="<!-- readme-$kind: $1 -->" '
     $0 == m {found = 1; next}
     found && /^```/ {if (inside) exit; inside = 1; next}
     inside {print}' "$ROOT/README.md"
@@ -30,8 +32,14 @@ check() {  # name, file with the command's output
 check "demo cpu-contention" "$tmp/demo.out"
 
 "$MAKE_FIXTURE" "$tmp/f.db"
-"$GPUWHY" query --db "$tmp/f.db" "SELECT pn . name as process , COUNT ( * ) as context_switches , SUM ( duration_ns ) / 1e9 as total_off_cpu_sec , MAX ( duration_ns ) / 1e6 as worst_stall_ms FROM events e JOIN process_names pn ON e . pid = pn . pid WHERE op = 'sched_switch' AND timestamp > ( SELECT MAX ( timestamp ) - 120000000000 FROM events ) GROUP BY pn . name ORDER BY total_off_cpu_sec DESC LIMIT 10 ;" > "$tmp/q.out" 2>/dev/null
+# The SQL the README shows is the SQL run: its `gpuwhy query "…"` block, quotes taken off.
+sql=$(block sql "query step2" | sed -e '1s/^gpuwhy query "//' -e '$s/"$//')
+if [ -z "$sql" ]; then echo "FAIL - README has no SQL for query step2"; failures=$((failures + 1)); fi
+"$GPUWHY" query --db "$tmp/f.db" "$sql" > "$tmp/q.out" 2>/dev/null
 check "query step2" "$tmp/q.out"
+
+# Every command and flag the README and docs/*.md write exists in that command's --help.
+python3 "$ROOT/tests/e2e/docs_flags.py" "$GPUWHY" "$ROOT" || failures=$((failures + 1))
 
 if [ $failures -eq 0 ]; then echo "readme e2e: all passed"; exit 0; fi
 echo "readme e2e: $failures failed"; exit 1

@@ -81,6 +81,14 @@ check_usage() {  # expected-text, args...
   [ $rc -eq 2 ] && echo "$out" | grep -q -- "$want" && pass "usage error: $*" \
     || fail "usage error $*: rc=$rc $out"
 }
+# A mistyped command or flag gets the one it was probably meant to be (issue 34).
+check_usage "did you mean \`gpuwhy check\`" chekc
+check_usage "did you mean \`gpuwhy explain\`" help explian
+check_usage "did you mean --since" explain --db "$DB" --sinse 5s
+check_usage "did you mean --keep" prune --db "$DB" --kep 1
+out=$("$GPUWHY" frobnicate 2>&1); rc=$?
+[ $rc -eq 2 ] && ! echo "$out" | grep -q "did you mean" && pass "no guess for a word close to no command" \
+  || fail "frobnicate: rc=$rc $out"
 check_usage "say what to remove" prune --db "$DB"
 check_usage "must be 0 or more" prune --db "$DB" --keep -1
 check_usage "keep" prune --db "$DB" --keep many

@@ -30,7 +30,8 @@ build_and_run() {  # NAME SOURCES...
     tail -40 "$WORK/$name.log"; echo "FAIL - $name"; failures=$((failures + 1))
   fi
 }
-build_and_run fuzz_flags "$SRC/tests/fuzz/fuzz_flags.cc" "$SRC/src/base/flags.cc" "$SRC/src/base/status.cc"
+build_and_run fuzz_flags "$SRC/tests/fuzz/fuzz_flags.cc" "$SRC/src/base/flags.cc" "$SRC/src/base/status.cc" \
+  "$SRC/src/base/text.cc"
 build_and_run fuzz_text "$SRC/tests/fuzz/fuzz_text.cc" "$SRC/src/base/text.cc" "$SRC/src/base/table.cc"
 build_and_run fuzz_jsonrpc "$SRC/tests/fuzz/fuzz_jsonrpc.cc" "$SRC/src/mcp/line_reader.cc" "$SRC/src/mcp/json_rpc.cc"
 LIBS="-lsqlite3" build_and_run fuzz_chunks "$SRC/tests/fuzz/fuzz_chunks.cc" \
