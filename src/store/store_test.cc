@@ -42,6 +42,14 @@ class StoreTest : public ::testing::Test {
     return std::move(w).value();
   }
 
+  // Edits the file the way someone with the sqlite3 shell would (no gpuwhy module loaded).
+  void EditFile(const std::string& sql) {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
+    ScopedDb db(raw);
+    ASSERT_TRUE(Exec(raw, sql).ok()) << sql;
+  }
+
   std::string dir_;
   std::string path_;
 };
@@ -510,24 +518,14 @@ TEST_F(StoreTest, CorruptChunkIsAnErrorNotACrash) {
   ASSERT_TRUE(w->BeginSession({}).ok());
   for (int i = 0; i < 10; ++i) w->AppendEvent(Switch(i * 1000, 1, 1));
   ASSERT_TRUE(w->Close().ok());
-  {
-    sqlite3* raw = nullptr;
-    ASSERT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
-    ScopedDb db(raw);
-    ASSERT_TRUE(Exec(raw, "UPDATE event_chunks SET data = substr(data, 1, 5)").ok());
-  }
+  EditFile("UPDATE event_chunks SET data = substr(data, 1, 5)");
   auto r = StoreReader::Open(path_);
   ASSERT_TRUE(r.ok());
   auto t = (*r)->Query("SELECT COUNT(*) FROM event_rows");
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("corrupt"), std::string::npos) << t.status().message();
   // A count no chunk can hold is refused before anything is sized by it.
-  {
-    sqlite3* raw = nullptr;
-    ASSERT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
-    ScopedDb db(raw);
-    ASSERT_TRUE(Exec(raw, "UPDATE event_chunks SET n = 1000000000000").ok());
-  }
+  EditFile("UPDATE event_chunks SET n = 1000000000000");
   auto huge = (*r)->Query("SELECT COUNT(*) FROM event_rows");
   ASSERT_FALSE(huge.ok());
   EXPECT_NE(huge.status().message().find("corrupt"), std::string::npos)
@@ -548,15 +546,10 @@ TEST_F(StoreTest, AnEditedChunkDoesNotStretchTheSession) {
   ASSERT_TRUE(session.ok());
   for (int i = 0; i < 20; ++i) w->AppendEvent(Switch(i * 300'000'000LL, 1, 1000));  // 20 chunks
   ASSERT_TRUE(w->Close().ok());
-  {
-    sqlite3* raw = nullptr;
-    ASSERT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
-    ScopedDb db(raw);
-    ASSERT_TRUE(Exec(raw, "UPDATE event_chunks SET ts = 9223372035854775807, "
-                          "last_ts = 9223372036854775807 WHERE chunk = 2").ok());
-    ASSERT_TRUE(Exec(raw, "UPDATE event_chunks SET ts = -9223372036854775807, "
-                          "last_ts = -9223372036754775807 WHERE chunk = 3").ok());
-  }
+  EditFile("UPDATE event_chunks SET ts = 9223372035854775807, "
+           "last_ts = 9223372036854775807 WHERE chunk = 2");
+  EditFile("UPDATE event_chunks SET ts = -9223372036854775807, "
+           "last_ts = -9223372036754775807 WHERE chunk = 3");
   auto r = StoreReader::Open(path_);
   ASSERT_TRUE(r.ok());
   WindowRequest whole;
@@ -576,12 +569,7 @@ TEST_F(StoreTest, AnEditedChunkDoesNotStretchTheSession) {
   EXPECT_EQ(std::get<int64_t>(all->rows.at(0)[0]), 20);
   EXPECT_EQ(std::get<int64_t>(all->rows.at(0)[1]), 9223372035854775807LL);
   // ...but a chunk whose timestamps could not fit in 64 bits is corrupt.
-  {
-    sqlite3* raw = nullptr;
-    ASSERT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
-    ScopedDb db(raw);
-    ASSERT_TRUE(Exec(raw, "UPDATE event_chunks SET ts = 9223372036854775000 WHERE chunk = 2").ok());
-  }
+  EditFile("UPDATE event_chunks SET ts = 9223372036854775000 WHERE chunk = 2");
   auto wrapped = (*r)->Query("SELECT COUNT(*) FROM event_rows");
   ASSERT_FALSE(wrapped.ok());
   EXPECT_NE(wrapped.status().message().find("corrupt"), std::string::npos)

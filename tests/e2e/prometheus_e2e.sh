@@ -40,7 +40,7 @@ PY
 }
 
 # ---- 1. refused before anything starts -----------------------------------------------------
-for bad in localhost:9464 127.0.0.1 127.0.0.1:99999 ::1:9464 ":9464"; do
+for bad in gpu-node.example:9464 127.0.0.1 127.0.0.1:99999 ::1:9464 ":9464"; do
   out=$("$GPUWHY" trace --duration 1s --db "$WORK/bad.db" --prometheus "$bad" 2>&1); rc=$?
   [ $rc -eq 2 ] && echo "$out" | grep -q "hint: ADDR:PORT" && [ ! -e "$WORK/bad.db" ] \
     && pass "--prometheus $bad refused (exit 2)" || fail "--prometheus $bad: rc=$rc $out"
