@@ -106,6 +106,8 @@ echo "root only" > "$WORK/root_secret"; chmod 600 "$WORK/root_secret"
 cat > "$WORK/tty.sh" <<SH
 exec 7<"$WORK/root_secret"
 export SUDO_UID=65534 SUDO_GID=65534 SUDO_COMMAND=/bin/bash MAIL=/var/mail/root
+# (The sanitizer build's gpuwhy inherits LD_PRELOAD too: ASan must be told not to mind.)
+export ASAN_OPTIONS="\${ASAN_OPTIONS:+\$ASAN_OPTIONS:}verify_asan_link_order=0"
 export LD_PRELOAD=/lib/x86_64-linux-gnu/libm.so.6 GW_ROOT_TOKEN=s3cret CUDA_VISIBLE_DEVICES=0
 export MY_SETTING=kept
 "$GPUWHY" trace --quiet --keep-env MY_SETTING --db "$WORK/tty.db" -- $PY -c '$JOB'
