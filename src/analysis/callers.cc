@@ -1,9 +1,5 @@
 #include "analysis/callers.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <map>
 #include <unordered_map>
@@ -11,7 +7,6 @@
 #include "analysis/facts.h"
 #include "analysis/format.h"
 #include "base/text.h"
-#include "base/trusted_path.h"
 #include "store/db_location.h"
 
 namespace gw {
@@ -21,8 +16,8 @@ namespace {
 constexpr size_t kMaxOps = 3;    // caller sections
 constexpr size_t kMaxSites = 5;  // sites per section
 constexpr size_t kMaxSourceChars = 120;
-// Source files larger than this are not read for their lines (a script is far smaller).
-constexpr off_t kMaxSourceFileBytes = 64 << 20;
+// Source files are read up to this size for their lines (a script is far smaller).
+constexpr size_t kMaxSourceFileBytes = 64 << 20;
 
 // Library code: installed packages and the interpreter's standard library
 // (".../lib/python3.12/..."), plus pseudo-files such as "<frozen runpy>".
@@ -262,24 +257,9 @@ namespace {
 // never end).
 std::vector<std::string> ReadSourceLines(const std::string& path) {
   std::vector<std::string> lines;
-  DatabaseOwner user = InvokingDatabaseOwner();
-  ScopedFsIdentity as_user(RunningUnderSudo(), user.uid, user.gid);
-  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0) return lines;
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > kMaxSourceFileBytes) {
-    close(fd);
-    return lines;
-  }
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < text.size()) {
-    ssize_t n = read(fd, text.data() + got, text.size() - got);
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  close(fd);
-  text.resize(got);
+  StatusOr<std::string> read = ReadFileAsInvokingUser(path, kMaxSourceFileBytes, path);
+  if (!read.ok()) return lines;
+  const std::string& text = *read;
   for (size_t begin = 0; begin < text.size();) {
     size_t end = text.find('\n', begin);
     if (end == std::string::npos) end = text.size();

@@ -1,16 +1,9 @@
 #include "clickhouse/client.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cctype>
-#include <cerrno>
 #include <cstdlib>
 
-#include "base/scoped.h"
 #include "base/text.h"
-#include "base/trusted_path.h"
 #include "store/db_location.h"
 
 namespace gw {
@@ -34,18 +27,7 @@ StatusOr<std::string> PasswordFromEnvironment() {
   const char* file = std::getenv("GPUWHY_CLICKHOUSE_PASSWORD_FILE");
   if (file == nullptr || *file == '\0') return std::string();
   const std::string what = "GPUWHY_CLICKHOUSE_PASSWORD_FILE '" + TerminalSafe(file) + "'";
-  DatabaseOwner user = InvokingDatabaseOwner();
-  ScopedFsIdentity as_user(RunningUnderSudo(), user.uid, user.gid);
-  ScopedFd fd(open(file, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-  if (!fd) return ErrnoStatus(what, errno);
-  struct stat st;
-  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    return InvalidArgument(what + " is not a regular file");
-  }
-  char buf[4096];
-  ssize_t n = read(fd.get(), buf, sizeof buf);
-  if (n < 0) return ErrnoStatus(what, errno);
-  std::string pw(buf, static_cast<size_t>(n));
+  ASSIGN_OR_RETURN(std::string pw, ReadFileAsInvokingUser(file, 4096, what));
   pw = pw.substr(0, pw.find_first_of("\r\n"));
   if (pw.empty()) return InvalidArgument(what + " holds no password on its first line");
   return pw;

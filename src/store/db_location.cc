@@ -8,12 +8,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <deque>
 
 #include "base/scoped.h"
+#include "base/trusted_path.h"
 
 namespace gw {
 
@@ -308,6 +310,29 @@ ScopedFsIdentity::~ScopedFsIdentity() {
   if (groups_set_) {
     GW_CHECK(syscall(SYS_setgroups, saved_groups_.size(), saved_groups_.data()) == 0);
   }
+}
+
+StatusOr<std::string> ReadFileAsInvokingUser(const std::string& path, size_t max_bytes,
+                                             const std::string& what) {
+  DatabaseOwner user = InvokingDatabaseOwner();
+  ScopedFsIdentity as_user(RunningUnderSudo(), user.uid, user.gid);
+  ScopedFd fd(open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!fd) return ErrnoStatus(what, errno);
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return InvalidArgument(what + " is not a regular file");
+  }
+  std::string text(std::min(static_cast<size_t>(st.st_size), max_bytes), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    ssize_t n = read(fd.get(), text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(what, errno);
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  text.resize(got);
+  return text;
 }
 
 }  // namespace gw

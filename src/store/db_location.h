@@ -79,4 +79,12 @@ class ScopedFsIdentity {
   std::vector<gid_t> saved_groups_;
 };
 
+// The first `max_bytes` of a regular file a user named (a password file, a traced job's source
+// file), read the way that user would: under sudo with the invoking user's identity, so root
+// never hands over a file that user could not read. Opened without blocking and without
+// becoming a controlling terminal: a FIFO or a device is refused ("not a regular file").
+// `what` names the file in messages.
+StatusOr<std::string> ReadFileAsInvokingUser(const std::string& path, size_t max_bytes,
+                                             const std::string& what);
+
 }  // namespace gw

@@ -464,39 +464,25 @@ bool DeclaringEventRows() { return declaring; }
 // Schema 9 keeps events in chunks; the index on (session, ts, last_ts, n) answers these.
 constexpr int64_t kChunkSchema = 9;
 
-std::string RawFirstTsSql(int64_t schema_version, const std::string& session) {
-  return std::string("SELECT MIN(ts) FROM ") +
-         (schema_version >= kChunkSchema ? "event_chunks" : "event_rows") +
-         " WHERE session = " + session;
-}
-
-std::string RawLastTsSql(int64_t schema_version, const std::string& session) {
-  if (schema_version < kChunkSchema) {
-    return "SELECT MAX(ts) FROM event_rows WHERE session = " + session;
-  }
-  // The newest event is in a chunk that starts at most one span before the newest start.
-  return "SELECT MAX(last_ts) FROM event_chunks WHERE session = " + session +
-         " AND ts >= (SELECT MAX(ts) FROM event_chunks WHERE session = " + session + ") - " +
-         std::to_string(kChunkSpanNs);
-}
-
 std::string RawFirstTsSql(int64_t schema_version, const std::string& session,
                           const std::string& lo, const std::string& hi) {
-  const char* table = schema_version >= kChunkSchema ? "event_chunks" : "event_rows";
-  return std::string("SELECT MIN(ts) FROM ") + table + " WHERE session = " + session +
-         " AND ts >= " + lo + " AND ts <= " + hi;
+  const std::string in_span = lo.empty() ? "" : " AND ts >= " + lo + " AND ts <= " + hi;
+  return std::string("SELECT MIN(ts) FROM ") +
+         (schema_version >= kChunkSchema ? "event_chunks" : "event_rows") +
+         " WHERE session = " + session + in_span;
 }
 
 std::string RawLastTsSql(int64_t schema_version, const std::string& session,
                          const std::string& lo, const std::string& hi) {
+  const std::string in_span = lo.empty() ? "" : " AND ts >= " + lo + " AND ts <= " + hi;
   if (schema_version < kChunkSchema) {
-    return "SELECT MAX(ts) FROM event_rows WHERE session = " + session + " AND ts >= " + lo +
-           " AND ts <= " + hi;
+    return "SELECT MAX(ts) FROM event_rows WHERE session = " + session + in_span;
   }
-  const std::string in_span = " AND ts >= " + lo + " AND ts <= " + hi;
-  return "SELECT MIN(MAX(last_ts), " + hi + ") FROM event_chunks WHERE session = " + session +
-         in_span + " AND ts >= (SELECT MAX(ts) FROM event_chunks WHERE session = " + session +
-         in_span + ") - " + std::to_string(kChunkSpanNs);
+  // The newest event is in a chunk that starts at most one span before the newest start.
+  const std::string newest_last = lo.empty() ? "MAX(last_ts)" : "MIN(MAX(last_ts), " + hi + ")";
+  return "SELECT " + newest_last + " FROM event_chunks WHERE session = " + session + in_span +
+         " AND ts >= (SELECT MAX(ts) FROM event_chunks WHERE session = " + session + in_span +
+         ") - " + std::to_string(kChunkSpanNs);
 }
 
 std::string RawCountSql(int64_t schema_version, const std::string& session) {

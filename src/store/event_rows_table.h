@@ -24,14 +24,12 @@ Status RegisterEventRowsModule(sqlite3* db);
 // Statements over a session's raw rows that need no decoding, for a file of `schema_version`
 // (older files have a plain event_rows table). `session` is an SQL expression (?1, s.id);
 // each statement gives one value, NULL when the session has no rows.
-std::string RawFirstTsSql(int64_t schema_version, const std::string& session);
-std::string RawLastTsSql(int64_t schema_version, const std::string& session);
-// The same among the rows with timestamps in [lo, hi] (SQL expressions): a session's plausible
-// span, so that one edited chunk far outside it does not stretch the session.
+// With `lo`/`hi` (SQL expressions), among the rows with timestamps in [lo, hi] only: a
+// session's plausible span, so that one edited chunk far outside it does not stretch it.
 std::string RawFirstTsSql(int64_t schema_version, const std::string& session,
-                          const std::string& lo, const std::string& hi);
+                          const std::string& lo = "", const std::string& hi = "");
 std::string RawLastTsSql(int64_t schema_version, const std::string& session,
-                         const std::string& lo, const std::string& hi);
+                         const std::string& lo = "", const std::string& hi = "");
 std::string RawCountSql(int64_t schema_version, const std::string& session);
 // (session, rows) for every session with rows.
 std::string RawCountBySessionSql(int64_t schema_version);

@@ -42,6 +42,16 @@ class StoreTest : public ::testing::Test {
     return std::move(w).value();
   }
 
+  // The rows ReadWindowRows gives for the first 10 s of `session`.
+  StatusOr<WindowRows> ReadFirstTenSeconds(int64_t session) {
+    ASSIGN_OR_RETURN(std::unique_ptr<StoreReader> reader, StoreReader::Open(path_));
+    SessionWindow window;
+    window.session = session;
+    window.begin_ns = 0;
+    window.end_ns = 10'000'000'000;
+    return ReadWindowRows(*reader, window, {});
+  }
+
   // Edits the file the way someone with the sqlite3 shell would (no gpuwhy module loaded).
   void EditFile(const std::string& sql) {
     sqlite3* raw = nullptr;
@@ -722,13 +732,7 @@ TEST_F(StoreTest, AggregatedCopiesAreReadByDirection) {
   counts.push_back(launch);
   w->AppendOpCounts(counts);
   ASSERT_TRUE(w->Close().ok());
-  auto reader = StoreReader::Open(path_);
-  ASSERT_TRUE(reader.ok()) << reader.status().message();
-  SessionWindow window;
-  window.session = *session;
-  window.begin_ns = 0;
-  window.end_ns = 10'000'000'000;
-  auto rows = ReadWindowRows(**reader, window, {});
+  StatusOr<WindowRows> rows = ReadFirstTenSeconds(*session);
   ASSERT_TRUE(rows.ok()) << rows.status().message();
   std::map<std::string, std::pair<int64_t, int64_t>> got;  // direction -> (count, bytes)
   for (const CopyAggregateRow& a : rows->copy_aggregates) {
@@ -765,13 +769,7 @@ TEST_F(StoreTest, NamesAJobChoseAreReadAsOnePrintableLine) {
   row.name_id = w->InternString("kern" + evil);
   w->AppendEvents(&row, 1);
   ASSERT_TRUE(w->Close().ok());
-  auto reader = StoreReader::Open(path_);
-  ASSERT_TRUE(reader.ok()) << reader.status().message();
-  SessionWindow window;
-  window.session = *session;
-  window.begin_ns = 0;
-  window.end_ns = 10'000'000'000;
-  auto rows = ReadWindowRows(**reader, window, {});
+  StatusOr<WindowRows> rows = ReadFirstTenSeconds(*session);
   ASSERT_TRUE(rows.ok()) << rows.status().message();
   auto one_line = [](const std::string& text) {
     return text.find_first_of("\n\r\x1b\x07") == std::string::npos;

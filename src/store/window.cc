@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "base/saturating.h"
@@ -14,20 +16,30 @@
 
 namespace gw {
 
+namespace {
+
+// The newest session that recorded something (raw rows or rollups), with its span: a trace that
+// saw no job (it found no CUDA process, or was stopped at once) leaves an empty session that
+// must not hide the last real one. With none recorded, the newest, whose window then says it is
+// empty.
+StatusOr<std::pair<int64_t, TierSpan>> NewestRecordedSession(StoreReader& reader) {
+  std::vector<int64_t> ids;
+  RETURN_IF_ERROR(reader.ForEach("SELECT id FROM sessions ORDER BY id DESC", {},
+                                 [&](sqlite3_stmt* s) { ids.push_back(sqlite3_column_int64(s, 0)); }));
+  if (ids.empty()) return reader.LatestSession().status();  // "holds no recording session yet"
+  for (int64_t id : ids) {
+    ASSIGN_OR_RETURN(TierSpan span, ReadTierSpan(reader, id));
+    if (span.has_raw || span.has_rollups) return std::make_pair(id, span);
+  }
+  return std::make_pair(ids.front(), TierSpan{});
+}
+
+}  // namespace
+
 StatusOr<int64_t> ResolveSession(StoreReader& reader, int64_t session) {
   if (session == 0) {
-    // The newest session that recorded something: a trace that saw no job (it found no CUDA
-    // process, or was stopped at once) leaves an empty session that must not hide the last
-    // real one. With none recorded, the newest, whose error then says it is empty.
-    ASSIGN_OR_RETURN(int64_t newest, reader.LatestSession());
-    std::vector<int64_t> ids;
-    RETURN_IF_ERROR(reader.ForEach("SELECT id FROM sessions ORDER BY id DESC", {},
-                                   [&](sqlite3_stmt* s) { ids.push_back(sqlite3_column_int64(s, 0)); }));
-    for (int64_t id : ids) {
-      ASSIGN_OR_RETURN(TierSpan span, ReadTierSpan(reader, id));
-      if (span.has_raw || span.has_rollups) return id;
-    }
-    return newest;
+    ASSIGN_OR_RETURN(auto newest, NewestRecordedSession(reader));
+    return newest.first;
   }
   bool found = false;
   std::string ids;
@@ -106,8 +118,14 @@ StatusOr<TierSpan> ReadTierSpan(StoreReader& reader, int64_t session) {
 
 StatusOr<SessionWindow> ResolveWindow(StoreReader& reader, const WindowRequest& request) {
   RETURN_IF_ERROR(ValidateWindowRequest(request));
-  ASSIGN_OR_RETURN(int64_t session, ResolveSession(reader, request.session));
-  ASSIGN_OR_RETURN(TierSpan span, ReadTierSpan(reader, session));
+  int64_t session = request.session;
+  TierSpan span;
+  if (session == 0) {
+    ASSIGN_OR_RETURN(std::tie(session, span), NewestRecordedSession(reader));
+  } else {
+    ASSIGN_OR_RETURN(session, ResolveSession(reader, session));
+    ASSIGN_OR_RETURN(span, ReadTierSpan(reader, session));
+  }
   std::optional<int64_t> first, last;
   if (span.has_raw) {
     first = span.raw_first;
