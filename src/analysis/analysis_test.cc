@@ -299,6 +299,41 @@ TEST(TimelineTest, KindsMapToCausesAndClipToLifetime) {
   EXPECT_EQ(At(part, FeedCause::kBlockedIo), 2 * kMs);
 }
 
+// The main thread (tid 1) sleeps and hands its CPU 0 to the job's own thread 2; once woken it
+// waits 4 ms for CPU 0. Thread 2 ran there for the first 1 ms of that wait and another process
+// for the other 3 ms: the wait is 1 ms the job's own and 3 ms another process's, not all the
+// job's (the switch row names only who took the CPU when the main thread fell asleep).
+TEST(TimelineTest, RunqWaitCreditedToWhoHeldTheCpuItWaitedFor) {
+  auto on = [](RawEvent e, int32_t cpu) {
+    e.cpu = cpu;
+    return e;
+  };
+  // Main thread: asleep 10..16 ms, runnable 16..20 ms, back on CPU 0 (its next row left CPU 0).
+  RawEvent m1 = on(Sw(1, 10 * kMs, 10 * kMs, SwitchKind::kBlocked, 4 * kMs, 1), 0);
+  RawEvent m2 = on(Sw(1, 25 * kMs, 1 * kMs, SwitchKind::kBlocked, 0, 0), 0);
+  // Thread 2 of the job: ran on CPU 0 from 12 to 17 ms (between its two rows).
+  RawEvent t1 = on(Sw(1, 5 * kMs, 7 * kMs, SwitchKind::kBlocked, 0, 0, /*tid=*/2), 0);
+  RawEvent t2 = on(Sw(1, 17 * kMs, 20 * kMs, SwitchKind::kBlocked, 0, 0, /*tid=*/2), 0);
+  // Thread 3 of the job ran on CPU 1 all the while: not the CPU the main thread waited for.
+  RawEvent u1 = on(Sw(1, 1 * kMs, 1 * kMs, SwitchKind::kBlocked, 0, 0, /*tid=*/3), 1);
+  RawEvent u2 = on(Sw(1, 30 * kMs, 1 * kMs, SwitchKind::kBlocked, 0, 0, /*tid=*/3), 1);
+  std::vector<const RawEvent*> rows = {&m1, &m2, &t1, &t2, &u1, &u2};
+  CpuOccupancy occupancy;
+  for (int32_t tid : {1, 2, 3}) occupancy.AddThread(1, tid, rows);
+  occupancy.Finish();
+  ThreadTimeline with = ThreadTimeline::Build(1, 1, 0, 40 * kMs, rows, &occupancy);
+  std::map<int32_t, int64_t> holders;
+  with.RunqByHolder(0, 40 * kMs, &holders);
+  EXPECT_EQ(holders[1], 1 * kMs);
+  EXPECT_EQ(holders[kOtherHolder], 3 * kMs);
+  EXPECT_EQ(At(with.Totals(), FeedCause::kRunqWait), 4 * kMs);
+  // Without occupancy: all of it to the process the switch row named.
+  ThreadTimeline without = ThreadTimeline::Build(1, 1, 0, 40 * kMs, rows);
+  holders.clear();
+  without.RunqByHolder(0, 40 * kMs, &holders);
+  EXPECT_EQ(holders[1], 4 * kMs);
+}
+
 TEST(TimelineTest, OtherThreadsIgnored) {
   RawEvent other = Sw(1, 0, 5 * kMs, SwitchKind::kPreempted, 5 * kMs, 0, /*tid=*/2);
   ThreadTimeline t = ThreadTimeline::Build(1, 1, 0, 10 * kMs, {&other});

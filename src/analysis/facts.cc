@@ -58,12 +58,13 @@ std::vector<RawEvent> WithoutNestedDriverCalls(const std::vector<RawEvent>& rows
 }
 
 // Run-queue ns by the process that held the CPU, credited to the job's own threads or to
-// others; an unknown holder (0) is split by the job-wide share.
+// others (kOtherHolder: another process, unnamed); an unknown holder (0) is split by the
+// job-wide share.
 void CreditRunqHolders(const Facts& f, const std::map<int32_t, int64_t>& by_holder,
                        BudgetTimes* d) {
   for (const auto& [pid, ns] : by_holder) {
-    if (pid > 0) {
-      At(*d, IsOwnPid(f, pid) ? BudgetCause::kRunqOwn : BudgetCause::kRunqOther) += ns;
+    if (pid > 0 || pid == kOtherHolder) {
+      At(*d, pid > 0 && IsOwnPid(f, pid) ? BudgetCause::kRunqOwn : BudgetCause::kRunqOther) += ns;
       continue;
     }
     auto own = static_cast<int64_t>(f.own_runq_share * static_cast<double>(ns));
@@ -754,11 +755,14 @@ void PickMainThread(ThreadRows& rows, Facts* f) {
 // ---- Timelines of every thread of rows.tid_pid, each over its process's lifetime in the
 // window; fills the main thread's and the training threads' timelines and totals.
 std::map<int32_t, ThreadTimeline> BuildTimelines(const WindowData& w, ThreadRows& rows, Facts* f) {
+  CpuOccupancy occupancy;
+  for (const auto& [tid, pid] : rows.tid_pid) occupancy.AddThread(pid, tid, rows.by_tid[tid]);
+  occupancy.Finish();
   std::map<int32_t, ThreadTimeline> tls;
   for (const auto& [tid, pid] : rows.tid_pid) {
     int64_t b = 0, e = 0;
     Lifetime(w, pid, &b, &e);
-    tls.emplace(tid, ThreadTimeline::Build(pid, tid, b, e, rows.by_tid[tid]));
+    tls.emplace(tid, ThreadTimeline::Build(pid, tid, b, e, rows.by_tid[tid], &occupancy));
   }
   f->main_tl = tls.at(f->main_tid);
   f->main_totals = f->main_tl->Totals();
@@ -874,9 +878,9 @@ void ResolveCriticalPath(const ThreadRows& rows, const std::map<int32_t, ThreadT
   JobGraph graph(*f, rows.by_tid, tls);
   int64_t own = 0, all = 0;
   for (const auto& [pid, ns] : f->runq_holders) {
-    if (pid <= 0) continue;
+    if (pid <= 0 && pid != kOtherHolder) continue;
     all += ns;
-    if (IsOwnPid(*f, pid)) own += ns;
+    if (pid > 0 && IsOwnPid(*f, pid)) own += ns;
   }
   f->own_runq_share = Share(own, all);
   f->path = graph.ResolveMain(&f->waits, &f->helper_waits, &f->path_spans, &f->hold_by_tid);

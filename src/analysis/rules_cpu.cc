@@ -29,9 +29,13 @@ EvidenceQuery SwitchesByProcess(const Facts& f) {
 }
 
 EvidenceQuery RunqHolders(const Facts& f) {
-  return {"who held the CPU while the training process and its workers waited to run",
+  // The switch row names the task that took the CPU when the thread left it; explain credits a
+  // wait to whoever held the CPU during it (the job's own runs on that CPU, others in between),
+  // so for waits after a sleep the two can differ.
+  return {"who took the CPU when the training process and its workers left it, and the "
+          "run-queue wait that followed",
           Sql(f,
-              "SELECT COALESCE(p.name, 'pid ' || e.other_pid) AS held_cpu, e.other_pid, "
+              "SELECT COALESCE(p.name, 'pid ' || e.other_pid) AS took_cpu, e.other_pid, "
               "COUNT(*) AS waits, ROUND(SUM(e.runq_ns) / 1e9, 2) AS runq_s FROM {EVENTS} e "
               "LEFT JOIN processes p ON p.session = e.session AND p.pid = e.other_pid "
               "WHERE {e.IN_S}e.op = 'sched_switch' AND e.pid IN ({FEED}) AND e.timestamp >= "

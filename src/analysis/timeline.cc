@@ -30,20 +30,45 @@ FeedCause BlockedCause(int64_t kind) {
   return FeedCause::kBlockedOther;
 }
 
-void AppendIntervals(const RawEvent& e, std::vector<Interval>* out) {
+// A run-queue wait [a, b) that ended on `cpu` (-1: not known): with the job's occupancy of that
+// CPU, the stretches its threads held are theirs and the rest belongs to other processes (the
+// switch row's process if it is not the job's, else unnamed); without it, all to `other`.
+void AppendRunq(int64_t a, int64_t b, int32_t other, int32_t cpu, const CpuOccupancy* occupancy,
+                std::vector<Interval>* out) {
+  if (occupancy == nullptr || cpu < 0) {
+    out->push_back({a, b, FeedCause::kRunqWait, other});
+    return;
+  }
+  bool other_is_own = false;
+  occupancy->ForEachHeld(cpu, a, b, [&](int64_t, int64_t, int32_t pid) {
+    other_is_own |= pid == other;
+  });
+  int32_t outside = other > 0 && !other_is_own ? other : kOtherHolder;
+  int64_t at = a;
+  occupancy->ForEachHeld(cpu, a, b, [&](int64_t s, int64_t e, int32_t pid) {
+    if (s > at) out->push_back({at, s, FeedCause::kRunqWait, outside});
+    out->push_back({s, e, FeedCause::kRunqWait, pid});
+    at = e;
+  });
+  if (b > at) out->push_back({at, b, FeedCause::kRunqWait, outside});
+}
+
+// back_on: the CPU the thread ran on next (-1: not known).
+void AppendIntervals(const RawEvent& e, int32_t back_on, const CpuOccupancy* occupancy,
+                     std::vector<Interval>* out) {
   if (e.duration <= 0) return;
   if (e.op == Op::kSchedSwitch) {
     int32_t other = e.other_pid == kNull ? 0 : static_cast<int32_t>(e.other_pid);
     int64_t runq = e.runq == kNull ? 0 : std::clamp<int64_t>(e.runq, 0, e.duration);
     if (e.kind == static_cast<int64_t>(SwitchKind::kPreempted)) {
       // Preempted: runnable from the moment it left the CPU.
-      out->push_back({e.ts, e.End(), FeedCause::kRunqWait, other});
+      AppendRunq(e.ts, e.End(), other, back_on, occupancy, out);
       return;
     }
     // Blocked: slept first, then waited for a CPU after the wake-up.
     int64_t wake = SaturatingSub(e.End(), runq);
     if (wake > e.ts) out->push_back({e.ts, wake, BlockedCause(e.kind), other});
-    if (runq > 0) out->push_back({wake, e.End(), FeedCause::kRunqWait, other});
+    if (runq > 0) AppendRunq(wake, e.End(), other, back_on, occupancy, out);
     return;
   }
   if (IsSync(e.op) || CopyWaitedForStream(e)) {
@@ -95,17 +120,52 @@ void AddTo(CauseTimes& sum, const CauseTimes& add) {
   for (size_t i = 0; i < kFeedCauseCount; ++i) sum[i] += add[i];
 }
 
+void CpuOccupancy::AddThread(int32_t pid, int32_t tid, const std::vector<const RawEvent*>& rows) {
+  std::vector<const RawEvent*> switches;
+  for (const RawEvent* e : rows) {
+    if (e->tid == tid && e->op == Op::kSchedSwitch) switches.push_back(e);
+  }
+  std::sort(switches.begin(), switches.end(),
+            [](const RawEvent* a, const RawEvent* b) { return a->ts < b->ts; });
+  // Before the first row and after the last the thread may as well have been asleep: only the
+  // stretches between two rows are known runs.
+  for (size_t i = 1; i < switches.size(); ++i) {
+    int64_t start = switches[i - 1]->End();
+    int64_t end = switches[i]->ts;
+    if (switches[i]->cpu >= 0 && end > start) by_cpu_[switches[i]->cpu].push_back({start, end, pid});
+  }
+}
+
+void CpuOccupancy::Finish() {
+  for (auto& [cpu, runs] : by_cpu_) {
+    std::sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) { return a.start < b.start; });
+  }
+}
+
 ThreadTimeline ThreadTimeline::Build(int32_t pid, int32_t tid, int64_t begin, int64_t end,
-                                     const std::vector<const RawEvent*>& rows) {
+                                     const std::vector<const RawEvent*>& rows,
+                                     const CpuOccupancy* occupancy) {
   ThreadTimeline t;
   t.pid_ = pid;
   t.tid_ = tid;
   t.begin_ = begin;
   t.end_ = std::max(begin, end);
   std::vector<Interval> intervals;
+  std::vector<const RawEvent*> switches;
   for (const RawEvent* e : rows) {
     if (e->tid != tid) continue;
-    AppendIntervals(*e, &intervals);
+    if (e->op == Op::kSchedSwitch) {
+      switches.push_back(e);
+    } else {
+      AppendIntervals(*e, -1, occupancy, &intervals);
+    }
+  }
+  // A wait for a CPU ends on the CPU the thread runs on next: the one its next switch row left.
+  std::sort(switches.begin(), switches.end(),
+            [](const RawEvent* a, const RawEvent* b) { return a->ts < b->ts; });
+  for (size_t i = 0; i < switches.size(); ++i) {
+    int32_t back_on = i + 1 < switches.size() ? switches[i + 1]->cpu : -1;
+    AppendIntervals(*switches[i], back_on, occupancy, &intervals);
   }
   // Sweep over interval boundaries; at each elementary stretch the highest-precedence active
   // cause wins.
