@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -244,6 +245,15 @@ void ExecuteMemset(const WorkItem& item) {
 void StreamLoop(CUstream_st* s) {
   pthread_setname_np(pthread_self(), "gwsim-stream");
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // kernel durations need µs precision
+  // A real GPU is not slowed by the job's CPU limit: GWSIM_EXECUTOR_TASKS_FILE (a cgroup v1
+  // `tasks` file, e.g. the cpu hierarchy's root) moves this executor thread out of the job's
+  // cgroup, so that a CPU quota throttles the job's threads and not the simulated device.
+  if (const char* tasks = std::getenv("GWSIM_EXECUTOR_TASKS_FILE"); tasks && *tasks) {
+    if (FILE* f = std::fopen(tasks, "w")) {
+      std::fprintf(f, "%ld\n", static_cast<long>(syscall(SYS_gettid)));
+      std::fclose(f);
+    }
+  }
   Sim& sim = Sim::Get();
   int64_t cursor_ns = 0;  // simulated end of the previous item on this stream
   std::unique_lock<std::mutex> lock(sim.mu);

@@ -13,6 +13,8 @@ namespace {
 
 namespace th = thresholds;
 
+constexpr int64_t kNsPerSec = 1'000'000'000;
+
 bool IsCudaOp(Op op) { return OpLayer(op) != Layer::kHost; }
 
 // a / b rounded down (b > 0), for every a (INT64_MIN included).
@@ -57,12 +59,64 @@ std::vector<RawEvent> WithoutNestedDriverCalls(const std::vector<RawEvent>& rows
   return out;
 }
 
+// The share of the feeders' run-queue time not held by the job that the cgroup's throttling
+// explains over [a, b) (the mean of its seconds' shares); 0 without a quota.
+double QuotaShare(const Facts& f, int64_t a, int64_t b) {
+  if (!f.quota || f.quota->share_by_sec.empty() || b <= a) return 0;
+  const std::vector<double>& share = f.quota->share_by_sec;
+  double sum = 0;
+  for (int64_t i = std::max<int64_t>(0, FloorDiv(a - f.w->from, kNsPerSec));
+       i < static_cast<int64_t>(share.size()); ++i) {
+    int64_t s0 = f.w->from + i * kNsPerSec;
+    if (s0 >= b) break;
+    int64_t cut = std::min(b, s0 + kNsPerSec) - std::max(a, s0);
+    if (cut > 0) sum += share[static_cast<size_t>(i)] * static_cast<double>(cut);
+  }
+  return sum / static_cast<double>(b - a);
+}
+
+// Moves `share` of the run-queue time of holders that are not the job's (other processes,
+// unnamed, unknown) to kQuotaHolder: while the cgroup is throttled, no CPU runs its threads.
+void CarveQuota(const Facts& f, double share, std::map<int32_t, int64_t>* holders) {
+  if (share <= 0) return;
+  int64_t moved = 0;
+  for (auto& [pid, ns] : *holders) {
+    if (pid == kQuotaHolder || (pid > 0 && IsOwnPid(f, pid))) continue;
+    auto q = static_cast<int64_t>(std::min(1.0, share) * static_cast<double>(ns));
+    ns -= q;
+    moved += q;
+  }
+  if (moved > 0) (*holders)[kQuotaHolder] += moved;
+}
+
+// tl's run-queue time over [a, b) by holder, added to *out, with the throttled cgroup's part
+// carved out second by second.
+void RunqHoldersIn(const Facts& f, const ThreadTimeline& tl, int64_t a, int64_t b,
+                   std::map<int32_t, int64_t>* out) {
+  if (!f.quota || f.quota->share_by_sec.empty()) {
+    tl.RunqByHolder(a, b, out);
+    return;
+  }
+  for (int64_t s0 = a; s0 < b;) {
+    int64_t s1 = std::min(b, f.w->from + (FloorDiv(s0 - f.w->from, kNsPerSec) + 1) * kNsPerSec);
+    std::map<int32_t, int64_t> part;
+    tl.RunqByHolder(s0, s1, &part);
+    CarveQuota(f, QuotaShare(f, s0, s1), &part);
+    for (const auto& [pid, ns] : part) (*out)[pid] += ns;
+    s0 = s1;
+  }
+}
+
 // Run-queue ns by the process that held the CPU, credited to the job's own threads or to
-// others (kOtherHolder: another process, unnamed); an unknown holder (0) is split by the
-// job-wide share.
+// others (kOtherHolder: another process, unnamed) or to the CPU quota (kQuotaHolder); an unknown
+// holder (0) is split by the job-wide share.
 void CreditRunqHolders(const Facts& f, const std::map<int32_t, int64_t>& by_holder,
                        BudgetTimes* d) {
   for (const auto& [pid, ns] : by_holder) {
+    if (pid == kQuotaHolder) {
+      At(*d, BudgetCause::kRunqQuota) += ns;
+      continue;
+    }
     if (pid > 0 || pid == kOtherHolder) {
       At(*d, pid > 0 && IsOwnPid(f, pid) ? BudgetCause::kRunqOwn : BudgetCause::kRunqOther) += ns;
       continue;
@@ -302,17 +356,20 @@ class JobGraph {
     }
     At(*d, BudgetCause::kPageFault) += At(own, FeedCause::kPageFault);
     std::map<int32_t, int64_t> holders;
-    tl.RunqByHolder(a, b, &holders);
+    RunqHoldersIn(f_, tl, a, b, &holders);
     CreditRunqHolders(f_, holders, d);
   }
 
-  // AnyWorkerState's instant-by-instant merge by budget cause (no single thread, so no holder).
-  void CreditAnyWorker(const CauseTimes& c, BudgetTimes* d) const {
+  // AnyWorkerState's instant-by-instant merge over [a, b) by budget cause (no single thread, so
+  // no holder).
+  void CreditAnyWorker(const CauseTimes& c, int64_t a, int64_t b, BudgetTimes* d) const {
     At(*d, BudgetCause::kBatchCompute) +=
         At(c, FeedCause::kRunning) + At(c, FeedCause::kMemcpy) + At(c, FeedCause::kSync);
     At(*d, BudgetCause::kBatchIo) += At(c, FeedCause::kBlockedIo);
     At(*d, BudgetCause::kPageFault) += At(c, FeedCause::kPageFault);
-    CreditRunqHolders(f_, {{0, At(c, FeedCause::kRunqWait)}}, d);
+    std::map<int32_t, int64_t> holders = {{0, At(c, FeedCause::kRunqWait)}};
+    CarveQuota(f_, QuotaShare(f_, a, b), &holders);
+    CreditRunqHolders(f_, holders, d);
     At(*d, BudgetCause::kNotAttributed) += At(c, FeedCause::kBlockedOther);
   }
 
@@ -325,7 +382,7 @@ class JobGraph {
       return AsPipeline(c);
     }
     CauseTimes c = AnyWorkerState(a, b);
-    CreditAnyWorker(c, d);
+    CreditAnyWorker(c, a, b, d);
     return AsPipeline(c);
   }
 
@@ -401,7 +458,7 @@ class JobGraph {
       // the job has workers, split by what the workers were doing.
       if (tid != f_.main_tid || f_.worker_pids.empty()) return other();
       CauseTimes c = AnyWorkerState(a, b);
-      CreditAnyWorker(c, d);
+      CreditAnyWorker(c, a, b, d);
       return AsPipeline(c);
     }
     if (IsWorkerPid(s->waker_pid)) return ResolveBatch(s, a, b, d);
@@ -531,7 +588,7 @@ BudgetTimes PathDetailOverlap(const Facts& f, int64_t a, int64_t b) {
   At(out, BudgetCause::kMemcpy) += At(own, FeedCause::kMemcpy);
   At(out, BudgetCause::kSyncWait) += At(own, FeedCause::kSync);
   std::map<int32_t, int64_t> holders;
-  tl.RunqByHolder(a, b, &holders);
+  RunqHoldersIn(f, tl, a, b, &holders);
   CreditRunqHolders(f, holders, &out);
   int64_t blocked = At(own, FeedCause::kBlockedOther);
   int64_t moved = SpreadPathSpans(f, a, b, &PathSpan::detail, &out);
@@ -539,12 +596,19 @@ BudgetTimes PathDetailOverlap(const Facts& f, int64_t a, int64_t b) {
   return out;
 }
 
+int64_t UsableCpus(const Facts& f) {
+  if (!f.quota || f.quota->cpus() <= 0) return f.cores;
+  auto quota = std::max<int64_t>(1, static_cast<int64_t>(std::floor(f.quota->cpus())));
+  return f.cores > 0 ? std::min(f.cores, quota) : quota;
+}
+
 std::optional<int64_t> RecommendedWorkers(const Facts& f) {
   int64_t workers = static_cast<int64_t>(f.worker_pids.size());
-  if (workers == 0 || f.cores <= 0) return std::nullopt;
-  int64_t fit = std::max<int64_t>(1, f.cores - 2);  // keep cores for the main thread and the OS
+  int64_t cpus = UsableCpus(f);
+  if (workers == 0 || cpus <= 0) return std::nullopt;
+  int64_t fit = std::max<int64_t>(1, cpus - 2);  // keep cores for the main thread and the OS
   double contention = f.window_ns > 0 ? f.lost_contention / static_cast<double>(f.window_ns) : 0;
-  if (workers + 1 > f.cores) return fit;  // more feeders than cores: they fight each other
+  if (workers + 1 > cpus) return fit;  // more feeders than CPUs: they fight each other
   if (contention >= th::kMediumLostShare) return std::nullopt;  // more would fight for CPUs too
   // Starved by busy workers, with cores to spare: add workers.
   double starved = f.window_ns > 0 ? f.lost_starvation / static_cast<double>(f.window_ns) : 0;
@@ -1002,6 +1066,98 @@ void PickThroughputBuckets(Facts* f) {
   }
 }
 
+// ---- The CPU quota of the job's cgroup: the cgroups its processes were seen in and their
+// ancestors; of those with a quota, the one that throttled most over the window, and the share
+// of the feeders' waits for CPUs they did not hold that it explains, second by second.
+void MeasureCpuQuota(const WindowData& w, Facts* f) {
+  std::set<std::string> candidates;
+  for (const ProcessCgroup& pc : w.process_cgroups) {
+    if (!IsOwnPid(*f, pc.pid) || pc.ts_ns > w.to) continue;
+    for (std::string p = pc.cgroup; !p.empty();) {
+      candidates.insert(p);
+      if (p == "/") break;
+      size_t slash = p.rfind('/');
+      p = slash == 0 ? "/" : p.substr(0, slash);
+    }
+  }
+  // Samples are by cgroup, then ts: one run per cgroup.
+  const CgroupCpuSample* best_first = nullptr;
+  const CgroupCpuSample* best_last = nullptr;
+  int64_t best_throttled = -1;
+  for (size_t i = 0; i < w.cgroup_cpu.size();) {
+    size_t j = i;
+    while (j < w.cgroup_cpu.size() && w.cgroup_cpu[j].cgroup == w.cgroup_cpu[i].cgroup) ++j;
+    const CgroupCpuSample& first = w.cgroup_cpu[i];
+    const CgroupCpuSample& last = w.cgroup_cpu[j - 1];
+    if (j - i >= 2 && candidates.count(first.cgroup) > 0 && last.quota_us != kNull &&
+        last.period_us != kNull && last.period_us > 0 && last.throttled_ns != kNull &&
+        first.throttled_ns != kNull) {
+      int64_t throttled = last.throttled_ns - first.throttled_ns;
+      if (throttled > best_throttled) {
+        best_throttled = throttled;
+        best_first = &first;
+        best_last = &last;
+      }
+    }
+    i = j;
+  }
+  if (best_first == nullptr) return;
+  CpuQuota q;
+  q.cgroup = best_last->cgroup;
+  q.version = best_last->version;
+  q.quota_us = best_last->quota_us;
+  q.period_us = best_last->period_us;
+  auto delta = [](int64_t a, int64_t b) { return a == kNull || b == kNull ? 0 : std::max<int64_t>(0, b - a); };
+  q.periods = delta(best_first->nr_periods, best_last->nr_periods);
+  q.throttled_periods = delta(best_first->nr_throttled, best_last->nr_throttled);
+  q.throttled_ns = delta(best_first->throttled_ns, best_last->throttled_ns);
+  if (best_first->usage_ns != kNull && best_last->usage_ns != kNull) {
+    q.usage_ns = delta(best_first->usage_ns, best_last->usage_ns);
+  }
+  q.span_ns = best_last->ts_ns - best_first->ts_ns;
+  if (q.throttled_ns > 0 && w.to > w.from) {
+    // Per second of the window: the CPU-seconds its run queues sat throttled (T), and the
+    // CPU-seconds other processes used (O: the host's busy time, system_snapshots, less the
+    // cgroup's own use). Waits for a CPU the job did not hold are the quota's in the proportion
+    // T / (T + O): with no one else on the CPUs, a runnable thread waited for its quota.
+    size_t secs = static_cast<size_t>((w.to - w.from + kNsPerSec - 1) / kNsPerSec);
+    auto spread = [&](int64_t CgroupCpuSample::*field) {
+      std::vector<double> out(secs, 0.0);
+      for (const CgroupCpuSample* s = best_first; s < best_last; ++s) {
+        int64_t t0 = s->ts_ns, t1 = (s + 1)->ts_ns;
+        double d = static_cast<double>(delta(s->*field, (s + 1)->*field));
+        if (t1 <= t0 || d <= 0) continue;
+        for (size_t k = 0; k < secs; ++k) {
+          int64_t a = w.from + static_cast<int64_t>(k) * kNsPerSec;
+          int64_t cut = std::min({t1, a + kNsPerSec, w.to}) - std::max(t0, a);
+          if (cut > 0) out[k] += d * static_cast<double>(cut) / static_cast<double>(t1 - t0);
+        }
+      }
+      return out;
+    };
+    std::vector<double> throttled = spread(&CgroupCpuSample::throttled_ns);
+    std::vector<double> used = spread(&CgroupCpuSample::usage_ns);
+    std::vector<double> host(secs, -1.0);  // busy CPU-ns of the host; -1 = no snapshot
+    for (const SystemSnapshot& snap : w.snapshots) {
+      // A snapshot covers the second before it.
+      int64_t k = FloorDiv(snap.ts_ns - 1 - w.from, kNsPerSec);
+      if (k < 0 || k >= static_cast<int64_t>(secs) || snap.cores <= 0) continue;
+      host[static_cast<size_t>(k)] =
+          snap.cpu_pct / 100.0 * static_cast<double>(snap.cores) * static_cast<double>(kNsPerSec);
+    }
+    q.share_by_sec.assign(secs, 0.0);
+    for (size_t k = 0; k < secs; ++k) {
+      if (throttled[k] <= 0) continue;
+      // Without the cgroup's usage (v1 with cpuacct mounted apart), a throttled second used
+      // its whole quota.
+      double own = q.usage_ns != kNull ? used[k] : q.cpus() * static_cast<double>(kNsPerSec);
+      double others = host[k] < 0 ? 0.0 : std::max(0.0, host[k] - own);
+      q.share_by_sec[k] = throttled[k] / (throttled[k] + others);
+    }
+  }
+  f->quota = std::move(q);
+}
+
 // ---- Per-call attribution of slow syncs (thresholds::kSlowSyncFactor × the baseline p50):
 // the syncing thread's time by cause, who held its CPU, the workers' state meanwhile.
 void AttributeSlowSyncs(const std::vector<const RawEvent*>& syncs, Facts* f) {
@@ -1015,7 +1171,7 @@ void AttributeSlowSyncs(const std::vector<const RawEvent*>& syncs, Facts* f) {
     for (const ThreadTimeline& tl : f->train_tls) {
       if (tl.tid() != e->tid) continue;
       AddTo(f->slow.thread, tl.Overlap(e->ts, e->End()));
-      tl.RunqByHolder(e->ts, e->End(), &f->slow.runq_holders);
+      RunqHoldersIn(*f, tl, e->ts, e->End(), &f->slow.runq_holders);
     }
     for (const ThreadTimeline& tl : f->worker_tls) {
       AddTo(f->slow.workers, tl.Overlap(e->ts, e->End()));
@@ -1036,8 +1192,9 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
   PickMainThread(rows, &f);
   std::map<int32_t, ThreadTimeline> tls = BuildTimelines(w, rows, &f);
   PickWorkerThreads(rows, tls, &f);
+  MeasureCpuQuota(w, &f);
   // Run-queue time of every feeding thread by who held the CPU.
-  for (const auto& [tid, tl] : tls) tl.RunqByHolder(w.from, w.to, &f.runq_holders);
+  for (const auto& [tid, tl] : tls) RunqHoldersIn(f, tl, w.from, w.to, &f.runq_holders);
   FindCompetitors(w, &f);
   MeasureCpuRoom(w, rows, &f);
   ResolveCriticalPath(rows, tls, &f);

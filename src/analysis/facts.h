@@ -72,6 +72,26 @@ struct PathSpan {
   BudgetTimes detail{};  // the same stretch by budget cause
 };
 
+// The CPU bandwidth limit of the job's cgroup (cgroup_cpu_samples): the cgroup, or the ancestor,
+// with a quota that throttled the job most over the window.
+struct CpuQuota {
+  std::string cgroup;
+  int32_t version = 2;
+  int64_t quota_us = 0;
+  int64_t period_us = 0;
+  int64_t periods = 0;            // over the window
+  int64_t throttled_periods = 0;  // periods that ended throttled
+  int64_t throttled_ns = 0;       // the cgroup's run queues throttled, summed over CPUs
+  int64_t usage_ns = kNull;       // CPU time the cgroup used
+  int64_t span_ns = 0;            // the time its samples cover in the window
+  // Per second of the window: the share of the feeders' run-queue time not held by the job that
+  // the throttling explains (throttled CPU-ns / (that + CPU-ns other processes used)).
+  std::vector<double> share_by_sec;
+  double cpus() const {
+    return period_us > 0 ? static_cast<double>(quota_us) / static_cast<double>(period_us) : 0;
+  }
+};
+
 struct Facts {
   const WindowData* w = nullptr;
   // The job's lifetime inside the window (the main process's, clipped to the window): every
@@ -115,7 +135,9 @@ struct Facts {
   CauseTimes worker_totals{};
   int64_t train_thread_ns = 0;
   int64_t worker_thread_ns = 0;
-  std::map<int32_t, int64_t> runq_holders;  // feeders' run-queue time by CPU holder
+  // Feeders' run-queue time by CPU holder (kQuotaHolder: while the job's cgroup was throttled).
+  std::map<int32_t, int64_t> runq_holders;
+  std::optional<CpuQuota> quota;  // the CPU limit of the job's cgroup, when one is set
   std::vector<Competitor> competitors;      // biggest first, above the floor
   int64_t feeder_cpus = 0;                  // distinct CPUs the feeders' switches were on
   std::vector<int32_t> feeder_cpu_list;     // those CPUs, ascending
@@ -157,6 +179,8 @@ void RunRules(const Facts& f, std::vector<Finding>* out);
 // The DataLoader size every finding recommends (one answer per report, so no two fixes
 // contradict); nullopt = leave it as it is.
 std::optional<int64_t> RecommendedWorkers(const Facts& f);
+// The CPUs the job can use: the host's cores, or fewer under its cgroup's CPU quota.
+int64_t UsableCpus(const Facts& f);
 // The main thread's critical path over [a, b): its own timeline with every resolved "blocked
 // otherwise" stretch replaced by what it resolved to (pro rata where [a, b) cuts a stretch).
 CauseTimes PathOverlap(const Facts& f, int64_t a, int64_t b);

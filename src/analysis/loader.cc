@@ -51,6 +51,8 @@ StatusOr<WindowData> LoadWindow(StoreReader& reader, const WindowRequest& reques
   w.gpu_devices = std::move(rows.gpu_devices);
   w.gpu_samples = std::move(rows.gpu_samples);
   w.gpu_process_samples = std::move(rows.gpu_process_samples);
+  w.cgroup_cpu = std::move(rows.cgroup_cpu);
+  w.process_cgroups = std::move(rows.process_cgroups);
   return w;
 }
 

@@ -167,6 +167,7 @@ struct FeedTimeGroup {
   X(kProcessIo, "process_io", "the training process's own I/O (reads, writes, checkpoints)")      \
   X(kRunqOwn, "runq_own", "waiting for a CPU held by the job's own threads")                      \
   X(kRunqOther, "runq_other", "waiting for a CPU held by other processes")                        \
+  X(kRunqQuota, "runq_quota", "runnable while the job's cgroup was throttled (CPU quota spent)") \
   X(kPageFault, "page_fault", "page faults and reclaim")                                          \
   X(kMemcpy, "memcpy", "host-device copies")                                                      \
   X(kSyncWait, "sync_wait", "waiting for the GPU to finish (syncs)")                              \

@@ -266,6 +266,8 @@ constexpr RuleSpec kRules[] = {
      "while another thread of the process held the main thread", kMainOnly, kStory},
     {"cpu-oversubscription", rules::CpuOversubscription, kBlames, FC::kRunqWait,
      "while the main thread waited for a CPU", kFeeders, kStory},
+    {"cpu-quota", rules::CpuQuota, kBlames, FC::kRunqWait,
+     "while the job's cgroup was throttled by its CPU quota", kFeeders, kStory},
     {"main-thread-io", rules::ProcessIo, kBlames, FC::kBlockedIo,
      "while the main thread waited for its own I/O", kMainOnly, kStory},
     {"io-bottleneck", rules::IoBottleneck, kBlames, FC::kBlockedIo,

@@ -92,6 +92,7 @@ void DataLoaderStarvation(const Facts& f, std::vector<Finding>* out);
 void HostCompute(const Facts& f, std::vector<Finding>* out);
 void LockContention(const Facts& f, std::vector<Finding>* out);
 void CpuOversubscription(const Facts& f, std::vector<Finding>* out);
+void CpuQuota(const Facts& f, std::vector<Finding>* out);
 void ProcessIo(const Facts& f, std::vector<Finding>* out);
 // rules_memory_io.cc
 void IoBottleneck(const Facts& f, std::vector<Finding>* out);

@@ -2,12 +2,14 @@
 // threads computing while the GPU idles, another thread of the process holding them (the GIL or
 // a lock), the job's own threads crowding its CPUs, and the training process's own file I/O.
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 
 #include "analysis/budget.h"
 #include "analysis/format.h"
 #include "analysis/rules.h"
+#include "base/text.h"
 
 namespace gw::rules {
 
@@ -239,6 +241,97 @@ void CpuOversubscription(const Facts& f, std::vector<Finding>* out) {
   x.metrics.push_back({"lost_s", x.lost_s, "s"});
   AddBudgetEvidence(f, &x);
   SetEvidence(&x, {SwitchKinds(f)});
+  out->push_back(std::move(x));
+}
+
+// The job's cgroup spent its CPU quota: CFS bandwidth control stopped every thread of it for the
+// rest of each period, whatever CPUs were free (budget's runq_quota).
+void CpuQuota(const Facts& f, std::vector<Finding>* out) {
+  if (!f.quota || f.quota->throttled_periods == 0) return;
+  const gw::CpuQuota& q = *f.quota;
+  double lost = BudgetLostS(f, BudgetCause::kRunqQuota);
+  std::optional<Severity> sev = Ladder(Share(lost, f.budget.window_s));
+  if (!sev) return;
+  double span_s = Sec(q.span_ns);
+  double waited_s = 0;  // the feeders' thread-seconds runnable while throttled
+  if (auto it = f.runq_holders.find(kQuotaHolder); it != f.runq_holders.end()) {
+    waited_s = Sec(it->second);
+  }
+  Finding x;
+  x.rule = "cpu-quota";
+  x.severity = *sev;
+  x.cause = "The job's cgroup CPU limit (quota) throttles it";
+  x.effect = "every thread of the job stopped for the rest of each period, GPU idle";
+  x.lost_s = lost;
+  std::string setting =
+      q.version == 2
+          ? Fmt("cpu.max %lld %lld", static_cast<long long>(q.quota_us),
+                static_cast<long long>(q.period_us))
+          : Fmt("cpu.cfs_quota_us %lld per cpu.cfs_period_us %lld",
+                static_cast<long long>(q.quota_us), static_cast<long long>(q.period_us));
+  x.root.push_back(Fmt("cgroup %s is limited to %.2f CPUs (%s)", q.cgroup.c_str(), q.cpus(),
+                       setting.c_str()));
+  x.root.push_back(Fmt("Throttled in %s of %s periods (%s) over %s s; its run queues were "
+                       "throttled %s CPU-seconds",
+                       FormatCount(q.throttled_periods).c_str(), FormatCount(q.periods).c_str(),
+                       FormatPct(Share(static_cast<double>(q.throttled_periods),
+                                       static_cast<double>(q.periods)))
+                           .c_str(),
+                       FormatSeconds(span_s).c_str(), FormatSeconds(Sec(q.throttled_ns)).c_str()));
+  double used = q.usage_ns != kNull && span_s > 0 ? Sec(q.usage_ns) / span_s : -1;
+  if (used >= 0) {
+    x.root.push_back(Fmt("The cgroup used %.2f CPUs on average, the job's feeding threads were "
+                         "runnable but throttled %s thread-seconds more",
+                         used, FormatSeconds(waited_s).c_str()));
+  }
+  x.root.push_back("Waiting while throttled: " + IdleLine(f, BudgetCause::kRunqQuota));
+  AddSyncEffect(f, &x);
+  AddThroughputEffect(f, &x);
+  // What the job asked for: the CPUs it used plus the time it sat runnable behind the quota.
+  double wanted = used >= 0 && span_s > 0 ? used + waited_s / span_s : -1;
+  std::string path = ShellQuote((q.version == 2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/cpu") +
+                                (q.cgroup == "/" ? std::string() : q.cgroup));
+  if (wanted > 0) {
+    x.fix.push_back(Fmt("raise the CPU limit to at least %lld CPUs (the job asked for ~%.1f): "
+                        "Kubernetes resources.limits.cpu, or remove the limit (requests alone "
+                        "do not throttle)",
+                        static_cast<long long>(std::ceil(wanted)), wanted));
+  } else {
+    x.fix.push_back("raise or remove the CPU limit: Kubernetes resources.limits.cpu (requests "
+                    "alone do not throttle)");
+  }
+  x.fix.push_back(q.version == 2
+                      ? Fmt("on the host: echo 'max %lld' > %s/cpu.max",
+                            static_cast<long long>(q.period_us), path.c_str())
+                      : Fmt("on the host: echo -1 > %s/cpu.cfs_quota_us", path.c_str()));
+  int64_t workers = static_cast<int64_t>(f.worker_pids.size());
+  x.fix.push_back(Fmt("or fit the job to %.2f CPUs: one compute thread per process "
+                      "(torch.set_num_threads(1) in workers, OMP_NUM_THREADS=1)%s",
+                      q.cpus(),
+                      workers > 0 && UsableCpus(f) < workers + 1
+                          ? Fmt(" and DataLoader(num_workers=%lld)",
+                                static_cast<long long>(std::max<int64_t>(0, UsableCpus(f) - 1)))
+                                .c_str()
+                          : ""));
+  x.fix.push_back("pinning (taskset) or renice will not help: the quota caps the CPU time of the "
+                  "whole cgroup, on whichever cores it runs");
+  x.metrics.push_back({"quota_cpus", q.cpus(), "cpus"});
+  x.metrics.push_back({"periods", static_cast<double>(q.periods), "count"});
+  x.metrics.push_back({"throttled_periods", static_cast<double>(q.throttled_periods), "count"});
+  x.metrics.push_back({"throttled_cpu_s", Sec(q.throttled_ns), "s"});
+  x.metrics.push_back({"runq_quota_path_s", BudgetPathS(f, BudgetCause::kRunqQuota), "s"});
+  x.metrics.push_back({"lost_s", x.lost_s, "s"});
+  AddBudgetEvidence(f, &x);
+  SetEvidence(&x, {{"the job's cgroups' CPU limit and throttling over the window "
+                    "(cgroup_cpu_samples; counters are cumulative)",
+                    Sql(f, "SELECT cgroup, MAX(quota_us) AS quota_us, MAX(period_us) AS "
+                           "period_us, MAX(nr_periods) - MIN(nr_periods) AS periods, "
+                           "MAX(nr_throttled) - MIN(nr_throttled) AS throttled_periods, "
+                           "ROUND((MAX(throttled_ns) - MIN(throttled_ns)) / 1e9, 3) AS "
+                           "throttled_cpu_s, ROUND((MAX(usage_ns) - MIN(usage_ns)) / 1e9, 3) AS "
+                           "used_cpu_s FROM cgroup_cpu_samples WHERE session = {S} AND ts >= {F} "
+                           "AND ts <= {T} GROUP BY cgroup ORDER BY throttled_cpu_s DESC")},
+                   SwitchKinds(f)});
   out->push_back(std::move(x));
 }
 

@@ -55,6 +55,8 @@ class CpuOccupancy {
 // A run-queue holder that is some other process, not one of the job's, unnamed: the job's
 // threads were not on the CPU and the switch row named no one else.
 inline constexpr int32_t kOtherHolder = -1;
+// Run-queue time credited to the job's cgroup CPU quota (facts.cc: the cgroup was throttled).
+inline constexpr int32_t kQuotaHolder = -2;
 
 class ThreadTimeline {
  public:

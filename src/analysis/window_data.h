@@ -53,6 +53,10 @@ struct WindowData {
   std::vector<GpuDevice> gpu_devices;  // NVML (schema 4): the session's GPUs
   std::vector<GpuSample> gpu_samples;  // the window's samples, by ts then gpu
   std::vector<GpuProcessSample> gpu_process_samples;  // per process, by ts then gpu, pid
+  // cgroup CPU quota samples (by cgroup, then ts; the last one before the window first) and the
+  // cgroups the session's processes were seen in (by pid, then ts).
+  std::vector<CgroupCpuSample> cgroup_cpu;
+  std::vector<ProcessCgroup> process_cgroups;
 };
 
 }  // namespace gw

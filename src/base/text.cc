@@ -42,6 +42,13 @@ bool IsControl(uint32_t cp) { return cp < 0x20 || cp == 0x7F || (cp >= 0x80 && c
 
 }  // namespace
 
+std::string TrimSpace(std::string_view text) {
+  size_t a = text.find_first_not_of(" \t\n\r");
+  if (a == std::string_view::npos) return "";
+  size_t b = text.find_last_not_of(" \t\n\r");
+  return std::string(text.substr(a, b - a + 1));
+}
+
 std::string ValidUtf8(std::string_view text) {
   std::string out;
   out.reserve(text.size());

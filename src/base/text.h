@@ -13,6 +13,9 @@ namespace gw {
 
 // The same text as valid UTF-8: each byte that does not start a well-formed sequence
 // (overlong forms, surrogates and code points past U+10FFFF included) becomes U+FFFD.
+// `text` without leading and trailing spaces, tabs and line breaks.
+std::string TrimSpace(std::string_view text);
+
 std::string ValidUtf8(std::string_view text);
 
 // Valid UTF-8 (as above) that a terminal shows and does not obey: C0 controls, DEL and the

@@ -138,6 +138,16 @@ Status Tracer::Start() {
         if (writer_) writer_->AppendSnapshot(snapshot);
       },
       [this] { return ElapsedNs(); });
+  sampler_->SampleCgroups(
+      [this] {
+        for (const auto& source : sources_) {
+          if (source->TrackedSetFd() >= 0) return source->TrackedPids();
+        }
+        return std::vector<int32_t>{};
+      },
+      [this](std::vector<CgroupCpuSample> samples, std::vector<ProcessCgroup> moved) {
+        if (writer_) writer_->AppendCgroupSamples(std::move(samples), std::move(moved));
+      });
   sampler_->Start();
   StartGpuSampler();
   started_ = true;

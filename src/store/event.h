@@ -97,6 +97,28 @@ struct GpuProcessSample {
   int64_t mem_util_pct = kNull;
 };
 
+// The CPU bandwidth limit and throttling of one cgroup of a tracked process, read once a second
+// (`cgroup_cpu_samples`): the process's own cgroup and each ancestor that sets a quota. Counters
+// are cumulative as the kernel keeps them (cgroup v2 cpu.stat, v1 cpu.stat and cpuacct.usage).
+struct CgroupCpuSample {
+  int64_t ts_ns = 0;         // session ns of the read
+  std::string cgroup;        // path below the cgroup mount ("/" = root), e.g. /kubepods.slice/...
+  int32_t version = 2;       // 1 or 2
+  int64_t quota_us = kNull;  // CPU time allowed per period; kNull = no limit ("max", -1)
+  int64_t period_us = kNull;
+  int64_t nr_periods = kNull;    // periods in which the cgroup had runnable tasks
+  int64_t nr_throttled = kNull;  // periods that ended with the cgroup throttled
+  int64_t throttled_ns = kNull;  // time its run queues spent throttled, summed over CPUs
+  int64_t usage_ns = kNull;      // CPU time its tasks used
+};
+
+// The cgroup (cpu controller's hierarchy) a tracked process was seen in (`process_cgroups`).
+struct ProcessCgroup {
+  int32_t pid = 0;
+  std::string cgroup;
+  int64_t ts_ns = 0;  // session ns when it was first seen there
+};
+
 // A GPU NVML reported at the start of a session (`gpu_devices`).
 struct GpuDevice {
   int32_t gpu = 0;

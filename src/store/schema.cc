@@ -270,6 +270,27 @@ CREATE TABLE event_chunks(
 CREATE INDEX event_chunks_by_time ON event_chunks(session, ts, last_ts, n);
 )sql";
 
+// Version 10 (additive): the CPU quota and throttling of the tracked processes' cgroups, read
+// once a second, and the cgroup each process was seen in.
+constexpr const char* kMigrationV10 = R"sql(
+CREATE TABLE cgroup_cpu_samples(
+  session INTEGER NOT NULL,
+  ts INTEGER NOT NULL,
+  cgroup TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  quota_us INTEGER, period_us INTEGER,
+  nr_periods INTEGER, nr_throttled INTEGER, throttled_ns INTEGER, usage_ns INTEGER,
+  PRIMARY KEY(session, ts, cgroup)
+) WITHOUT ROWID;
+CREATE TABLE process_cgroups(
+  session INTEGER NOT NULL,
+  pid INTEGER NOT NULL,
+  ts INTEGER NOT NULL,
+  cgroup TEXT NOT NULL,
+  PRIMARY KEY(session, pid, ts)
+) WITHOUT ROWID;
+)sql";
+
 // Moves the rows of a plain event_rows table (schema < 9) into chunks, session by session in
 // key order, and puts the virtual table in its place.
 Status MigrateToChunks(sqlite3* db, const MigrationProgress& progress) {
@@ -394,6 +415,7 @@ Status CreateOrMigrateSchema(sqlite3* db, const MigrationProgress& progress) {
     if (version < 7) RETURN_IF_ERROR(Exec(db, kMigrationV7));
     if (version < 8) RETURN_IF_ERROR(Exec(db, kMigrationV8));
     if (version < 9) RETURN_IF_ERROR(MigrateToChunks(db, progress));
+    if (version < 10) RETURN_IF_ERROR(Exec(db, kMigrationV10));
     RETURN_IF_ERROR(Exec(db, "UPDATE meta SET value='" + std::to_string(kSchemaVersion) +
                                  "' WHERE key='schema_version'"));
     return WriteOpNames(db);

@@ -335,6 +335,37 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
     if (!read.ok()) return read;
   }
 
+  if (version >= 10) {
+    // Counters are cumulative: the sample before the window anchors its first second.
+    RETURN_IF_ERROR(reader.ForEach(
+        "SELECT ts, cgroup, version, quota_us, period_us, nr_periods, nr_throttled, throttled_ns, "
+        "usage_ns FROM cgroup_cpu_samples WHERE session = ?1 AND ts < ?3 AND ts >= COALESCE(("
+        "SELECT MAX(ts) FROM cgroup_cpu_samples WHERE session = ?1 AND ts < ?2), ?2) "
+        "ORDER BY cgroup, ts",
+        {session, window.begin_ns, window.end_ns}, [&](sqlite3_stmt* s) {
+          CgroupCpuSample x;
+          x.ts_ns = sqlite3_column_int64(s, 0);
+          x.cgroup = ColLine(s, 1);
+          x.version = static_cast<int32_t>(sqlite3_column_int64(s, 2));
+          x.quota_us = ColInt(s, 3);
+          x.period_us = ColInt(s, 4);
+          x.nr_periods = ColInt(s, 5);
+          x.nr_throttled = ColInt(s, 6);
+          x.throttled_ns = ColInt(s, 7);
+          x.usage_ns = ColInt(s, 8);
+          w.cgroup_cpu.push_back(std::move(x));
+        }));
+    RETURN_IF_ERROR(reader.ForEach(
+        "SELECT pid, ts, cgroup FROM process_cgroups WHERE session = ?1 ORDER BY pid, ts",
+        {session}, [&](sqlite3_stmt* s) {
+          ProcessCgroup x;
+          x.pid = static_cast<int32_t>(sqlite3_column_int64(s, 0));
+          x.ts_ns = sqlite3_column_int64(s, 1);
+          x.cgroup = ColLine(s, 2);
+          w.process_cgroups.push_back(std::move(x));
+        }));
+  }
+
   ASSIGN_OR_RETURN(w.events_in_window,
                    SingleInt(reader,
                              "SELECT COUNT(*) FROM event_rows WHERE session = ?1 AND ts >= ?2 "

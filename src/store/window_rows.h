@@ -149,6 +149,10 @@ struct WindowRows {
   // nvmlDeviceGetProcessUtilization per process (gpu_process_samples), by ts then gpu, pid;
   // empty where the driver does not report it.
   std::vector<GpuProcessSample> gpu_process_samples;
+  // Schema 10: cgroup CPU quota samples from the last one before the window to the window's
+  // end (by cgroup, then ts), and the cgroups the session's processes were seen in (by pid, ts).
+  std::vector<CgroupCpuSample> cgroup_cpu;
+  std::vector<ProcessCgroup> process_cgroups;
 };
 
 StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& window,

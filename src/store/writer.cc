@@ -256,6 +256,13 @@ Status StoreWriter::PrepareStatements() {
   ASSIGN_OR_RETURN(insert_gpu_process_,
                    Prepare(db, "INSERT OR REPLACE INTO gpu_process_samples(session, ts, gpu, pid, "
                                "sm_util_pct, mem_util_pct) VALUES (?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(insert_cgroup_cpu_,
+                   Prepare(db, "INSERT OR REPLACE INTO cgroup_cpu_samples(session, ts, cgroup, "
+                               "version, quota_us, period_us, nr_periods, nr_throttled, "
+                               "throttled_ns, usage_ns) VALUES (?,?,?,?,?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(insert_process_cgroup_,
+                   Prepare(db, "INSERT OR REPLACE INTO process_cgroups(session, pid, ts, cgroup) "
+                               "VALUES (?,?,?,?)"));
   return Status::Ok();
 }
 
@@ -383,6 +390,18 @@ void StoreWriter::AppendGpuDevices(const std::vector<GpuDevice>& devices) {
   ++enqueued_seq_;
 }
 
+void StoreWriter::AppendCgroupSamples(std::vector<CgroupCpuSample> samples,
+                                      std::vector<ProcessCgroup> processes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return;
+  auto& c = pending_gpu_.cgroup_cpu;
+  c.insert(c.end(), std::make_move_iterator(samples.begin()), std::make_move_iterator(samples.end()));
+  auto& p = pending_gpu_.process_cgroups;
+  p.insert(p.end(), std::make_move_iterator(processes.begin()),
+           std::make_move_iterator(processes.end()));
+  ++enqueued_seq_;
+}
+
 void StoreWriter::AppendGpuSamples(const std::vector<GpuSample>& samples,
                                    const std::vector<GpuProcessSample>& processes) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -405,7 +424,7 @@ void BindPct(sqlite3_stmt* stmt, int index, double value) {
 
 }  // namespace
 
-Status StoreWriter::InsertGpu(const PendingGpu& gpu) {
+Status StoreWriter::InsertSamples(const PendingSamples& gpu) {
   sqlite3* db = db_.get();
   for (const GpuDevice& d : gpu.devices) {
     sqlite3_stmt* u = insert_gpu_device_.get();
@@ -441,6 +460,28 @@ Status StoreWriter::InsertGpu(const PendingGpu& gpu) {
     BindOptional(u, 5, x.sm_util_pct);
     BindOptional(u, 6, x.mem_util_pct);
     RETURN_IF_ERROR(StepDone(db, u, "insert gpu process sample"));
+  }
+  for (const CgroupCpuSample& x : gpu.cgroup_cpu) {
+    sqlite3_stmt* u = insert_cgroup_cpu_.get();
+    sqlite3_bind_int64(u, 1, session_id_);
+    sqlite3_bind_int64(u, 2, x.ts_ns);
+    BindText(u, 3, x.cgroup);
+    sqlite3_bind_int(u, 4, x.version);
+    BindOptional(u, 5, x.quota_us);
+    BindOptional(u, 6, x.period_us);
+    BindOptional(u, 7, x.nr_periods);
+    BindOptional(u, 8, x.nr_throttled);
+    BindOptional(u, 9, x.throttled_ns);
+    BindOptional(u, 10, x.usage_ns);
+    RETURN_IF_ERROR(StepDone(db, u, "insert cgroup cpu sample"));
+  }
+  for (const ProcessCgroup& x : gpu.process_cgroups) {
+    sqlite3_stmt* u = insert_process_cgroup_.get();
+    sqlite3_bind_int64(u, 1, session_id_);
+    sqlite3_bind_int64(u, 2, x.pid);
+    sqlite3_bind_int64(u, 3, x.ts_ns);
+    BindText(u, 4, x.cgroup);
+    RETURN_IF_ERROR(StepDone(db, u, "insert process cgroup"));
   }
   return Status::Ok();
 }
@@ -485,6 +526,8 @@ Status StoreWriter::Close() {
   insert_gpu_device_.Reset();
   insert_gpu_sample_.Reset();
   insert_gpu_process_.Reset();
+  insert_cgroup_cpu_.Reset();
+  insert_process_cgroup_.Reset();
   insert_outbox_.Reset();
   // Folding the WAL back into the main file leaves one self-contained file for readers.
   ScopedFsIdentity as_owner(location_);  // closing removes the -wal: the owner's to remove
@@ -681,7 +724,7 @@ Status StoreWriter::CommitBatch(std::vector<Event>& events, std::vector<ProcessI
       if (options_.outbox) outbox_encoder_.AddString(id, text);
     }
     RETURN_IF_ERROR(InsertEvents(events));
-    RETURN_IF_ERROR(InsertGpu(batch_gpu_));
+    RETURN_IF_ERROR(InsertSamples(batch_gpu_));
     for (const OpCount& c : counts) {
       RollupKey key{c.sec, c.pid, static_cast<uint16_t>(c.op), c.name_id == kNull ? 0 : c.name_id};
       RollupValue& v = rollups_[key];
@@ -1007,7 +1050,8 @@ StatusOr<StoreWriter::RemovedSessions> StoreWriter::RemoveSessions(
   removed.event_rows = events.ok() ? *events : 0;
   for (const char* table : {"op_seconds", "op_latency", "thread_rollups", "processes",
                             "system_snapshots",
-                            "stacks", "gpu_devices", "gpu_samples", "gpu_process_samples"}) {
+                            "stacks", "gpu_devices", "gpu_samples", "gpu_process_samples",
+                            "cgroup_cpu_samples", "process_cgroups"}) {
     if (st.ok()) st = Exec(db, std::string("DELETE FROM ") + table + " WHERE session" + in);
   }
   if (st.ok()) {

@@ -94,6 +94,10 @@ class StoreWriter {
   void AppendGpuDevices(const std::vector<GpuDevice>& devices);
   void AppendGpuSamples(const std::vector<GpuSample>& samples,
                         const std::vector<GpuProcessSample>& processes);
+  // Schema 10: the tracked processes' cgroup CPU quota and throttling (cgroup_cpu_samples) and
+  // the cgroup each was seen in (process_cgroups).
+  void AppendCgroupSamples(std::vector<CgroupCpuSample> samples,
+                           std::vector<ProcessCgroup> processes);
 
   // Blocks until everything appended so far is committed. Returns the first write error.
   Status Flush();
@@ -161,6 +165,7 @@ class StoreWriter {
   ScopedStmt upsert_thread_rollup_;
   ScopedStmt insert_stack_;
   ScopedStmt insert_gpu_device_, insert_gpu_sample_, insert_gpu_process_;
+  ScopedStmt insert_cgroup_cpu_, insert_process_cgroup_;
   int64_t session_id_ = 0;
 
   std::mutex db_mu_;  // serializes all SQLite use of db_ (writer thread vs session calls)
@@ -180,15 +185,21 @@ class StoreWriter {
   };
   std::vector<PendingStack> pending_stacks_;  // guarded by mu_
   std::vector<PendingStack> batch_stacks_;    // writer thread: the batch being committed
-  struct PendingGpu {
+  // Sampled rows (NVML, cgroups) not yet committed.
+  struct PendingSamples {
     std::vector<GpuDevice> devices;
     std::vector<GpuSample> samples;
     std::vector<GpuProcessSample> processes;
-    bool empty() const { return devices.empty() && samples.empty() && processes.empty(); }
+    std::vector<CgroupCpuSample> cgroup_cpu;
+    std::vector<ProcessCgroup> process_cgroups;
+    bool empty() const {
+      return devices.empty() && samples.empty() && processes.empty() && cgroup_cpu.empty() &&
+             process_cgroups.empty();
+    }
   };
-  PendingGpu pending_gpu_;  // guarded by mu_
-  PendingGpu batch_gpu_;    // writer thread
-  Status InsertGpu(const PendingGpu& gpu);
+  PendingSamples pending_gpu_;  // guarded by mu_
+  PendingSamples batch_gpu_;    // writer thread
+  Status InsertSamples(const PendingSamples& gpu);
   std::unordered_map<std::string, int64_t> string_ids_;
   int64_t next_string_id_ = 1;
   uint64_t enqueued_seq_ = 0;   // bumps on every append

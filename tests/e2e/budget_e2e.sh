@@ -11,6 +11,7 @@
 #   checkpoint     main-thread-io on top, fix: an asynchronous checkpoint
 #   6 workers      cpu-oversubscription on top (the job's own processes crowd 2 CPUs)
 #   1 slow worker  dataloader-starvation on top
+#   CPU quota      cpu-quota on top (the loop's cgroup capped at 0.3 CPU), fix: raise the limit
 # Where the shape has a healthy equivalent, the top finding's lost seconds must match the
 # measured slowdown, (1 - faulted steps/s / healthy steps/s) x window, within ±35% (±20% is the
 # bar on the H200; these 2 shared CPUs run the tracer, the loop and its workers at once).
@@ -28,11 +29,12 @@ NVML="$SIM_LIB/libnvidia-ml.so.1"
 export GWSIM_GPU_STATE_DIR="$WORK/gpustate"
 mkdir -m 1777 "$GWSIM_GPU_STATE_DIR"
 LOOP=(python3 "$WORKLOADS/train_loop.py" --lib-dir "$SIM_LIB" --duration 8 --report)
+WRAP=()  # a command the loop runs under (the CPU-quota case's cgroup move)
 
 # run NAME [train flags]: trace the loop, keep its steps/s and explain --json.
 run() {
   local name=$1; shift
-  "$GPUWHY" trace --quiet --db "$WORK/$name.db" --nvml-lib "$NVML" -- "${LOOP[@]}" "$@" \
+  "$GPUWHY" trace --quiet --db "$WORK/$name.db" --nvml-lib "$NVML" -- ${WRAP[@]+"${WRAP[@]}"} "${LOOP[@]}" "$@" \
     > "$WORK/$name.out" 2>&1 || { fail "$name: trace exit $?" "$(tail -5 "$WORK/$name.out")"; return 1; }
   "$GPUWHY" explain --json --db "$WORK/$name.db" > "$WORK/$name.json" 2> "$WORK/$name.err" \
     || { fail "$name: explain failed" "$(cat "$WORK/$name.err")"; return 1; }
@@ -108,6 +110,35 @@ run ckpt --checkpoint-file "$WORK/ckpt.bin" --checkpoint-mb 64 --checkpoint-ever
   && check ckpt main-thread-io "checkpoint asynchronously" healthy 0.5
 run crowded --workers 6 --batch-cpu-ms 25 && check crowded cpu-oversubscription "num_workers="
 run starved --workers 1 --batch-cpu-ms 25 && check starved dataloader-starvation "DataLoader(" healthy
+
+# ---- a CPU quota: the loop's own cgroup capped at 0.3 CPU (cgroup v1 cpu controller) ----------
+# The simulated GPU's executor threads move back to the root cgroup (GWSIM_EXECUTOR_TASKS_FILE):
+# a real GPU is not throttled by the job's CPU limit. Fix: raise the limit; never pinning.
+CPU_V1=/sys/fs/cgroup/cpu
+if [ -w "$CPU_V1/tasks" ] && [ -f "$CPU_V1/cpu.cfs_quota_us" ]; then
+  QCG="$CPU_V1/gw_budget_e2e.$$"
+  mkdir "$QCG" && echo 100000 > "$QCG/cpu.cfs_period_us" && echo 30000 > "$QCG/cpu.cfs_quota_us"
+  WRAP=(sh -c "echo \$\$ > '$QCG/cgroup.procs' && exec \"\$@\"" sh)
+  GWSIM_EXECUTOR_TASKS_FILE="$CPU_V1/tasks" run quota
+  WRAP=()
+  rmdir "$QCG" 2>/dev/null
+  check quota cpu-quota "raise the CPU limit" healthy
+  python3 - "$WORK/quota.json" <<'EOF' && pass "quota: the cgroup, its limit and throttling are named; no pinning advice" \
+    || fail "quota: evidence or fixes" "$(sed -n '/Causal/,/GPU feed/p' "$WORK/quota.txt" | head -24)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+top = d["findings"][0]
+root = " ".join(top["root"])
+assert "gw_budget_e2e" in root and "0.30 CPUs" in root and "Throttled in" in root, root
+for f in d["findings"]:
+    for line in f["fix"]:
+        assert "taskset" not in line, (f["rule"], line)
+m = {x["name"]: x["value"] for x in top["metrics"]}
+assert m["throttled_periods"] > 0.5 * m["periods"], m
+EOF
+else
+  e2e_skip budget_e2e "no writable cgroup v1 cpu hierarchy at $CPU_V1 for the CPU-quota case"
+fi
 
 # ---- a neighbour on the same (shared) simulated GPU ---------------------------------------------
 export GWSIM_SHARED_DEVICE=1

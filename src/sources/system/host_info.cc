@@ -8,6 +8,8 @@
 #include <regex>
 #include <sstream>
 
+#include "base/text.h"
+
 namespace gw {
 
 std::string ReadSmallFile(const std::string& path) {
@@ -16,13 +18,6 @@ std::string ReadSmallFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-static std::string Trim(std::string s) {
-  size_t a = s.find_first_not_of(" \t\n\r");
-  size_t b = s.find_last_not_of(" \t\n\r");
-  if (a == std::string::npos) return "";
-  return s.substr(a, b - a + 1);
 }
 
 std::string ReadNvidiaDriverVersion(const std::string& proc_root) {
@@ -47,7 +42,7 @@ std::vector<GpuInfo> ReadNvidiaGpus(const std::string& proc_root) {
     std::istringstream lines(info);
     std::string line;
     while (std::getline(lines, line)) {
-      if (line.rfind("Model:", 0) == 0) g.model = Trim(line.substr(6));
+      if (line.rfind("Model:", 0) == 0) g.model = TrimSpace(line.substr(6));
     }
     gpus.push_back(g);
   }
@@ -67,7 +62,7 @@ HostInfo ReadHostInfo() {
   while (std::getline(cpuinfo, line)) {
     if (line.rfind("model name", 0) == 0) {
       size_t colon = line.find(':');
-      if (colon != std::string::npos) h.cpu_model = Trim(line.substr(colon + 1));
+      if (colon != std::string::npos) h.cpu_model = TrimSpace(line.substr(colon + 1));
       break;
     }
   }

@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <optional>
 #include <sstream>
 
+#include "sources/system/cgroup_cpu.h"
 #include "sources/system/host_info.h"
 
 namespace gw {
@@ -84,6 +86,11 @@ SystemSampler::SystemSampler(Sink sink, std::function<int64_t()> clock_ns, int64
 
 SystemSampler::~SystemSampler() { Stop(); }
 
+void SystemSampler::SampleCgroups(std::function<std::vector<int32_t>()> pids, CgroupSink sink) {
+  cgroup_pids_ = std::move(pids);
+  cgroup_sink_ = std::move(sink);
+}
+
 void SystemSampler::Start() {
   stop_ = false;
   thread_ = std::thread([this] { Run(); });
@@ -101,6 +108,8 @@ void SystemSampler::Stop() {
 void SystemSampler::Run() {
   int64_t cores = sysconf(_SC_NPROCESSORS_ONLN);
   ProcCounters prev = ReadProcCounters();
+  std::optional<CgroupCpuReader> cgroups;
+  if (cgroup_sink_) cgroups.emplace();
   auto prev_time = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   while (!cv_.wait_for(lock, std::chrono::milliseconds(interval_ms_), [&] { return stop_; })) {
@@ -117,6 +126,11 @@ void SystemSampler::Run() {
     prev_time = now_time;
     lock.unlock();
     sink_(s);
+    if (cgroups && cgroups->available()) {
+      std::vector<ProcessCgroup> moved;
+      std::vector<CgroupCpuSample> samples = cgroups->Read(cgroup_pids_(), s.ts_ns, &moved);
+      if (!samples.empty() || !moved.empty()) cgroup_sink_(std::move(samples), std::move(moved));
+    }
     lock.lock();
   }
 }

@@ -1,6 +1,7 @@
 // SystemSampler: a 1 Hz sampler of /proc (CPU, memory, load, swap, faults, context switches)
 // feeding system_snapshots. Used by trace and the live demo; explain reads its rows for the
-// "System Context" line.
+// "System Context" line. With SampleCgroups, also the tracked processes' cgroup CPU quota and
+// throttling (cgroup_cpu.h) on the same tick.
 #pragma once
 
 #include <atomic>
@@ -9,6 +10,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "store/event.h"
 
@@ -41,12 +43,18 @@ class SystemSampler {
   // `clock_ns` returns the session-relative timestamp to stamp each snapshot with.
   SystemSampler(Sink sink, std::function<int64_t()> clock_ns, int64_t interval_ms = 1000);
   ~SystemSampler();
+  // Also read the CPU quota and throttling of the cgroups of `pids()` each tick (before Start).
+  using CgroupSink =
+      std::function<void(std::vector<CgroupCpuSample>, std::vector<ProcessCgroup>)>;
+  void SampleCgroups(std::function<std::vector<int32_t>()> pids, CgroupSink sink);
   void Start();
   void Stop();
 
  private:
   void Run();
   Sink sink_;
+  std::function<std::vector<int32_t>()> cgroup_pids_;
+  CgroupSink cgroup_sink_;
   std::function<int64_t()> clock_ns_;
   int64_t interval_ms_;
   std::mutex mu_;
