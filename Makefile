@@ -31,7 +31,7 @@ demo: build
 	$(SUDO) $(BUILD)/gpuwhy demo --live
 
 test: build
-	$(SUDO) env -u SUDO_UID -u SUDO_GID -u SUDO_USER ctest --test-dir $(BUILD) --output-on-failure
+	$(SUDO) env -u SUDO_UID -u SUDO_GID -u SUDO_USER ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 
 $(ASAN_BUILD)/CMakeCache.txt:
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DGW_SANITIZE=ON
@@ -39,7 +39,7 @@ $(ASAN_BUILD)/CMakeCache.txt:
 test-sanitize: setup $(ASAN_BUILD)/CMakeCache.txt
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
 	$(SUDO) env -u SUDO_UID -u SUDO_GID -u SUDO_USER ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir $(ASAN_BUILD) --output-on-failure
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS)
 
 bench: build
 	$(BUILD)/bench/gw_store_bench --events 2000000 --rounds 3

@@ -54,7 +54,7 @@ Cases (expected rule, any of a set; "-": nothing above LOW):
                    /sys/fs/cgroup/gwacc-quota, cpu.max "50000 100000" (0.5 CPU), made at case
                    start (+cpu enabled in the parent's cgroup.subtree_control if needed) and
                    removed at its end; skipped where there is no cgroup v2 cpu controller
-                                                                 cpu-quota | cpu-contention
+                                                                 cpu-quota
 Lost time, per case: measured_lost_s = (1 - faulted / healthy steps/s) x the seconds of the
 explain window the fault was present (traced faulted rate vs the untraced healthy phase),
 explain_lost_s = the top finding's lost_s, and their ratio (expected_lost_s: the first finding
@@ -150,7 +150,7 @@ CASES = {
                       "the pace; expect GPU-bound, nothing above LOW)", [],
                       ["--fault", "gpu-bound"], reference="gpu-idle", gpu_bound=True),
     "cpu-quota": Case("trainer and workers moved into cgroup v2 {quota_cg}, cpu.max "
-                      "\"{quota_max}\"", ["cpu-quota", "cpu-contention"],
+                      "\"{quota_max}\"", ["cpu-quota"],
                       ["--fault", "cpu-quota"]),
 }
 QUOTA_CGROUP = "/sys/fs/cgroup/gwacc-quota"

@@ -685,6 +685,11 @@ TEST(MemcpyTest, ShortCopiesCountedInTheKernelCount) {
 
 // ---- CUDA-side rules -------------------------------------------------------------------------
 
+double PathS(const Report& r, BudgetCause c);
+double LostS(const Report& r, BudgetCause c);
+
+// Lost time is the budget's: the GPU idle while the host computed into a drained queue, and
+// the severity follows it.
 TEST(SyncHeavyTest, ManySyncsFewLaunches) {
   Builder b;
   for (OpSecondRow& r : b.w.op_seconds) {
@@ -694,7 +699,13 @@ TEST(SyncHeavyTest, ManySyncsFewLaunches) {
   Report r = b.Run();
   const Finding* f = Find(r, "sync-heavy");
   ASSERT_NE(f, nullptr);
-  EXPECT_EQ(f->severity, Severity::kMedium);
+  double lost = LostS(r, BudgetCause::kHostCompute) + LostS(r, BudgetCause::kHelperCompute);
+  EXPECT_NEAR(f->lost_s, lost, 1e-9);
+  double share = lost / r.budget.window_s;
+  EXPECT_EQ(f->severity, share >= 0.15  ? Severity::kHigh
+                         : share >= 0.05 ? Severity::kMedium
+                                         : Severity::kLow);
+  EXPECT_EQ(Find(r, "host-compute"), nullptr) << "the same seconds are reported once";
   for (OpSecondRow& row : b.w.op_seconds) {
     if (row.op == Op::kCudaLaunchKernel) row.count = 600 * 25;  // 25 launches per sync
   }

@@ -101,6 +101,13 @@ void OomKills(const Facts& f, std::vector<Finding>* out);
 // rules_cuda.cc
 void MemcpyBottleneck(const Facts& f, std::vector<Finding>* out);
 void SyncHeavy(const Facts& f, std::vector<Finding>* out);
+// Frequent syncs with few launches each, and a host that keeps up between them: the GPU idles
+// because each sync empties its queue (sync-heavy takes the budget's computing seconds).
+bool SyncDrainsThePipeline(const Facts& f);
+// The main thread's seconds inside cudaMalloc/cudaFree in the window, and the GPU idle seconds
+// they explain (their share of host_compute's lost seconds; malloc-churn's lost time).
+double AllocatorSeconds(const Facts& f);
+double AllocatorLostS(const Facts& f);
 void LaunchBound(const Facts& f, std::vector<Finding>* out);
 void AllocatorSpikes(const Facts& f, std::vector<Finding>* out);
 void ColdStart(const Facts& f, std::vector<Finding>* out);

@@ -213,25 +213,50 @@ void MemcpyBottleneck(const Facts& f, std::vector<Finding>* out) {
   out->push_back(std::move(x));
 }
 
+bool SyncDrainsThePipeline(const Facts& f) {
+  double lps = 0, sps = 0, lns = 0;
+  LaunchAndSyncRates(f, &lps, &sps, &lns);
+  if (sps < th::kSyncHeavyPerSec || lps / sps >= th::kSyncHeavyLaunchesPerSync) return false;
+  // The host keeps up with the GPU between syncs (its computing on the path is less than the
+  // GPU's work for the job): what idles the GPU is the empty queue after each sync.
+  double host = BudgetPathS(f, BudgetCause::kHostCompute) +
+                BudgetPathS(f, BudgetCause::kHelperCompute);
+  return f.budget.present && host < f.budget.gpu_busy_job_s;
+}
+
 void SyncHeavy(const Facts& f, std::vector<Finding>* out) {
   double lps = 0, sps = 0, lns = 0;
   LaunchAndSyncRates(f, &lps, &sps, &lns);
-  if (sps < th::kSyncHeavyPerSec) return;
+  if (!SyncDrainsThePipeline(f)) return;
   double per_sync = sps > 0 ? lps / sps : 0;
-  if (per_sync >= th::kSyncHeavyLaunchesPerSync) return;
+  // Lost: the GPU idle while the host launched the next kernels into a drained queue (the
+  // budget's host and helper computing); without the syncs the host would run ahead.
+  double lost = BudgetLostS(f, BudgetCause::kHostCompute) +
+                BudgetLostS(f, BudgetCause::kHelperCompute);
   Finding x;
   x.rule = "sync-heavy";
-  x.severity = sps >= th::kSyncHeavyMediumPerSec ? Severity::kMedium : Severity::kLow;
+  x.severity = Ladder(Share(lost, f.budget.window_s)).value_or(Severity::kLow);
+  if (sps < th::kSyncHeavyMediumPerSec) x.severity = Severity::kLow;
   x.cause = "Sync-heavy training loop";
   x.effect = "GPU pipeline drained at every sync";
-  x.lost_s = Sec(At(f.main_totals, FeedCause::kSync));
+  x.lost_s = lost;
   x.root.push_back(
       Fmt("%s synchronizations/s against %s kernel launches/s (%.1f launches per "
           "sync)",
           FormatRate(sps).c_str(), FormatRate(lps).c_str(), per_sync));
+  double in_syncs = Sec(At(f.main_totals, FeedCause::kSync));
+  x.root.push_back(Fmt("After each sync the queue is empty: the GPU idled %s s while the host "
+                       "launched the next kernels (%s s of computing on the critical path, "
+                       "less than the GPU's %s s of work for the job)",
+                       FormatSeconds(lost).c_str(),
+                       FormatSeconds(BudgetPathS(f, BudgetCause::kHostCompute) +
+                                     BudgetPathS(f, BudgetCause::kHelperCompute))
+                           .c_str(),
+                       FormatSeconds(f.budget.gpu_busy_job_s).c_str()));
   x.effects.push_back(Fmt("Main thread inside syncs %s s (%s of wall clock)",
-                          FormatSeconds(x.lost_s).c_str(),
-                          FormatPct(Share(x.lost_s, f.window_s)).c_str()));
+                          FormatSeconds(in_syncs).c_str(),
+                          FormatPct(Share(in_syncs, f.window_s)).c_str()));
+  x.metrics.push_back({"lost_s", lost, "s"});
   x.fix.push_back(
       "remove per-step host reads of GPU values (.item(), .cpu(), print(loss)); "
       "accumulate on the GPU and log every N steps");
@@ -276,6 +301,34 @@ void LaunchBound(const Facts& f, std::vector<Finding>* out) {
   x.metrics.push_back({"launch_share", share * 100, "%"});
   SetEvidence(&x, {LaunchAndSyncRatesQuery(f), Throughput(f)});
   out->push_back(std::move(x));
+}
+
+namespace {
+
+// The main process's device allocator calls in the window: (calls, ns).
+std::pair<int64_t, int64_t> AllocatorCalls(const Facts& f) {
+  int64_t calls = 0, ns = 0;
+  for (const OpSecondRow& r : f.w->op_seconds) {
+    if (r.pid != f.main_pid || !(IsAlloc(r.op) || IsFree(r.op))) continue;
+    if (r.op == Op::kCudaMallocHost || r.op == Op::kCudaHostAlloc) continue;
+    if (r.sec * 1'000'000'000 < f.w->from || r.sec * 1'000'000'000 >= f.w->to) continue;
+    calls += r.count;
+    ns += r.total_ns;
+  }
+  return {calls, ns};
+}
+
+}  // namespace
+
+double AllocatorSeconds(const Facts& f) { return Sec(AllocatorCalls(f).second); }
+
+double AllocatorLostS(const Facts& f) {
+  // The main thread's computing idles the GPU in the budget's host_compute; the allocator's part
+  // of it is its share of the main thread's time on the CPU, where the calls are churn.
+  auto [calls, ns] = AllocatorCalls(f);
+  double running = Sec(At(f.main_totals, FeedCause::kRunning));
+  if (running <= 0 || static_cast<double>(calls) < th::kMallocChurnPerSec * f.window_s) return 0;
+  return BudgetLostS(f, BudgetCause::kHostCompute) * std::min(1.0, Sec(ns) / running);
 }
 
 void AllocatorSpikes(const Facts& f, std::vector<Finding>* out) {
@@ -383,16 +436,20 @@ void AllocatorSpikes(const Facts& f, std::vector<Finding>* out) {
   } else if (rate >= th::kMallocChurnPerSec) {
     Finding x;
     x.rule = "malloc-churn";
-    x.severity = rate >= 4 * th::kMallocChurnPerSec ? Severity::kMedium : Severity::kLow;
     x.cause = "cudaMalloc/cudaFree churn";
     x.effect = "implicit synchronizations and CPU time in the allocator";
-    int64_t total_ns = 0;
-    for (const auto& [sec, v] : per_sec) total_ns += v.second;
-    x.lost_s = Sec(total_ns);
+    double inside = AllocatorSeconds(f);
+    x.lost_s = AllocatorLostS(f);
+    x.severity = Ladder(Share(x.lost_s, f.budget.window_s)).value_or(Severity::kLow);
+    if (rate < 4 * th::kMallocChurnPerSec) x.severity = Severity::kLow;
     x.root.push_back(
         Fmt("%.0f cudaMalloc/cudaFree calls per second in steady state (%s s inside "
             "them)",
-            rate, FormatSeconds(x.lost_s).c_str()));
+            rate, FormatSeconds(inside).c_str()));
+    x.root.push_back(Fmt("GPU idle while the main thread was in the allocator: %s s (its share "
+                         "of the main thread's computing on the critical path)",
+                         FormatSeconds(x.lost_s).c_str()));
+    x.metrics.push_back({"lost_s", x.lost_s, "s"});
     x.fix.push_back(
         "reuse buffers across steps (the PyTorch caching allocator does this unless "
         "PYTORCH_NO_CUDA_MEMORY_CACHING=1 is set)");

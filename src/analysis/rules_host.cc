@@ -71,7 +71,10 @@ void AddBudgetEvidence(const Facts& f, Finding* x) {
 }  // namespace
 
 void HostCompute(const Facts& f, std::vector<Finding>* out) {
-  double main_lost = BudgetLostS(f, BudgetCause::kHostCompute);
+  // A sync-heavy loop's computing seconds are sync-heavy's; the allocator's part of the main
+  // thread's, malloc-churn's (one cause per second).
+  if (SyncDrainsThePipeline(f)) return;
+  double main_lost = BudgetLostS(f, BudgetCause::kHostCompute) - AllocatorLostS(f);
   double helper_lost = BudgetLostS(f, BudgetCause::kHelperCompute);
   double lost = main_lost + helper_lost;
   double launches = LaunchesPerSecond(f);
@@ -278,11 +281,17 @@ void CpuQuota(const Facts& f, std::vector<Finding>* out) {
                                        static_cast<double>(q.periods)))
                            .c_str(),
                        FormatSeconds(span_s).c_str(), FormatSeconds(Sec(q.throttled_ns)).c_str()));
-  double used = q.usage_ns != kNull && span_s > 0 ? Sec(q.usage_ns) / span_s : -1;
+  // The CPUs the cgroup used: its usage counter, else (v1 with cpuacct mounted apart) its whole
+  // quota where it was throttled in most periods.
+  bool measured = q.usage_ns != kNull && span_s > 0;
+  bool mostly_throttled = Share(static_cast<double>(q.throttled_periods),
+                                static_cast<double>(q.periods)) >= 0.5;
+  double used = measured ? Sec(q.usage_ns) / span_s : mostly_throttled ? q.cpus() : -1;
   if (used >= 0) {
-    x.root.push_back(Fmt("The cgroup used %.2f CPUs on average, the job's feeding threads were "
+    x.root.push_back(Fmt("The cgroup used %.2f CPUs on average%s; the job's feeding threads were "
                          "runnable but throttled %s thread-seconds more",
-                         used, FormatSeconds(waited_s).c_str()));
+                         used, measured ? "" : " (its quota: no usage counter)",
+                         FormatSeconds(waited_s).c_str()));
   }
   x.root.push_back("Waiting while throttled: " + IdleLine(f, BudgetCause::kRunqQuota));
   AddSyncEffect(f, &x);

@@ -11,7 +11,8 @@ int RunQuery(const Args& args) {
                 "Tables and views: events (newest session), events_all, process_names,\n"
                 "processes, sessions, system_snapshots, op_seconds, op_stats_seconds,\n"
                 "op_latency, thread_rollups, stacks, stack_frames, gpu_devices, gpu_samples,\n"
-                "gpu_process_samples, strings, op_names. docs/schema.md documents every column. Writes, ATTACH, pragma\n"
+                "gpu_process_samples, cgroup_cpu_samples, process_cgroups, strings, op_names.\n"
+                "docs/schema.md documents every column. Writes, ATTACH, pragma\n"
                 "changes, extension loading and SQL functions off gpuwhy's allow-list are\n"
                 "refused; one value is at most 64 MiB. Rows are printed as they are read.");
   AddDbFlag(flags);

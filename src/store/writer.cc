@@ -937,9 +937,12 @@ StatusOr<int64_t> StoreWriter::PruneOldestRaw(sqlite3* db, int64_t oldest) {
   Status st = events.ok() ? Exec(db, "DELETE " + older) : events.status();
   int64_t deleted = events.ok() ? *events : 0;
   if (st.ok()) {
-    st = Exec(db, "DELETE FROM gpu_samples WHERE session < " + sess + " OR (session = " + sess +
-                      " AND ts < " + cut + "); DELETE FROM gpu_process_samples WHERE session < " +
-                      sess + " OR (session = " + sess + " AND ts < " + cut + ");");
+    for (const char* table : {"gpu_samples", "gpu_process_samples", "cgroup_cpu_samples"}) {
+      if (st.ok()) {
+        st = Exec(db, std::string("DELETE FROM ") + table + " WHERE session < " + sess +
+                          " OR (session = " + sess + " AND ts < " + cut + ")");
+      }
+    }
   }
   if (!st.ok()) {
     (void)Exec(db, "ROLLBACK");
