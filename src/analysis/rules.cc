@@ -6,6 +6,7 @@
 #include <iterator>
 #include <string>
 
+#include "analysis/budget.h"
 #include "analysis/format.h"
 
 namespace gw {
@@ -32,6 +33,14 @@ std::string PidList(const std::vector<int32_t>& pids) {
 }
 
 }  // namespace
+
+double BatchLostS(const Facts& f, BudgetCause c) {
+  double compute = BudgetPathS(f, BudgetCause::kBatchCompute);
+  double io = BudgetPathS(f, BudgetCause::kBatchIo);
+  BudgetCause dominant = io > compute ? BudgetCause::kBatchIo : BudgetCause::kBatchCompute;
+  if (c != dominant) return 0;
+  return BudgetLostS(f, BudgetCause::kBatchCompute) + BudgetLostS(f, BudgetCause::kBatchIo);
+}
 
 // The severity a value earns against three rising thresholds; nullopt below the lowest.
 std::optional<Severity> Ladder(double value, double high, double medium, double low) {

@@ -78,6 +78,13 @@ void SetEvidence(Finding* x, std::vector<EvidenceQuery> base);
 void AddSyncEffect(const Facts& f, Finding* out);
 void AddThroughputEffect(const Facts& f, Finding* out);
 
+// The GPU idle seconds of batch waits a DataLoader finding claims: batch_compute + batch_io
+// (the workers computing or reading while the trainer waited) to the one of the two that held
+// the delivering workers longer on the path, 0 to the other. A starved pipeline is one cause:
+// the worker's dominant cost sets its pace, and removing it ends the wait, the other part with
+// it (slow reads expose the batch's decode time that prefetching hid when healthy).
+double BatchLostS(const Facts& f, BudgetCause c);
+
 // rules_cpu.cc
 // Other processes held at least thresholds::kOthersRunqStoryShare of the CPU time the feeders
 // waited for: the run-queue story is cpu-contention; else cpu-oversubscription (the job alone).

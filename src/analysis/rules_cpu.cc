@@ -314,7 +314,7 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
 
 void DataLoaderStarvation(const Facts& f, std::vector<Finding>* out) {
   if (f.worker_pids.empty() || f.waits.total_ns == 0) return;
-  double lost_s = BudgetLostS(f, BudgetCause::kBatchCompute);
+  double lost_s = BatchLostS(f, BudgetCause::kBatchCompute);
   double share = Share(lost_s, f.budget.window_s);
   std::optional<Severity> sev = Ladder(share);
   if (!sev) return;

@@ -15,7 +15,7 @@ namespace gw::rules {
 
 void IoBottleneck(const Facts& f, std::vector<Finding>* out) {
   // The workers' I/O that held batches up; the training process's own is main-thread-io.
-  double lost_s = BudgetLostS(f, BudgetCause::kBatchIo);
+  double lost_s = BatchLostS(f, BudgetCause::kBatchIo);
   double share = Share(lost_s, f.budget.window_s);
   std::optional<Severity> sev = Ladder(share);
   if (!sev) return;
@@ -71,6 +71,12 @@ void IoBottleneck(const Facts& f, std::vector<Finding>* out) {
             "workers blocked on I/O",
             FormatSeconds(Sec(f.waits.total_ns)).c_str(),
             FormatSeconds(BudgetPathS(f, BudgetCause::kBatchIo)).c_str()));
+  }
+  if (BudgetLostS(f, BudgetCause::kBatchCompute) >= 0.05) {
+    x.effects.push_back(Fmt("GPU idle %s s on the reads and %s s more on the batches' "
+                            "computing they left no time to hide (the lost time counts both)",
+                            FormatSeconds(BudgetLostS(f, BudgetCause::kBatchIo)).c_str(),
+                            FormatSeconds(BudgetLostS(f, BudgetCause::kBatchCompute)).c_str()));
   }
   AddThroughputEffect(f, &x);
   AddSyncEffect(f, &x);

@@ -132,7 +132,7 @@ root = " ".join(top["root"])
 assert "gw_budget_e2e" in root and "0.30 CPUs" in root and "Throttled in" in root, root
 for f in d["findings"]:
     for line in f["fix"]:
-        assert "taskset -" not in line and not line.startswith("pin"), (f["rule"], line)
+        assert "taskset -" not in line and not line.startswith("pin the job"), (f["rule"], line)
 m = {x["name"]: x["value"] for x in top["metrics"]}
 assert m["throttled_periods"] > 0.5 * m["periods"], m
 EOF
