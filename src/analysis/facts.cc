@@ -1127,8 +1127,11 @@ void MeasureCpuQuota(const WindowData& w, Facts* f) {
         int64_t t0 = s->ts_ns, t1 = (s + 1)->ts_ns;
         double d = static_cast<double>(delta(s->*field, (s + 1)->*field));
         if (t1 <= t0 || d <= 0) continue;
-        for (size_t k = 0; k < secs; ++k) {
+        // Only the seconds [t0, t1) overlaps, not every second of the window.
+        int64_t first = std::max<int64_t>(0, FloorDiv(t0 - w.from, kNsPerSec));
+        for (auto k = static_cast<size_t>(first); k < secs; ++k) {
           int64_t a = w.from + static_cast<int64_t>(k) * kNsPerSec;
+          if (a >= t1) break;
           int64_t cut = std::min({t1, a + kNsPerSec, w.to}) - std::max(t0, a);
           if (cut > 0) out[k] += d * static_cast<double>(cut) / static_cast<double>(t1 - t0);
         }
