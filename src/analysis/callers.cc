@@ -290,6 +290,9 @@ void FillSourceLines(Report* report) {
     for (CallSite& site : section.sites) fill(site);
   }
   for (CallSite& site : report->sched_victims.sites) fill(site);
+  for (CpuProfileSection& section : report->cpu_profiles) {
+    for (CallSite& site : section.sites) fill(site);
+  }
 }
 
 }  // namespace gw

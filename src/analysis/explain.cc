@@ -9,6 +9,7 @@
 #include "analysis/analyze.h"
 #include "analysis/blame.h"
 #include "analysis/callers.h"
+#include "analysis/cpu_profile.h"
 #include "analysis/facts.h"
 #include "analysis/format.h"
 #include "analysis/gpu.h"
@@ -283,6 +284,7 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
     std::set<int32_t> feeders(f.cuda_pids.begin(), f.cuda_pids.end());
     feeders.insert(f.worker_pids.begin(), f.worker_pids.end());
     AddCallerSections(w, feeders, &r);
+    AddCpuProfiles(f, &r);
     r.kernels = SummarizeKernels(w.kernel_launches, w.launches_once, w.launch_duty,
                                  static_cast<double>(w.to - w.from) / 1e9);
     int64_t counted = 0;

@@ -154,7 +154,15 @@ struct Sleep {
   int64_t wake = 0;
   int64_t waker_pid = kNull;
   int64_t waker_tid = kNull;
+  // A wait for CPython's GIL: woken by a thread that had just released it (kind 4), or a timed
+  // wait that ran out with the thread's next sleep, right after, being one (take_gil() waits
+  // in switch-interval slices, asking the holder to drop the lock after each).
+  bool gil = false;
 };
+
+// How soon after a timed-out sleep the next one must begin to be the same GIL wait: the
+// waiter only sets the drop request and waits again.
+constexpr int64_t kGilRetryGapNs = 200'000;
 
 // The job as the critical path sees it: who each thread is, where its time went, and what woke
 // it from each sleep.
@@ -170,20 +178,36 @@ class JobGraph {
           continue;
         }
         int64_t runq = e->runq == kNull ? 0 : std::clamp<int64_t>(e->runq, 0, e->duration);
-        sleeps.push_back({e->ts, e->End() - runq, e->waker_pid, e->waker_tid});
+        sleeps.push_back({e->ts, e->End() - runq, e->waker_pid, e->waker_tid,
+                          e->kind == static_cast<int64_t>(SwitchKind::kBlockedGil)});
       }
       std::sort(sleeps.begin(), sleeps.end(),
                 [](const Sleep& a, const Sleep& b) { return a.start < b.start; });
+      for (size_t i = sleeps.size(); i-- > 1;) {
+        Sleep& s = sleeps[i - 1];
+        if (!s.gil && s.waker_pid == 0 && sleeps[i].gil &&
+            sleeps[i].start - s.wake <= kGilRetryGapNs) {
+          s.gil = true;
+        }
+      }
     }
     for (int32_t pid : f.worker_pids) workers_.insert(pid);
     helpers_.insert(f.helper_tids.begin(), f.helper_tids.end());
+    for (const auto& [tid, sleeps] : sleeps_) {
+      for (const Sleep& s : sleeps) {
+        if (s.gil && s.waker_tid != kNull && s.waker_pid == f.main_pid) {
+          gil_holders_.insert(static_cast<int32_t>(s.waker_tid));
+        }
+      }
+    }
   }
 
   // The main thread's own timeline with every "blocked otherwise" stretch resolved through the
   // thread that ended it. Fills the batch and helper wait tallies, each span's budget detail and
   // the holders of thread_hold time.
   CauseTimes ResolveMain(BatchWaits* batches, HelperWaits* helpers, std::vector<PathSpan>* spans,
-                         std::map<int32_t, int64_t>* holders) {
+                         std::map<int32_t, int64_t>* holders,
+                         std::map<int32_t, int64_t>* gil_holders) {
     CauseTimes out{};
     const ThreadTimeline& tl = tls_.at(f_.main_tid);
     AddTo(out, tl.Totals());
@@ -208,6 +232,7 @@ class JobGraph {
     }
     At(out, FeedCause::kBlockedOther) += blocked - resolved;  // rounding safety: totals hold
     *holders = hold_;
+    *gil_holders = gil_hold_;
     // Tally the waits per sleep (a sleep may span several segments).
     if (sleeps) {
       for (const Sleep& s : *sleeps) {
@@ -310,7 +335,8 @@ class JobGraph {
            tls_.at(tid).pid() == f_.main_pid;
   }
 
-  enum class Via { kHelper, kSibling, kWorker };
+  // kGil: a sibling that held the GIL (the sleep's evidence says so), kSibling otherwise.
+  enum class Via { kHelper, kSibling, kGil, kWorker };
 
   // The sibling of the main thread (IsSibling) other than `self` that ran most over [a, b), if
   // it ran at least thresholds::kThreadHoldBusyShare of it.
@@ -343,11 +369,12 @@ class JobGraph {
         break;
       case Via::kHelper:
       case Via::kSibling:
+      case Via::kGil:
         if (via == Via::kHelper) {
           At(*d, BudgetCause::kHelperCompute) += run;
         } else {
-          At(*d, BudgetCause::kThreadHold) += run;
-          if (run > 0) hold_[tl.tid()] += run;
+          At(*d, via == Via::kGil ? BudgetCause::kGilHold : BudgetCause::kThreadHold) += run;
+          if (run > 0) (via == Via::kGil ? gil_hold_ : hold_)[tl.tid()] += run;
         }
         At(*d, BudgetCause::kMemcpy) += copies;
         At(*d, BudgetCause::kSyncWait) += syncs;
@@ -469,7 +496,10 @@ class JobGraph {
       if (const ThreadTimeline* holder = BusySibling(tid, a, b)) {
         CauseTimes own = holder->Overlap(a, b);
         At(out, FeedCause::kThreadHold) += At(own, FeedCause::kRunning);
-        CreditThread(*holder, a, b, Via::kSibling, d);
+        // A sibling seen handing the GIL over (kind 4) that ran through a timed wait: the
+        // GIL's own timed waits, which a timer ends when the holder is slow to let go.
+        bool gil = s->gil || gil_holders_.count(holder->tid()) > 0;
+        CreditThread(*holder, a, b, gil ? Via::kGil : Via::kSibling, d);
         int64_t credited = At(own, FeedCause::kRunning) + At(own, FeedCause::kRunqWait) +
                            At(own, FeedCause::kBlockedIo) + At(own, FeedCause::kPageFault) +
                            At(own, FeedCause::kMemcpy) + At(own, FeedCause::kSync);
@@ -496,7 +526,7 @@ class JobGraph {
         if (!f_.worker_pids.empty()) return ResolveBatch(s, a, b, d);
         return other();
       }
-      via = Via::kSibling;
+      via = s->gil ? Via::kGil : Via::kSibling;
     }
     // A CUDA helper (autograd) or a sibling: its own time over [a, b), its sleeps resolved in
     // turn.
@@ -532,7 +562,9 @@ class JobGraph {
   std::map<int32_t, std::vector<Sleep>> sleeps_;
   std::set<int32_t> workers_;
   std::set<int32_t> helpers_;
-  mutable std::map<int32_t, int64_t> hold_;  // thread_hold ns by the sibling that ran
+  mutable std::map<int32_t, int64_t> hold_;      // thread_hold ns by the sibling that ran
+  mutable std::map<int32_t, int64_t> gil_hold_;  // gil_hold ns by the sibling that ran
+  std::set<int32_t> gil_holders_;  // threads of the main process seen releasing the GIL
 };
 
 bool IsKernelThread(const ProcessRecord& p) { return p.pid == 2 || p.ppid == 2; }
@@ -947,7 +979,8 @@ void ResolveCriticalPath(const ThreadRows& rows, const std::map<int32_t, ThreadT
     if (pid > 0 && IsOwnPid(*f, pid)) own += ns;
   }
   f->own_runq_share = Share(own, all);
-  f->path = graph.ResolveMain(&f->waits, &f->helper_waits, &f->path_spans, &f->hold_by_tid);
+  f->path = graph.ResolveMain(&f->waits, &f->helper_waits, &f->path_spans, &f->hold_by_tid,
+                              &f->gil_hold_by_tid);
   f->path_detail = PathDetailOverlap(*f, f->main_tl->begin(), f->main_tl->end());
   f->lost_contention = static_cast<double>(At(f->path, FeedCause::kRunqWait));
   f->lost_io = static_cast<double>(At(f->path, FeedCause::kBlockedIo));

@@ -127,6 +127,9 @@ struct Facts {
   BudgetTimes path_detail{};               // the whole critical path by budget cause
   // Threads of the main process that held the main thread up while running (thread_hold), ns.
   std::map<int32_t, int64_t> hold_by_tid;
+  // The same for gil_hold: the ns seen as GIL hand-offs, by holder: wake-ups the holder made just
+  // after releasing CPython's GIL (sched_switch kind 4), and the timed waits of the same wait.
+  std::map<int32_t, int64_t> gil_hold_by_tid;
   // Share of the feeders' run-queue time whose CPU holder was the job's own (IsOwnPid): splits
   // run-queue time of unknown holder.
   double own_runq_share = 0;

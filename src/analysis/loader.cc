@@ -48,6 +48,8 @@ StatusOr<WindowData> LoadWindow(StoreReader& reader, const WindowRequest& reques
   w.stack_uses = std::move(rows.stack_uses);
   w.stack_frames = std::move(rows.stack_frames);
   w.malformed_stacks = rows.malformed_stacks;
+  w.profile_hz = rows.profile_hz;
+  w.cpu_samples = std::move(rows.cpu_samples);
   w.gpu_devices = std::move(rows.gpu_devices);
   w.gpu_samples = std::move(rows.gpu_samples);
   w.gpu_process_samples = std::move(rows.gpu_process_samples);

@@ -85,6 +85,27 @@ void AppendCallerSections(std::string* out, const Report& r) {
   }
 }
 
+// "Where the CPU time of the main thread went" (the on-CPU profile).
+void AppendCpuProfiles(std::string* out, const Report& r) {
+  for (const CpuProfileSection& p : r.cpu_profiles) {
+    *out += Fmt("Where the CPU time of %s went (%s: %s s on the CPU, %s samples at %lld Hz",
+                p.title.c_str(), r.window.label.c_str(), FormatSeconds(p.cpu_s).c_str(),
+                FormatCount(p.samples).c_str(), static_cast<long long>(p.profile_hz));
+    if (p.kernel_samples > 0) {
+      *out += Fmt(", %.0f%% in the kernel",
+                  100.0 * static_cast<double>(p.kernel_samples) / static_cast<double>(p.samples));
+    }
+    *out += "):\n";
+    for (const CallSite& s : p.sites) {
+      *out += Fmt("  %3.0f%%  %s | %s s\n",
+                  100.0 * static_cast<double>(s.count) / static_cast<double>(p.samples),
+                  SiteName(s).c_str(), FormatSeconds(s.total_ms / 1e3).c_str());
+      AppendSiteDetail(out, s);
+    }
+    *out += "\n";
+  }
+}
+
 nlohmann::ordered_json SectionJson(const CallerSection& c) {
   nlohmann::ordered_json sites = nlohmann::ordered_json::array();
   for (const CallSite& s : c.sites) {
@@ -290,6 +311,7 @@ std::string ReportToText(const Report& r) {
     out += "\n";
   }
   AppendCallerSections(&out, r);
+  AppendCpuProfiles(&out, r);
   if (r.kernels.launches > 0) {
     const KernelSummary& k = r.kernels;
     out += Fmt(
@@ -473,6 +495,22 @@ nlohmann::ordered_json ReportJson(const Report& r) {
                   {"estimated", r.kernels.launch_duty > 1}, {"top", kernels}};
   j["sched_victims"] =
       r.sched_victims.sites.empty() ? ordered_json(nullptr) : SectionJson(r.sched_victims);
+  ordered_json profiles = ordered_json::array();
+  for (const CpuProfileSection& p : r.cpu_profiles) {
+    CallerSection as_section;
+    as_section.sites = p.sites;
+    ordered_json section = SectionJson(as_section);
+    profiles.push_back({{"role", p.role},
+                        {"title", p.title},
+                        {"tids", p.tids},
+                        {"samples", p.samples},
+                        {"kernel_samples", p.kernel_samples},
+                        {"profile_hz", p.profile_hz},
+                        {"cpu_s", R(p.cpu_s)},
+                        {"window_s", R(p.window_s)},
+                        {"sites", section["sites"]}});
+  }
+  j["cpu_profiles"] = profiles;
   j["events"] = r.events;
   j["notes"] = r.notes;
   const LongWindowSummary& l = r.long_window;

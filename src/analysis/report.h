@@ -162,6 +162,7 @@ struct FeedTimeGroup {
   X(kHostCompute, "host_compute", "main thread on the CPU (Python, dispatch, launches, batches)") \
   X(kHelperCompute, "helper_compute", "CUDA helper threads on the CPU (autograd dispatch)")       \
   X(kThreadHold, "thread_hold", "another thread of the process held it (GIL or a lock)")          \
+  X(kGilHold, "gil_hold", "another thread of the process held the Python GIL")                    \
   X(kBatchCompute, "batch_compute", "DataLoader workers computing the batch")                     \
   X(kBatchIo, "batch_io", "DataLoader workers on I/O")                                            \
   X(kProcessIo, "process_io", "the training process's own I/O (reads, writes, checkpoints)")      \
@@ -288,6 +289,21 @@ struct CallerSection {
                                 // then off-CPU time
 };
 
+// Where a group of the job's threads spent its CPU, from the on-CPU profile (trace
+// --profile-hz): the threads' samples grouped by site (PickStackSite), most samples first.
+// A site's count is its samples, total_ms the CPU time they stand for (count / profile_hz).
+struct CpuProfileSection {
+  std::string role;             // "main", "helpers", "gil_holder"
+  std::string title;            // "the main thread (tid 4242)"
+  std::vector<int32_t> tids;    // the threads it covers
+  int64_t samples = 0;          // their samples in the window
+  int64_t kernel_samples = 0;   // of them, taken while the thread was in the kernel
+  int64_t profile_hz = 0;
+  double cpu_s = 0;             // samples / profile_hz
+  double window_s = 0;          // the window
+  std::vector<CallSite> sites;  // at most 5
+};
+
 // One kernel's launches by one process in the window.
 struct KernelStat {
   std::string name;  // demangled; "fn@0x…" when the tracer could not name it
@@ -326,6 +342,10 @@ struct Report {
   // where the feeding processes were when they left the CPU.
   std::vector<CallerSection> callers;
   CallerSection sched_victims;
+  // The on-CPU profile (empty without one): where the main thread's, the CUDA helper threads'
+  // and a GIL holder's CPU went, for the groups that were on the CPU for a material share of
+  // the window.
+  std::vector<CpuProfileSection> cpu_profiles;
   KernelSummary kernels;          // launches per kernel (op_seconds; empty without launches)
   LongWindowSummary long_window;  // tier "raw" unless the window was too long for raw rows
 };

@@ -271,6 +271,8 @@ constexpr RuleSpec kRules[] = {
      "while the main thread waited for workers computing batches", kMainOnly, kStory},
     {"host-compute", rules::HostCompute, kBlames, FC::kRunning,
      "while the main thread computed on the CPU", kMainOnly, kStory},
+    {"gil-contention", rules::GilContention, kBlames, FC::kThreadHold,
+     "while another thread of the process held the GIL", kMainOnly, kStory},
     {"lock-contention", rules::LockContention, kBlames, FC::kThreadHold,
      "while another thread of the process held the main thread", kMainOnly, kStory},
     {"cpu-oversubscription", rules::CpuOversubscription, kBlames, FC::kRunqWait,

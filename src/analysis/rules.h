@@ -98,6 +98,7 @@ void DataLoaderStarvation(const Facts& f, std::vector<Finding>* out);
 // rules_host.cc (from the GPU-time budget)
 void HostCompute(const Facts& f, std::vector<Finding>* out);
 void LockContention(const Facts& f, std::vector<Finding>* out);
+void GilContention(const Facts& f, std::vector<Finding>* out);
 void CpuOversubscription(const Facts& f, std::vector<Finding>* out);
 void CpuQuota(const Facts& f, std::vector<Finding>* out);
 void ProcessIo(const Facts& f, std::vector<Finding>* out);

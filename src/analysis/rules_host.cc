@@ -7,6 +7,7 @@
 #include <string>
 
 #include "analysis/budget.h"
+#include "analysis/cpu_profile.h"
 #include "analysis/format.h"
 #include "analysis/rules.h"
 #include "base/text.h"
@@ -68,6 +69,30 @@ void AddBudgetEvidence(const Facts& f, Finding* x) {
   if (f.budget.source != "stream") x->evidence.push_back(GpuSamples(f));
 }
 
+// "The main thread's hottest line on the CPU: train.py:88 in build_batch (41% of 612 samples)",
+// from the on-CPU profile; nullopt without one.
+std::optional<std::string> HottestLine(const Facts& f, const std::vector<int32_t>& tids,
+                                       const char* who) {
+  std::optional<CpuProfileSection> p = ProfileThreads(*f.w, tids);
+  if (!p) return std::nullopt;
+  std::string top = TopSiteLine(*p);
+  if (top.empty()) return std::nullopt;
+  return std::string(who) + "'s hottest line on the CPU: " + top;
+}
+
+// The fix line that sends the user to the lines themselves: the report's profile section
+// when the recording has one, else how to get it.
+std::string ProfileFix(const Facts& f, const char* who) {
+  if (f.w->profile_hz > 0) {
+    return Fmt("speed up or move the lines %s spends its CPU in: explain lists them under "
+               "\"Where the CPU time of %s went\"",
+               who, who);
+  }
+  return Fmt("find the hot lines: record with the on-CPU profile (gpuwhy trace samples it "
+             "unless --profile-hz 0), or py-spy top --pid %d",
+             f.main_pid);
+}
+
 }  // namespace
 
 void HostCompute(const Facts& f, std::vector<Finding>* out) {
@@ -113,6 +138,10 @@ void HostCompute(const Facts& f, std::vector<Finding>* out) {
     x.root.push_back(
         Fmt("%s kernel launches a second by the training process", FormatRate(launches).c_str()));
   }
+  if (auto line = HottestLine(f, {f.main_tid}, "The main thread")) x.root.push_back(*line);
+  if (helper_lost >= 0.05) {
+    if (auto line = HottestLine(f, f.helper_tids, "The helper threads")) x.root.push_back(*line);
+  }
   x.effects.push_back(
       Fmt("GPU busy for this job %s s of %s s (%s; %s)",
           FormatSeconds(f.budget.gpu_busy_job_s).c_str(), FormatSeconds(f.budget.window_s).c_str(),
@@ -128,9 +157,7 @@ void HostCompute(const Facts& f, std::vector<Finding>* out) {
     x.fix.push_back(
         "move per-batch CPU work off the main thread: DataLoader(num_workers>0) builds batches "
         "in worker processes while the GPU runs the previous step");
-    x.fix.push_back(
-        "profile the main thread's CPU to find the hot Python lines (py-spy top --pid " +
-        std::to_string(f.main_pid) + ")");
+    x.fix.push_back(ProfileFix(f, "the main thread"));
   }
   x.metrics.push_back({"main_compute_lost_s", main_lost, "s"});
   x.metrics.push_back({"helper_compute_lost_s", helper_lost, "s"});
@@ -163,7 +190,7 @@ void LockContention(const Facts& f, std::vector<Finding>* out) {
     std::string others;
     int n = 0;
     for (const auto& [tid, ns] : f.hold_by_tid) {
-      if (tid == f.budget.hold_tid || n == 3) continue;
+      if (tid == f.budget.hold_tid || n == 3 || Sec(ns) < 0.05) continue;
       others +=
           (others.empty() ? "" : ", ") + Fmt("%d (%s s)", tid, FormatSeconds(Sec(ns)).c_str());
       ++n;
@@ -189,6 +216,90 @@ void LockContention(const Facts& f, std::vector<Finding>* out) {
   x.metrics.push_back({"holder_tid", static_cast<double>(f.budget.hold_tid), ""});
   x.metrics.push_back({"holder_s", f.budget.hold_s, "s"});
   x.metrics.push_back({"lost_s", x.lost_s, "s"});
+  AddBudgetEvidence(f, &x);
+  out->push_back(std::move(x));
+}
+
+void GilContention(const Facts& f, std::vector<Finding>* out) {
+  double lost = BudgetLostS(f, BudgetCause::kGilHold);
+  std::optional<Severity> sev = Ladder(Share(lost, f.budget.window_s));
+  if (!sev || Share(lost, f.budget.window_s) < th::kThreadHoldLowShare) return;
+  int32_t holder = 0;
+  int64_t held = 0;
+  for (const auto& [tid, ns] : f.gil_hold_by_tid) {
+    if (ns > held) {
+      held = ns;
+      holder = tid;
+    }
+  }
+  // The hand-offs themselves: the main thread's sleeps that the holder ended by releasing the
+  // GIL (sched_switch kind 4).
+  int64_t handoffs = 0, sleeps = 0;
+  for (const RawEvent& e : f.w->events) {
+    if (e.op != Op::kSchedSwitch || e.tid != f.main_tid ||
+        e.kind == static_cast<int64_t>(SwitchKind::kPreempted)) {
+      continue;
+    }
+    ++sleeps;
+    if (e.kind == static_cast<int64_t>(SwitchKind::kBlockedGil) && e.waker_tid == holder) {
+      ++handoffs;
+    }
+  }
+  Finding x;
+  x.rule = "gil-contention";
+  x.severity = *sev;
+  x.cause = Fmt("Thread %d holds the Python GIL the main thread needs", holder);
+  x.effect = "main thread stalled, GPU idle";
+  x.lost_s = lost;
+  x.root.push_back(Fmt("GIL held by thread %d of %s while the main thread waited: ", holder,
+                       ProcessLabel(*f.w, f.main_pid).c_str()) +
+                   IdleLine(f, BudgetCause::kGilHold));
+  x.root.push_back(Fmt("%s of the main thread's %s sleeps ended when thread %d released the GIL "
+                       "(CPython's own lock state, read at the wake-up)",
+                       FormatCount(handoffs).c_str(), FormatCount(sleeps).c_str(), holder));
+  std::optional<std::string> hottest = HottestLine(f, {holder}, Fmt("Thread %d", holder).c_str());
+  if (hottest) x.root.push_back(*hottest);
+  if (f.gil_hold_by_tid.size() > 1) {
+    std::string others;
+    int n = 0;
+    for (const auto& [tid, ns] : f.gil_hold_by_tid) {
+      if (tid == holder || n == 3 || Sec(ns) < 0.05) continue;
+      others +=
+          (others.empty() ? "" : ", ") + Fmt("%d (%s s)", tid, FormatSeconds(Sec(ns)).c_str());
+      ++n;
+    }
+    if (!others.empty()) x.root.push_back("Other threads holding the GIL: " + others);
+  }
+  x.root.push_back(
+      "In CPython one thread runs Python at a time: a thread computing in pure Python keeps the "
+      "main thread waiting a switch interval (5 ms) at a time, every time it needs the GIL back");
+  AddThroughputEffect(f, &x);
+  if (hottest) {
+    x.fix.push_back(Fmt("move thread %d's work out of the training process (multiprocessing, a "
+                        "separate service): explain lists its lines under \"Where the CPU time "
+                        "of %s went\"",
+                        holder, GilHolderTitle(holder).c_str()));
+  } else {
+    x.fix.push_back(Fmt("find what thread %d runs (py-spy dump --pid %d), then move it out of the "
+                        "training process (multiprocessing, a separate service)",
+                        holder, f.main_pid));
+  }
+  x.fix.push_back(
+      "or make that work release the GIL: NumPy/torch operations on whole arrays, a native "
+      "extension, instead of a Python loop");
+  x.metrics.push_back({"holder_tid", static_cast<double>(holder), ""});
+  x.metrics.push_back({"holder_s", Sec(held), "s"});
+  x.metrics.push_back({"gil_handoffs", static_cast<double>(handoffs), ""});
+  x.metrics.push_back({"lost_s", x.lost_s, "s"});
+  x.evidence.push_back(
+      {"the main thread's sleeps that a GIL hand-off ended (kind 4), by the thread that released "
+       "it",
+       Sql(f, "SELECT e.waker_tid AS holder_tid, COUNT(*) AS handoffs, ROUND(SUM(e.duration_ns "
+              "- COALESCE(e.runq_ns, 0)) / 1e9, 3) AS waited_s FROM {EVENTS} e WHERE "
+              "{e.IN_S}e.op = 'sched_switch' AND e.kind = 4 AND e.tid = " +
+                  std::to_string(f.main_tid) +
+                  " AND e.timestamp >= {F} AND e.timestamp < {T} GROUP BY e.waker_tid ORDER BY "
+                  "waited_s DESC")});
   AddBudgetEvidence(f, &x);
   out->push_back(std::move(x));
 }

@@ -141,6 +141,13 @@ inline constexpr double kHostDispatchLaunchesPerSec = 20000.0;
 inline constexpr double kThreadHoldBusyShare = 0.5;
 // A sibling thread holding the main thread (lock-contention) must explain at least this much.
 inline constexpr double kThreadHoldLowShare = 0.01;
+
+// The on-CPU profile's sections in explain: a group of threads is shown when its CPU time (its
+// samples / profile_hz) is at least this share of the window, per thread of the group — the
+// point where "what was it doing on the CPU?" is a question worth a section. Fewer than
+// kProfileMinSamples samples say too little to rank lines by.
+inline constexpr double kProfileShowShare = 0.2;
+inline constexpr int64_t kProfileMinSamples = 20;
 // Another process's GPU work (gpu-sharing from the budget): share of the window the job waited
 // on a GPU busy with others.
 inline constexpr double kNeighbourLowShare = 0.02;

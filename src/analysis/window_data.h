@@ -50,6 +50,10 @@ struct WindowData {
   std::vector<StackUse> stack_uses;                             // every pid, window rows
   std::map<int64_t, std::vector<StackFrameRow>> stack_frames;  // stacks those rows use
   int64_t malformed_stacks = 0;  // stacks of those rows whose frames could not be read
+  // The on-CPU profile (trace --profile-hz): samples a second per CPU (0 = none), and the
+  // window's samples of tracked threads, by ts.
+  int64_t profile_hz = 0;
+  std::vector<CpuSampleRow> cpu_samples;
   std::vector<GpuDevice> gpu_devices;  // NVML (schema 4): the session's GPUs
   std::vector<GpuSample> gpu_samples;  // the window's samples, by ts then gpu
   std::vector<GpuProcessSample> gpu_process_samples;  // per process, by ts then gpu, pid

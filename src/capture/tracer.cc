@@ -76,7 +76,7 @@ Status Tracer::Start() {
   ASSIGN_OR_RETURN(std::vector<RegisteredSource> sources, CreateSources(set));
 
   // Before the session row exists: a failure here leaves nothing behind in the database.
-  if (options_.stacks) {
+  if (options_.stacks || options_.profile_hz > 0) {
     ASSIGN_OR_RETURN(stacks_, StackRegistry::Create({}));
   }
 
@@ -104,6 +104,7 @@ Status Tracer::Start() {
     info.command_line = options_.command_line;
     info.tracer_pid = static_cast<int32_t>(getpid());
     info.launch_duty = options_.cuda ? static_cast<int32_t>(std::max(1u, options_.launch_duty)) : 1;
+    info.profile_hz = static_cast<int32_t>(options_.profile_hz);
     ASSIGN_OR_RETURN(int64_t session, writer_->BeginSession(info));
     (void)session;
     if (options_.on_session) RETURN_IF_ERROR(options_.on_session(writer_.get()));
@@ -111,6 +112,8 @@ Status Tracer::Start() {
 
   SourceContext context;
   context.stack_registry = stacks_.get();
+  context.stacks = options_.stacks;
+  context.profile_hz = options_.profile_hz;
   context.stack_rate = options_.stack_rate;
   context.clock = clock_;
   context.sink = this;
@@ -372,7 +375,8 @@ StatusOr<TraceSummary> Tracer::Stop() {
     summary.stacks = stacks_stored_;
     StackStats st = stacks_->Stats();
     std::lock_guard<std::mutex> lock(notes_mu_);
-    notes_.push_back("stacks: " + WithThousands(st.captures) + " captured, " +
+    notes_.push_back(std::string(options_.stacks ? "stacks" : "on-CPU profile stacks") + ": " +
+                     WithThousands(st.captures) + " captured, " +
                      WithThousands(stacks_stored_) + " distinct (process maps read " +
                      WithThousands(stacks_->symbolizer().maps_reads()) + " times)" +
                      (st.over_budget > 0 ? ", " + WithThousands(st.over_budget) +

@@ -62,6 +62,9 @@ struct TracerOptions {
   int64_t cuda_row_min_ns = 20'000;
   bool json = false;           // stream every event as a JSON line on `json_out`
   bool stacks = false;         // trace --stack: caller stacks on CUDA calls and off-CPU switches
+  // trace --profile-hz: on-CPU samples a second of each CPU running a tracked thread, with the
+  // thread's stack (cpu_sample rows); 0 = off.
+  uint32_t profile_hz = kDefaultProfileHz;
   // --stack-rate: stacks a second per thread for CUDA calls under 1 ms and for off-CPU switches.
   uint32_t stack_rate = kDefaultStackRate;
   // How often the drain thread empties the ring buffers. Each poll costs a few syscalls per

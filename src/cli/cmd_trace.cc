@@ -277,6 +277,12 @@ int RunTrace(const Args& all_args) {
              "failed calls always get theirs, other rows have none (each capture costs a few µs "
              "on the calling thread)",
              "50"});
+  flags.Add({"profile-hz", FlagKind::kInt, "N",
+             "on-CPU profile: N times a second, each CPU running a thread of the job records "
+             "that thread's stack (Python file:line and native frames) as a cpu_sample row; "
+             "explain then shows where the main thread's and the CUDA helper threads' CPU went "
+             "and names the thread holding the GIL. 0 turns it off; at most 1000",
+             std::to_string(kDefaultProfileHz)});
   flags.Add(
       {"json", FlagKind::kBool, "", "stream events as JSON lines instead of the live view", ""});
   flags.Add({"quiet", FlagKind::kBool, "", "print only the final summary", ""});
@@ -383,6 +389,12 @@ int RunTrace(const Args& all_args) {
   }
   if (flags.Has("stack-rate") && !options.stacks) {
     return ReportError(InvalidArgument("--stack-rate needs --stack"));
+  }
+  if (int64_t hz = flags.GetInt("profile-hz", kDefaultProfileHz); hz < 0 || hz > 1000) {
+    return ReportError(InvalidArgument("--profile-hz " + std::to_string(hz) +
+                                       ": samples a second per CPU, from 0 (off) to 1000"));
+  } else {
+    options.profile_hz = static_cast<uint32_t>(hz);
   }
   bool quiet = flags.GetBool("quiet", false);
   options.poll_interval_ns = flags.GetDurationNs("poll-interval", 5'000'000);

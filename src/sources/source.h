@@ -25,6 +25,10 @@ class StackRegistry;  // src/sources/stacks/stack_registry.h
 // and for off-CPU switches (a capture costs a few µs, 6-10 on a PyTorch thread; slower or
 // failed calls always get theirs). --stack-rate changes it.
 inline constexpr uint32_t kDefaultStackRate = 50;
+// The on-CPU profile's default rate (trace --profile-hz): samples a second of each CPU running a
+// tracked thread. 49, not 50: off the period of timers that run at round rates, so the samples
+// do not lock onto them. BENCHMARKS.md ("on-CPU profile") has what it costs.
+inline constexpr uint32_t kDefaultProfileHz = 49;
 
 // Where decoded events go (the tracer forwards them to the StoreWriter and the live view).
 class EventSink {
@@ -57,10 +61,15 @@ struct SourceContext {
   // tracked when non-empty.
   std::vector<int32_t> pids;
   std::vector<std::string> comms;
-  // With --stack: owns the shared stack maps. A source whose BPF program includes
-  // sources/stacks/stacks.bpf.h calls stack_registry->ShareMaps(skel->obj) between open and
-  // load, so every program dedups into one gw_stacks map the tracer drains.
+  // With --stack or the on-CPU profile: owns the shared stack maps. A source whose BPF program
+  // includes sources/stacks/stacks.bpf.h calls stack_registry->ShareMaps(skel->obj) between
+  // open and load, so every program dedups into one gw_stacks map the tracer drains.
   StackRegistry* stack_registry = nullptr;
+  // --stack: CUDA calls and off-CPU switches capture stacks (needs stack_registry).
+  bool stacks = false;
+  // The on-CPU profile: samples a second of each CPU that runs a tracked thread (trace
+  // --profile-hz; 0 = off; needs stack_registry).
+  uint32_t profile_hz = 0;
   // With --stack: the per-thread stack budget every source applies (--stack-rate, ≥ 1).
   uint32_t stack_rate = kDefaultStackRate;
   // The budget's mean spacing: one stack per thread per this many ns.

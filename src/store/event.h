@@ -159,6 +159,8 @@ struct SessionInfo {
   // Launches counted in one session second of every launch_duty; 1: every second
   // (sessions.launch_duty).
   int32_t launch_duty = 1;
+  // The on-CPU profile's rate (trace --profile-hz), samples a second per CPU; 0 = off.
+  int32_t profile_hz = 0;
 };
 
 struct SessionTotals {

@@ -66,7 +66,8 @@ enum class Layer : uint8_t { kCudaRuntime, kCudaDriver, kHost };
   X(kProcExit, 209, "process_exit", kHost)                            \
   X(kOomKill, 210, "oom_kill", kHost)                                 \
   X(kRead, 211, "read", kHost)                                        \
-  X(kWrite, 212, "write", kHost)
+  X(kWrite, 212, "write", kHost)                                      \
+  X(kCpuSample, 213, "cpu_sample", kHost)
 
 enum class Op : uint16_t {
 #define GW_OP_ENUM(e, id, name, layer) e = id,
@@ -118,6 +119,7 @@ enum class SwitchKind : int64_t {
   kBlocked = 1,      // slept (futex, pipe, poll, wait): locks or waiting for other tasks
   kBlockedIo = 2,    // slept in I/O wait (task in_iowait): block I/O, read from disk
   kBlockedFault = 3, // slept in I/O wait right after a user page fault: major fault
+  kBlockedGil = 4,   // slept until a thread of its own process released CPython's GIL
 };
 
 // block_io `kind`: 0 read, 1 write, 2 other (flush, discard).

@@ -291,6 +291,13 @@ CREATE TABLE process_cgroups(
 ) WITHOUT ROWID;
 )sql";
 
+// Version 11 (additive): the on-CPU profile's rate. cpu_sample rows were taken this many times a
+// second of each CPU that ran a tracked thread, so each stands for 1/profile_hz s of CPU time;
+// NULL or 0 = no profile.
+constexpr const char* kMigrationV11 = R"sql(
+ALTER TABLE sessions ADD COLUMN profile_hz INTEGER;
+)sql";
+
 // Moves the rows of a plain event_rows table (schema < 9) into chunks, session by session in
 // key order, and puts the virtual table in its place.
 Status MigrateToChunks(sqlite3* db, const MigrationProgress& progress) {
@@ -416,6 +423,7 @@ Status CreateOrMigrateSchema(sqlite3* db, const MigrationProgress& progress) {
     if (version < 8) RETURN_IF_ERROR(Exec(db, kMigrationV8));
     if (version < 9) RETURN_IF_ERROR(MigrateToChunks(db, progress));
     if (version < 10) RETURN_IF_ERROR(Exec(db, kMigrationV10));
+    if (version < 11) RETURN_IF_ERROR(Exec(db, kMigrationV11));
     RETURN_IF_ERROR(Exec(db, "UPDATE meta SET value='" + std::to_string(kSchemaVersion) +
                                  "' WHERE key='schema_version'"));
     return WriteOpNames(db);

@@ -173,7 +173,7 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
   RETURN_IF_ERROR(reader.ForEach(
       "SELECT " + raw_columns +
           " FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3 AND op NOT IN (" +
-          kLaunchOpList +
+          kLaunchOpList + "," + std::to_string(static_cast<int>(Op::kCpuSample)) +
           ") AND (pid IN (SELECT pid FROM processes WHERE session = ?1 AND tracked = 1) "
           "OR op = 210) ORDER BY ts",
       range, [&](sqlite3_stmt* s) { w.events.push_back(ReadRawEvent(s)); }));
@@ -270,6 +270,28 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
         x.iowait_pct = sqlite3_column_double(s, 11);
         w.snapshots.push_back(x);
       }));
+
+  if (version >= 11) {
+    RETURN_IF_ERROR(reader.ForEach("SELECT COALESCE(profile_hz, 0) FROM sessions WHERE id = ?1",
+                                   {session}, [&](sqlite3_stmt* s) {
+                                     w.profile_hz = sqlite3_column_int64(s, 0);
+                                   }));
+  }
+  if (w.profile_hz > 0) {
+    RETURN_IF_ERROR(reader.ForEach(
+        "SELECT ts, pid, tid, COALESCE(stack_id, 0), COALESCE(kind, 0) FROM event_rows WHERE "
+        "session = ?1 AND ts >= ?2 AND ts < ?3 AND op = " +
+            std::to_string(static_cast<int>(Op::kCpuSample)) + " ORDER BY ts",
+        range, [&](sqlite3_stmt* s) {
+          CpuSampleRow x;
+          x.ts_ns = sqlite3_column_int64(s, 0);
+          x.pid = static_cast<int32_t>(sqlite3_column_int64(s, 1));
+          x.tid = static_cast<int32_t>(sqlite3_column_int64(s, 2));
+          x.stack_id = sqlite3_column_int64(s, 3);
+          x.in_kernel = sqlite3_column_int64(s, 4) != 0;
+          w.cpu_samples.push_back(x);
+        }));
+  }
 
   RETURN_IF_ERROR(reader.ForEach(
       "SELECT op, pid, stack_id, COUNT(*), SUM(duration_ns), MAX(duration_ns), "

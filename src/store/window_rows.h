@@ -98,6 +98,16 @@ struct StackUse {
   int64_t preempted = 0;  // sched_switch rows with kind = preempted
 };
 
+// One on-CPU profile sample (a cpu_sample row): a tracked thread was running when its CPU's
+// sampling clock fired.
+struct CpuSampleRow {
+  int64_t ts_ns = 0;
+  int32_t pid = 0;
+  int32_t tid = 0;
+  int64_t stack_id = 0;  // 0 = no stack (capture failed or skipped)
+  bool in_kernel = false;
+};
+
 // One frame of a stored stack (stack_frames), innermost first.
 struct StackFrameRow {
   bool python = false;
@@ -138,6 +148,10 @@ struct WindowRows {
   std::vector<SystemSnapshot> snapshots;    // by ts
   int64_t events_in_window = 0;             // every row of the window
   std::vector<StackUse> stack_uses;         // every pid, window rows with a stack
+  // The on-CPU profile (schema 11): its rate (0 = none) and the window's samples, by ts. Not
+  // in `events`.
+  int64_t profile_hz = 0;
+  std::vector<CpuSampleRow> cpu_samples;
   // The frames of those stacks (the stack_frames view), innermost first; stacks whose frames
   // are not valid JSON are left out and counted in malformed_stacks.
   std::map<int64_t, std::vector<StackFrameRow>> stack_frames;

@@ -276,7 +276,7 @@ StatusOr<int64_t> StoreWriter::BeginSession(const SessionInfo& info) {
                            "INSERT INTO sessions(kind, wall_start_ns, mono_start_ns, host, "
                            "kernel, cpu_model, cores, mem_bytes, gpu_model, gpu_driver, "
                            "gpuwhy_version, command_line, tracer_pid, launches_once, "
-                           "launch_duty) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,1,?)"));
+                           "launch_duty, profile_hz) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,1,?,?)"));
   BindText(stmt.get(), 1, info.kind);
   sqlite3_bind_int64(stmt.get(), 2, info.wall_start_ns);
   sqlite3_bind_int64(stmt.get(), 3, info.mono_start_ns);
@@ -295,6 +295,7 @@ StatusOr<int64_t> StoreWriter::BeginSession(const SessionInfo& info) {
     sqlite3_bind_null(stmt.get(), 13);
   }
   sqlite3_bind_int64(stmt.get(), 14, std::max<int32_t>(1, info.launch_duty));
+  sqlite3_bind_int64(stmt.get(), 15, std::max<int32_t>(0, info.profile_hz));
   RETURN_IF_ERROR(StepDone(db, stmt.get(), "insert session"));
   session_id_ = sqlite3_last_insert_rowid(db);
   newest_sec_ = 0;

@@ -222,7 +222,7 @@ Status CudaSource::Configure(const SourceContext& context) {
     skel->rodata->row_tokens_per_s = options_.row_tokens_per_s;
     skel->rodata->session_mono_start_ns = static_cast<uint64_t>(context.clock.mono_start_ns);
   }
-  if (context.stack_registry != nullptr) {
+  if (context.stack_registry != nullptr && context.stacks) {
     skel->rodata->capture_stacks = 1;
     skel->rodata->stack_interval_ns = context.stack_interval_ns();
     skel->rodata->stack_burst = std::max<uint32_t>(1, context.stack_rate / 5);

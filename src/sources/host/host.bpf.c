@@ -32,6 +32,9 @@ const volatile __u32 self_tgid = 0;
 // thread; sched_switch can fire thousands of times a second).
 const volatile __u32 capture_stacks = 0;
 const volatile __u64 stack_sample_ns = 20000000;
+// With the stack maps shared (the on-CPU profile or --stack): a blocked tracked task woken by
+// a thread of its own process that has just released CPython's GIL is GW_SWITCH_BLOCKED_GIL.
+const volatile __u32 detect_gil = 0;
 
 // ---- Maps ------------------------------------------------------------------------------------
 struct {
@@ -70,6 +73,7 @@ struct task_state {
   __u16 cpu;
   __u8 kind;         // GW_SWITCH_*
   __u8 competitor;   // the interval belongs to a competitor, not a tracked task
+  __u8 gil;          // woken by a GIL hand-off (detect_gil): the record's kind becomes GIL
 };
 
 struct {
@@ -219,6 +223,7 @@ int BPF_PROG(gw_sched_switch, bool preempt, struct task_struct *prev, struct tas
         st->off_ts = now;
         st->wake_ts = 0;
         st->woken = 0;
+        st->gil = 0;
         st->other_tgid = next_tgid;
         st->cpu = (__u16)cpu;
         st->kind = kind;
@@ -252,7 +257,7 @@ int BPF_PROG(gw_sched_switch, bool preempt, struct task_struct *prev, struct tas
       r->tid = next->pid;
       r->other_tgid = st->other_tgid;
       r->cpu = st->cpu;
-      r->kind = st->kind;
+      r->kind = st->gil && st->kind == GW_SWITCH_BLOCKED ? GW_SWITCH_BLOCKED_GIL : st->kind;
       r->flags = st->competitor;
       if (st->woken) {
         r->flags |= GW_OFF_CPU_WOKEN;
@@ -356,7 +361,35 @@ int BPF_PROG(gw_sched_waking, struct task_struct *p) {
   } else {
     st->waker_tgid = (__u32)(id >> 32);
     st->waker_tid = tid;
+    st->gil = detect_gil && st->waker_tgid == p->tgid && !st->competitor &&
+              gw_py_gil_released_by_current(st->waker_tgid);
   }
+  return 0;
+}
+
+// ---- On-CPU profile -----------------------------------------------------------------------------
+// A CPU-clock perf event on every CPU fires at the profile rate (trace --profile-hz); when a
+// tracked thread is the one running, its stack (native and Python, as --stack takes them) is
+// recorded with the time and thread. The rate bounds every thread's samples: a thread is on one
+// CPU at a time. A cpu-clock event fires from the timer interrupt, which may land inside a
+// uprobe's capture on this CPU: the profile uses its own scratch slot.
+SEC("perf_event")
+int gw_cpu_sample(struct bpf_perf_event_data *ctx) {
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 tgid = (__u32)(id >> 32);
+  __u32 tid = (__u32)id;
+  if (tid == 0 || !is_tracked(tgid)) return 0;
+  __u64 stack = gw_capture_stack(ctx, GW_STACK_SLOT_PROFILE, 0, 0);
+  struct gw_host_record *r = reserve_record(GW_DROP_SCHED, GW_HOST_CPU_SAMPLE);
+  if (!r) return 0;
+  r->ts_ns = bpf_ktime_get_ns();
+  r->tgid = tgid;
+  r->tid = tid;
+  // The context allows only whole-register reads: no narrowing of cs to its low bits.
+  __u64 cs = *(volatile __u64 *)&ctx->regs.cs;
+  r->kind = (cs & 3) == 3 ? GW_SAMPLE_USER : GW_SAMPLE_KERNEL;
+  r->stack_id = stack;
+  submit_record(r, GW_DROP_SCHED);
   return 0;
 }
 

@@ -41,6 +41,8 @@ enum gw_host_record_type {
   GW_HOST_READ = 9,        // a slow read-, write- or fsync-family syscall of a tracked task
                            // (kind: GW_SYSCALL_*)
   GW_HOST_NAME = 10,       // first sight of a competitor: its tgid and leader comm
+  GW_HOST_CPU_SAMPLE = 11, // on-CPU profile: a tracked thread was running when the CPU's
+                           // sampling clock fired (kind: GW_SAMPLE_*; stack_id where it was)
 };
 
 // Off-CPU `kind` (same numbering as gw::SwitchKind in store/ops.h).
@@ -48,6 +50,13 @@ enum gw_host_record_type {
 #define GW_SWITCH_BLOCKED 1
 #define GW_SWITCH_BLOCKED_IO 2
 #define GW_SWITCH_BLOCKED_FAULT 3
+// Slept and was woken by a thread of its own process handing over CPython's GIL: the waker
+// had just released it (the lock free, its last holder the waker) when it woke this task.
+#define GW_SWITCH_BLOCKED_GIL 4
+
+// CPU_SAMPLE `kind`: where the sampled thread was running.
+#define GW_SAMPLE_USER 0    // in user space
+#define GW_SAMPLE_KERNEL 1  // in the kernel (a system call, a page fault)
 
 // Block I/O `kind` (same numbering as the block_io row's kind).
 #define GW_BIO_READ 0

@@ -46,6 +46,11 @@ void DecodeHostRecord(const gw_host_record& r, const SessionClock& clock,
       }
       return;
     }
+    case GW_HOST_CPU_SAMPLE:
+      e.op = Op::kCpuSample;
+      e.kind = r.kind;
+      if (r.stack_id != 0) e.stack_id = static_cast<int64_t>(r.stack_id);
+      break;
     case GW_HOST_FILE_FAULT:
       e.op = Op::kFileFault;
       e.addr = static_cast<int64_t>(r.aux0);

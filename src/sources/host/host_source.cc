@@ -4,6 +4,8 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <dirent.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,6 +18,7 @@
 #include <deque>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "discover/cuda_libs.h"
 #include "host.skel.h"
@@ -41,17 +44,20 @@ std::string g_libbpf_log;
 
 int LibbpfPrint(enum libbpf_print_level level, const char* format, va_list args) {
   if (level == LIBBPF_DEBUG) return 0;
-  char line[1024];
-  int n = std::vsnprintf(line, sizeof line, format, args);
+  // A verifier log comes as one message of many kilobytes; its reason is at the end.
+  static thread_local std::vector<char> line(1 << 16);
+  int n = std::vsnprintf(line.data(), line.size(), format, args);
+  if (n < 0) return n;
+  size_t len = std::min(static_cast<size_t>(n), line.size() - 1);
   std::lock_guard<std::mutex> lock(g_libbpf_log_mu);
-  g_libbpf_log.append(line);
+  g_libbpf_log.append(line.data(), len);
   if (g_libbpf_log.size() > 8192) g_libbpf_log.erase(0, g_libbpf_log.size() - 8192);
   return n;
 }
 
 std::string TakeLibbpfLogTail() {
   std::lock_guard<std::mutex> lock(g_libbpf_log_mu);
-  std::string tail = g_libbpf_log.size() > 600 ? g_libbpf_log.substr(g_libbpf_log.size() - 600)
+  std::string tail = g_libbpf_log.size() > 6000 ? g_libbpf_log.substr(g_libbpf_log.size() - 6000)
                                                : g_libbpf_log;
   g_libbpf_log.clear();
   return tail;
@@ -62,10 +68,11 @@ constexpr const char* kPrivilegeHint =
 
 Status BpfError(const std::string& what, int err) {
   err = err < 0 ? -err : err;
-  if (err == EPERM || err == EACCES) {
+  std::string log = TakeLibbpfLogTail();
+  // As root, EACCES is the verifier refusing a program: its log says why.
+  if ((err == EPERM || err == EACCES) && (geteuid() != 0 || log.empty())) {
     return PermissionDenied(what + ": " + std::strerror(err) + kPrivilegeHint);
   }
-  std::string log = TakeLibbpfLogTail();
   std::string msg = what + ": " + std::strerror(err);
   if (!log.empty()) msg += " (libbpf: " + log + ")";
   return FailedPrecondition(msg);
@@ -163,6 +170,45 @@ void HostSource::DestroyLink(bpf_link* link) { bpf_link__destroy(link); }
 
 HostSource::HostSource(HostOptions options) : options_(std::move(options)) {}
 
+// One CPU-clock event per online CPU, counting every task on that CPU (pid -1), sampling `hz`
+// times a second of the CPU's time; the program keeps the tracked threads' samples. A CPU that
+// is offline (or not allowed) is skipped; none at all is an error.
+Status HostSource::AttachProfile(uint32_t hz) {
+  int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) return BpfError("count CPUs for the on-CPU profile", -cpus);
+  int attached = 0;
+  int last_err = 0;
+  for (int cpu = 0; cpu < cpus; ++cpu) {
+    perf_event_attr attr{};
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_CPU_CLOCK;
+    attr.freq = 1;
+    attr.sample_freq = hz;
+    int fd = static_cast<int>(
+        syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
+    if (fd < 0) {
+      last_err = errno;
+      continue;  // offline CPU (ENODEV) and the like
+    }
+    bpf_link* link = bpf_program__attach_perf_event(skel_.get()->progs.gw_cpu_sample, fd);
+    if (!link) {
+      last_err = errno;
+      close(fd);
+      continue;
+    }
+    links_.emplace_back(link);  // the link owns the perf event's fd
+    ++attached;
+  }
+  if (attached == 0) {
+    return BpfError("attach the on-CPU profile (perf_event_open, CPU clock) — hint: "
+                    "`--profile-hz 0` traces without it",
+                    last_err);
+  }
+  profile_cpus_ = attached;
+  return Status::Ok();
+}
+
 HostSource::~HostSource() {
   // Links first (detach), then the ring buffer, then the maps and programs.
   links_.clear();
@@ -191,10 +237,15 @@ Status HostSource::Start(const SourceContext& context) {
   skel->rodata->read_threshold_ns = static_cast<__u64>(options_.read_threshold_ns);
   skel->rodata->self_tgid = static_cast<__u32>(getpid());
   if (context.stack_registry != nullptr) {
-    skel->rodata->capture_stacks = 1;
-    skel->rodata->stack_sample_ns = context.stack_interval_ns();  // one off-CPU stack each
+    if (context.stacks) {
+      skel->rodata->capture_stacks = 1;
+      skel->rodata->stack_sample_ns = context.stack_interval_ns();  // one off-CPU stack each
+    }
+    skel->rodata->detect_gil = 1;  // reads the Python offsets the registry keeps
     RETURN_IF_ERROR(context.stack_registry->ShareMaps(skel->obj));
   }
+  const bool profile = context.profile_hz > 0 && context.stack_registry != nullptr;
+  bpf_program__set_autoload(skel->progs.gw_cpu_sample, profile);
   if (int err = bpf_map__set_max_entries(skel->maps.events,
                                          static_cast<__u32>(options_.ring_bytes));
       err != 0) {
@@ -214,6 +265,7 @@ Status HostSource::Start(const SourceContext& context) {
   bpf_object__for_each_program(prog, skel->obj) {
     if (!bpf_program__autoload(prog)) continue;
     std::string section = bpf_program__section_name(prog);
+    if (section.rfind("tp_btf/", 0) != 0) continue;
     std::string tp = section.substr(section.find('/') + 1);
     if (btf__find_by_name_kind(vmlinux, ("btf_trace_" + tp).c_str(), BTF_KIND_TYPEDEF) < 0) {
       if (tp == "sched_switch") {
@@ -228,7 +280,7 @@ Status HostSource::Start(const SourceContext& context) {
   vmlinux_btf.Reset();
   if (int err = host_bpf__load(skel); err != 0) return BpfError("load host BPF programs", err);
   bpf_object__for_each_program(prog, skel->obj) {
-    if (!bpf_program__autoload(prog)) continue;
+    if (!bpf_program__autoload(prog) || prog == skel->progs.gw_cpu_sample) continue;
     bpf_link* link = bpf_program__attach(prog);
     if (!link) {
       int err = errno;
@@ -238,6 +290,7 @@ Status HostSource::Start(const SourceContext& context) {
     }
     links_.emplace_back(link);
   }
+  if (profile) RETURN_IF_ERROR(AttachProfile(context.profile_hz));
   tracked_fd_ = bpf_map__fd(skel->maps.tracked);
   competitors_fd_ = bpf_map__fd(skel->maps.competitors);
   drops_fd_ = bpf_map__fd(skel->maps.drops);

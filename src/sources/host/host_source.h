@@ -113,6 +113,9 @@ class HostSource : public Source, private HostRecordContext {
   using ScopedLink = ScopedResource<bpf_link*, DestroyLink, nullptr>;
   ScopedSkel skel_;
   ScopedRing ring_;
+  // The on-CPU profile's perf events (trace --profile-hz), one per CPU, as links_.
+  Status AttachProfile(uint32_t hz);
+  int profile_cpus_ = 0;
   std::vector<ScopedLink> links_;
   int tracked_fd_ = -1;
   int competitors_fd_ = -1;

@@ -27,25 +27,27 @@ struct OffsetRow {
   uint8_t entry_mode, instr_is_index;
   uint16_t co_filename, co_name, co_qualname, co_firstlineno, co_linetable, co_code_adaptive;
   uint16_t ascii_size, compact_size;
+  uint8_t gil_mode;
+  uint16_t gil_offset, gil_last_holder, gil_locked;
 };
 
 constexpr uint16_t kNone = GW_PY_OFFSET_NONE;
 
 // Verified 2026-11-29 with tools/py_offsets_probe.sh against pyenv 3.10.13, 3.11.7, 3.12.1,
-// 3.13.0 (x86-64, default build: no free threading, no Py_DEBUG).
+// 3.13.0 (x86-64, default build: no free threading, no Py_DEBUG); the GIL columns 2026-12-06.
 constexpr OffsetRow kTable[] = {
     // 3.10: tstate->frame is a PyFrameObject; f_lasti is an int index in code units.
     {10, 32,  0,   8, 8,  176, 24, kNone, 32, 24, 96, kNone, GW_PY_ENTRY_EVERY_FRAME,
-     1,  104, 112, 0, 40, 120, 0,  48,    72},
+     1,  104, 112, 0, 40, 120, 0,  48,    72, GW_PY_GIL_IN_RUNTIME, 352, 8, 16},
     // 3.11: tstate->cframe->current_frame; is_entry marks the eval call's first frame.
     {11, 40,  0,   16,  8,  152, 56,  8,  32, 48, 56, 68, GW_PY_ENTRY_IS_ENTRY,
-     0,  112, 120, 128, 72, 136, 184, 48, 72},
+     0,  112, 120, 128, 72, 136, 184, 48, 72, GW_PY_GIL_IN_RUNTIME, 360, 8, 16},
     // 3.12: still through cframe (current_frame at 0); owner == CSTACK marks shim frames.
     {12, 40,  0,   72,  8,  136, 56,  0,  0, 8, 56, 70, GW_PY_ENTRY_CSTACK_OWNER,
-     0,  112, 120, 128, 68, 136, 192, 40, 56},
+     0,  112, 120, 128, 68, 136, 192, 40, 56, GW_PY_GIL_INTERP_PTR, 384, 8, 16},
     // 3.13: tstate->current_frame; f_executable + instr_ptr.
     {13, 632, 7264, 7344, 8,  152, 72,  kNone, 0, 8, 56, 70, GW_PY_ENTRY_CSTACK_OWNER,
-     0,  112, 120,  128,  68, 136, 200, 40,    56},
+     0,  112, 120,  128,  68, 136, 200, 40,    56, GW_PY_GIL_INTERP_PTR, 16, 8, 16},
 };
 
 uint16_t ReadSize(const gw_py_offsets& o) {
@@ -79,6 +81,10 @@ PythonOffsets FromRow(const OffsetRow& r) {
   b.entry_mode = r.entry_mode;
   b.instr_is_index = r.instr_is_index;
   b.frame_read_size = ReadSize(b);
+  b.gil_mode = r.gil_mode;
+  b.gil_offset = r.gil_offset;
+  b.gil_last_holder = r.gil_last_holder;
+  b.gil_locked = r.gil_locked;
   PythonCodeLayout& c = out.code;
   c.minor = r.minor;
   c.code_filename = r.co_filename;
@@ -153,6 +159,19 @@ StatusOr<PythonOffsets> PythonOffsetsFromDebugOffsets(const std::string& block) 
   ASSIGN_OR_RETURN(b.frame_code, u16(29));
   ASSIGN_OR_RETURN(b.frame_instr, u16(30));
   ASSIGN_OR_RETURN(b.frame_entry, u16(32));
+  // The GIL: interpreter_state.ceval_gil (13) is the pointer; the lock's fields are given as
+  // offsets of the interpreter's own _gil (14 its start, 16 locked, 17 last_holder).
+  ASSIGN_OR_RETURN(b.gil_offset, u16(13));
+  ASSIGN_OR_RETURN(uint16_t gil_start, u16(14));
+  ASSIGN_OR_RETURN(uint16_t gil_locked, u16(16));
+  ASSIGN_OR_RETURN(uint16_t gil_holder, u16(17));
+  if (gil_locked >= gil_start && gil_holder >= gil_start) {
+    b.gil_mode = GW_PY_GIL_INTERP_PTR;
+    b.gil_locked = static_cast<uint16_t>(gil_locked - gil_start);
+    b.gil_last_holder = static_cast<uint16_t>(gil_holder - gil_start);
+  } else {
+    b.gil_mode = GW_PY_GIL_UNKNOWN;
+  }
   b.frame_read_size = ReadSize(b);
   if (b.frame_read_size > GW_PY_FRAME_READ_MAX) {
     return DataLoss("_Py_DebugOffsets: interpreter frame fields beyond 128 bytes");

@@ -25,9 +25,11 @@
 // Scratch slots: a capture in a uprobe may be preempted by a sched_switch program on the same
 // CPU (uprobe programs run with migration, not preemption, disabled), so the two contexts use
 // different per-CPU slots. A busy flag detects the rarer same-slot nesting and skips.
+// The on-CPU profile's perf-event program may interrupt either of them: a slot of its own.
 #define GW_STACK_SLOT_UPROBE 0
 #define GW_STACK_SLOT_SCHED 1
-#define GW_STACK_SLOTS 2
+#define GW_STACK_SLOT_PROFILE 2
+#define GW_STACK_SLOTS 3
 
 struct gw_stack_scratch {
   struct gw_stack stack;
@@ -121,6 +123,35 @@ static __always_inline __u64 gw_py_find_tstate(const struct gw_py_offsets *o, __
     interp = gw_read_user_u64(interp + o->interp_next);
   }
   return 0;
+}
+
+// Whether the current thread has just released the GIL of its process (a watched CPython):
+// the lock is free and its last holder is this thread. CPython's drop_gil() sets both, under
+// the GIL's mutex, right before it signals the waiting thread, and a thread taking the GIL
+// sets `locked` under the same mutex; so a wake-up the current thread makes while this holds
+// is the GIL changing hands. A thread that signals anything while holding the GIL (a Python
+// lock's release, queue.put) reads `locked` = 1 and is not counted.
+static __always_inline int gw_py_gil_released_by_current(__u32 tgid) {
+  const struct gw_py_offsets *o = bpf_map_lookup_elem(&gw_py_procs, &tgid);
+  if (!o || o->gil_mode == GW_PY_GIL_UNKNOWN) return 0;
+  __u64 gil = 0;
+  if (o->gil_mode == GW_PY_GIL_IN_RUNTIME) {
+    gil = o->runtime_addr + o->gil_offset;
+  } else {
+    __u64 interp = gw_read_user_u64(o->runtime_addr + o->runtime_interpreters_head);
+    if (interp) gil = gw_read_user_u64(interp + o->gil_offset);
+  }
+  if (!gil) return 0;
+  __s32 locked = 1;
+  if (bpf_probe_read_user(&locked, sizeof locked, (const void *)(gil + o->gil_locked)) != 0 ||
+      locked != 0) {
+    return 0;
+  }
+  __u64 holder = gw_read_user_u64(gil + o->gil_last_holder);
+  if (!holder) return 0;
+  struct task_struct *task = bpf_get_current_task_btf();
+  __u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
+  return fsbase != 0 && gw_read_user_u64(holder + o->tstate_thread_id) == fsbase;
 }
 
 // Reads a field of the frame buffer at a runtime offset. The mask bounds the offset for the

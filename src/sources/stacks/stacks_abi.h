@@ -28,6 +28,14 @@ enum gw_py_entry_mode {
 #define GW_PY_OFFSET_NONE 0xffff
 #define GW_PY_OWNED_BY_CSTACK 3
 
+// Where the interpreter keeps its GIL (struct _gil_runtime_state), for telling a GIL hand-off
+// apart from other wake-ups (host.bpf.c, sched_waking).
+enum gw_py_gil_mode {
+  GW_PY_GIL_UNKNOWN = 0,      // not known for this interpreter: no GIL evidence
+  GW_PY_GIL_IN_RUNTIME = 1,   // 3.10/3.11: at _PyRuntime + gil_offset
+  GW_PY_GIL_INTERP_PTR = 2,   // 3.12+: a pointer at (main interpreter) + gil_offset
+};
+
 // Value of gw_py_procs (key: tgid). One program walks every CPython version with these.
 struct gw_py_offsets {
   __u64 runtime_addr;               // absolute address of _PyRuntime in the process
@@ -46,7 +54,11 @@ struct gw_py_offsets {
   __u16 frame_read_size;       // bytes to read per frame (max field end, <= 128)
   __u8 entry_mode;             // enum gw_py_entry_mode
   __u8 instr_is_index;         // 1: frame_instr is a 32-bit instruction index (3.10)
-  __u8 pad[6];
+  __u8 gil_mode;               // enum gw_py_gil_mode
+  __u8 pad;
+  __u16 gil_offset;            // see gw_py_gil_mode
+  __u16 gil_last_holder;       // _gil_runtime_state.last_holder (PyThreadState*)
+  __u16 gil_locked;            // _gil_runtime_state.locked (int)
 };
 
 // One Python frame as captured: which code object and where in it. `instr` is the raw value

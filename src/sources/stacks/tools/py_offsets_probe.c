@@ -67,5 +67,14 @@ int main(void) {
   P("unicode.state", offsetof(PyASCIIObject, state));
   P("unicode.ascii_size", sizeof(PyASCIIObject));
   P("unicode.compact_size", sizeof(PyCompactUnicodeObject));
+  // The GIL: 3.10/3.11 keep it in _PyRuntime's ceval state; 3.12+ give each interpreter a
+  // pointer to the GIL it uses (the main interpreter's own _gil, or a shared one).
+#if PY_VERSION_HEX >= 0x030C0000
+  P("interp.ceval_gil", offsetof(PyInterpreterState, ceval.gil));
+#else
+  P("runtime.gil", offsetof(_PyRuntimeState, ceval.gil));
+#endif
+  P("gil.last_holder", offsetof(struct _gil_runtime_state, last_holder));
+  P("gil.locked", offsetof(struct _gil_runtime_state, locked));
   return 0;
 }

@@ -1,0 +1,135 @@
+#include "analysis/cpu_profile.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "analysis/callers.h"
+#include "analysis/format.h"
+#include "analysis/thresholds.h"
+
+namespace gw {
+
+namespace th = thresholds;
+
+namespace {
+
+constexpr size_t kMaxSites = 5;
+
+std::string TidList(const std::vector<int32_t>& tids) {
+  std::string out;
+  for (size_t i = 0; i < tids.size() && i < 4; ++i) {
+    out += (i ? ", " : "") + std::to_string(tids[i]);
+  }
+  if (tids.size() > 4) out += Fmt(" and %zu more", tids.size() - 4);
+  return out;
+}
+
+// Whether the group ran long enough, per thread, to be worth its own section.
+bool Material(const CpuProfileSection& p) {
+  if (p.samples < th::kProfileMinSamples || p.window_s <= 0 || p.tids.empty()) return false;
+  return p.cpu_s / static_cast<double>(p.tids.size()) >= th::kProfileShowShare * p.window_s;
+}
+
+}  // namespace
+
+std::string GilHolderTitle(int32_t tid) { return Fmt("thread %d (the GIL holder)", tid); }
+
+std::optional<CpuProfileSection> ProfileThreads(const WindowData& w,
+                                                const std::vector<int32_t>& tids) {
+  if (w.profile_hz <= 0 || w.cpu_samples.empty() || tids.empty()) return std::nullopt;
+  std::set<int32_t> want(tids.begin(), tids.end());
+  CpuProfileSection p;
+  p.tids = tids;
+  p.profile_hz = w.profile_hz;
+  p.window_s = static_cast<double>(w.to - w.from) / 1e9;
+  struct Site {
+    CallSite site;
+    int64_t count = 0;
+  };
+  std::map<std::string, Site> sites;
+  std::unordered_map<int64_t, StackSite> site_of;  // stack id → site
+  for (const CpuSampleRow& s : w.cpu_samples) {
+    if (!want.count(s.tid)) continue;
+    ++p.samples;
+    if (s.in_kernel) ++p.kernel_samples;
+    auto it = site_of.find(s.stack_id);
+    if (it == site_of.end()) {
+      StackSite picked;
+      auto frames = w.stack_frames.find(s.stack_id);
+      if (s.stack_id == 0) {
+        picked.key = picked.display.location = "(no stack)";
+      } else if (frames == w.stack_frames.end()) {
+        picked.key = picked.display.location = "(stack not stored)";
+      } else {
+        picked = PickStackSite(frames->second);
+      }
+      it = site_of.emplace(s.stack_id, std::move(picked)).first;
+    }
+    Site& site = sites[it->second.key];
+    if (site.count == 0) site.site = it->second.display;
+    ++site.count;
+  }
+  if (p.samples == 0) return std::nullopt;
+  p.cpu_s = static_cast<double>(p.samples) / static_cast<double>(p.profile_hz);
+  std::vector<Site*> order;
+  for (auto& [key, s] : sites) order.push_back(&s);
+  std::sort(order.begin(), order.end(), [](const Site* a, const Site* b) {
+    if (a->count != b->count) return a->count > b->count;
+    return a->site.location < b->site.location;
+  });
+  for (Site* s : order) {
+    if (p.sites.size() >= kMaxSites) break;
+    CallSite c = s->site;
+    c.count = s->count;
+    c.total_ms = static_cast<double>(s->count) * 1e3 / static_cast<double>(p.profile_hz);
+    c.avg_ms = c.total_ms / static_cast<double>(s->count);
+    p.sites.push_back(std::move(c));
+  }
+  return p;
+}
+
+std::string TopSiteLine(const CpuProfileSection& p) {
+  if (p.sites.empty() || p.samples <= 0) return "";
+  const CallSite& s = p.sites.front();
+  std::string where = s.location;
+  if (!s.function.empty() && s.function != s.location) where += " in " + s.function;
+  std::string line = Fmt("%s (%.0f%% of %lld samples", where.c_str(),
+                         100.0 * static_cast<double>(s.count) / static_cast<double>(p.samples),
+                         static_cast<long long>(p.samples));
+  if (!s.via.empty()) line += ", via " + s.via;
+  return line + ")";
+}
+
+void AddCpuProfiles(const Facts& f, Report* report) {
+  if (f.w == nullptr || f.w->profile_hz <= 0 || f.main_tid == 0) return;
+  const WindowData& w = *f.w;
+  if (auto p = ProfileThreads(w, {f.main_tid}); p && Material(*p)) {
+    p->role = "main";
+    p->title = Fmt("the main thread (tid %d)", f.main_tid);
+    report->cpu_profiles.push_back(std::move(*p));
+  }
+  if (auto p = ProfileThreads(w, f.helper_tids); p && Material(*p)) {
+    p->role = "helpers";
+    p->title = Fmt("the CUDA helper threads (autograd; tid %s)", TidList(f.helper_tids).c_str());
+    report->cpu_profiles.push_back(std::move(*p));
+  }
+  int32_t holder = 0;
+  int64_t held = 0;
+  for (const auto& [tid, ns] : f.gil_hold_by_tid) {
+    if (ns > held) {
+      held = ns;
+      holder = tid;
+    }
+  }
+  if (holder != 0) {
+    if (auto p = ProfileThreads(w, {holder}); p && p->samples >= th::kProfileMinSamples) {
+      p->role = "gil_holder";
+      p->title = GilHolderTitle(holder);
+      report->cpu_profiles.push_back(std::move(*p));
+    }
+  }
+}
+
+}  // namespace gw

@@ -1,0 +1,32 @@
+// The on-CPU profile in explain: where a group of the job's threads spent its CPU (source line,
+// function, the library code under it), from the cpu_sample rows that `trace --profile-hz`
+// records. Pure: no I/O.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "analysis/facts.h"
+#include "analysis/report.h"
+
+namespace gw {
+
+// The samples of `tids` in the window, grouped by site; nullopt when the window has no profile
+// or none of those threads was sampled.
+std::optional<CpuProfileSection> ProfileThreads(const WindowData& w,
+                                                const std::vector<int32_t>& tids);
+
+// "train.py:88 in build_batch (41% of 612 samples)": the top site of a profile, for the
+// findings' root lines; "" without one.
+std::string TopSiteLine(const CpuProfileSection& p);
+
+// The profile section's name for the thread that held the GIL most: "thread 42 (the GIL holder)".
+std::string GilHolderTitle(int32_t tid);
+
+// The main thread, the CUDA helper threads and the thread that held the GIL most, each when it
+// was on the CPU at least thresholds::kProfileShowShare of the window (the GIL holder: when it
+// held the main thread up at all). Fills report->cpu_profiles.
+void AddCpuProfiles(const Facts& f, Report* report);
+
+}  // namespace gw
