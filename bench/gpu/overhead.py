@@ -3,6 +3,8 @@
 One training process runs for the whole measurement and logs the end time of every step.
 Meanwhile this controller cycles through short phases — untraced, `gpuwhy trace`,
 `gpuwhy trace --stack`, `gpuwhy trace --launch-duty 1` (gpuwhy_exact: every launch counted),
+`--profile-hz 0` (gpuwhy_noprofile: the on-CPU profile off), `--profile-hz 999`
+(gpuwhy_profile999: the profile at 20x its default rate),
 and the bare mechanism (empty uprobe+uretprobe pairs on the same
 functions) — in rotating order. Each phase's throughput comes from the steps that ended inside
 it (after a settle period that counts from the agent's attach — its start line — so that the
@@ -295,6 +297,10 @@ def start_mode(mode, args, pid, rt, drv, out, idx):
             cmd.append("--stack")
         if mode == "gpuwhy_exact":  # every launch counted (no launch duty cycle)
             cmd += ["--launch-duty", "1"]
+        if mode == "gpuwhy_noprofile":  # the on-CPU profile off (the default mode without it)
+            cmd += ["--profile-hz", "0"]
+        if mode == "gpuwhy_profile999":  # the profile at 20x its default rate: its cost resolves
+            cmd += ["--profile-hz", "999"]
     log = open(phase_log_path(out, idx, mode), "w")
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 

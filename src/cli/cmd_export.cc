@@ -58,9 +58,10 @@ int RunExport(const Args& args) {
                 "            (running, runnable, blocked, I/O, page fault), CUDA launches/s\n"
                 "            counters, who preempted traced threads on which CPU, explain's\n"
                 "            findings and a note stating drops; wall-clock timestamps.\n"
-                "  folded    folded stacks (frame;frame;frame count) from a `trace --stack`\n"
-                "            recording, for flamegraph.pl, speedscope or inferno: off-CPU\n"
-                "            samples by default, or the callers of --op.\n"
+                "  folded    folded stacks (frame;frame;frame count) for flamegraph.pl,\n"
+                "            speedscope or inferno: off-CPU samples by default (`trace\n"
+                "            --stack`), on-CPU samples with --op on-cpu (the profile trace\n"
+                "            records by default), or the callers of --op (`trace --stack`).\n"
                 "Reads the database read-only; the file appears only when complete.\n"
                 "docs/export.md describes both formats.");
   AddDbFlag(flags);
@@ -77,11 +78,13 @@ int RunExport(const Args& args) {
       .Add({"no-findings", FlagKind::kBool, "",
             "perfetto: leave out explain's findings (skips the analysis)", ""})
       .Add({"op", FlagKind::kString, "OP[,OP]",
-            "folded: fold the stacks of these ops (cudaStreamSync or cudaStreamSynchronize, "
-            "...) instead of off-CPU samples",
+            "folded: fold the stacks of these ops instead of off-CPU samples: on-cpu (the "
+            "on-CPU profile), cudaStreamSync or cudaStreamSynchronize, ...",
             "off-cpu"})
       .Add({"weight", FlagKind::kString, "W",
-            "folded: count (rows) or time (their summed duration, µs)", "count"});
+            "folded: count (rows) or time (their summed duration, µs; on-cpu: samples × the "
+            "sampling period)",
+            "count"});
   int code = 0;
   if (!ParseOrExit(flags, args, &code)) return code;
   auto usage = [&](const std::string& message) {
@@ -151,8 +154,9 @@ int RunExport(const Args& args) {
     if (sum->lines == 0) {  // an empty file would read as "no time went anywhere": write none
       std::fprintf(stderr,
                    "gpuwhy export: nothing written to %s: %s of session %lld holds no %s with "
-                   "a stack%s — hint: stacks are recorded by `gpuwhy trace --stack`; --op picks "
-                   "other ops (off-cpu, cudaStreamSync, …)\n",
+                   "a stack%s — hint: stacks are recorded by `gpuwhy trace --stack`, on-CPU samples "
+                   "by `gpuwhy trace` (--op on-cpu); --op picks other ops (off-cpu, "
+                   "cudaStreamSync, …)\n",
                    shown.c_str(), sum->window.label.c_str(),
                    static_cast<long long>(sum->window.session),
                    sum->rows == 0 ? "rows" : "readable stacks",

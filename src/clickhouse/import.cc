@@ -134,7 +134,8 @@ StatusOr<ImportResult> ImportRemoteSession(const ClickHouseClient& client,
                    "argMax(gpu_model, batch), argMax(gpu_driver, batch), argMax(version, batch), "
                    "argMax(command_line, batch), argMax(tracer_pid, batch), "
                    "argMax(wall_stop_ns, batch), argMax(events, batch), argMax(drops, batch), "
-                   "argMax(drops_detail, batch), argMax(launch_duty, batch) FROM " + db +
+                   "argMax(drops_detail, batch), argMax(launch_duty, batch), "
+                   "argMax(profile_hz, batch) FROM " + db +
                    ".gw_sessions WHERE node = " +
                    ClickHouseQuote(pick->node) + " AND spool = " + std::to_string(pick->spool) +
                    " AND id = " + std::to_string(pick->id) + " FORMAT TabSeparated"));
@@ -161,6 +162,9 @@ StatusOr<ImportResult> ImportRemoteSession(const ClickHouseClient& client,
   // Launches counted one second in N on the node: the replay scales them the same way.
   int64_t duty = Int(s, 17);
   info.launch_duty = duty == kNull || duty < 1 ? 1 : static_cast<int32_t>(duty);
+  // The on-CPU profile's rate: its cpu_sample rows replay as they were recorded.
+  int64_t hz = Int(s, 18);
+  info.profile_hz = hz == kNull || hz < 0 ? 0 : static_cast<int32_t>(hz);
 
   ASSIGN_OR_RETURN(std::unique_ptr<StoreWriter> writer, StoreWriter::Create(db_path, {}));
   ASSIGN_OR_RETURN(int64_t local_session, writer->BeginSession(info));

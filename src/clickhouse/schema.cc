@@ -66,8 +66,11 @@ std::vector<std::string> TableStatements(const std::string& db) {
             "kernel String, cpu_model String, cores Int64, mem_bytes Int64, "
             "gpu_model Nullable(String), gpu_driver Nullable(String), version String, "
             "command_line String, tracer_pid " + n + ", wall_stop_ns " + n + ", events " + n +
-                ", drops " + n + ", drops_detail Nullable(String), launch_duty " + n,
+                ", drops " + n + ", drops_detail Nullable(String), launch_duty " + n +
+                ", profile_hz " + n,
             "ReplacingMergeTree(batch) ORDER BY (node, spool, id)"),
+      // A database made by an older gpuwhy gets the columns added since.
+      "ALTER TABLE " + db + ".gw_sessions ADD COLUMN IF NOT EXISTS profile_hz " + n,
       Table(db, "processes",
             "session Int64, n UInt32, pid Int32, ppid Int32, name String, comm String, cmdline String, "
             "first_ts " + n + ", exit_ts " + n + ", exit_code " + n + ", tracked UInt8",

@@ -42,6 +42,7 @@ std::string FrameText(const StackFrameRow& f) {
 std::optional<Op> FoldedOpFromName(const std::string& name) {
   static const std::map<std::string, Op> kAliases = {
       {"off-cpu", Op::kSchedSwitch},
+      {"on-cpu", Op::kCpuSample},
       {"cudaStreamSynchronize", Op::kCudaStreamSync},
       {"cudaDeviceSynchronize", Op::kCudaDeviceSync},
       {"cudaEventSynchronize", Op::kCudaEventSync},
@@ -70,11 +71,24 @@ StatusOr<FoldedExportSummary> ExportFolded(StoreReader& reader, const FoldedExpo
     }
     pids = ProcessAndDescendants(session.processes, options.pid);
   }
+  // On-CPU samples are instants: their time is one sampling period each (sessions.profile_hz).
+  int64_t sample_us = 0;
+  if (ops.size() == 1 && ops[0] == Op::kCpuSample && options.weight == FoldedWeight::kTimeUs) {
+    ASSIGN_OR_RETURN(int64_t hz, ReadProfileHz(reader, sum.window.session));
+    if (hz <= 0) {
+      return FailedPrecondition("session " + std::to_string(sum.window.session) +
+                                " has no on-CPU profile — hint: gpuwhy trace records it unless "
+                                "--profile-hz 0");
+    }
+    sample_us = 1'000'000 / hz;
+  }
   // stack id → (pid, weight); a stack id belongs to one pid (its hash includes it).
   std::map<int64_t, std::pair<int32_t, int64_t>> weight;
   for (const StackCount& c : counts) {
     if (!pids.empty() && !pids.count(c.pid)) continue;
-    int64_t w = options.weight == FoldedWeight::kCount ? c.count : c.total_ns / 1000;
+    int64_t w = options.weight == FoldedWeight::kCount ? c.count
+                : sample_us > 0                          ? c.count * sample_us
+                                                         : c.total_ns / 1000;
     auto& slot = weight[c.stack_id];
     slot.first = c.pid;
     slot.second += w;

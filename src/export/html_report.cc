@@ -368,6 +368,20 @@ StatusOr<HtmlReportSummary> WriteHtmlReport(StoreReader& reader, const HtmlRepor
     h += "<h2>Top sched_switch victims</h2>\n" +
          TableHtml({"where", "preempted", "blocked", "off-CPU ms", "processes"}, rows, "victims");
   }
+  for (const CpuProfileSection& p : r.cpu_profiles) {
+    std::vector<std::vector<std::string>> rows;
+    for (const CallSite& s : p.sites) {
+      rows.push_back({s.location + (s.function.empty() ? "" : " in " + s.function),
+                      s.source_line, s.via,
+                      Num(100.0 * static_cast<double>(s.count) /
+                          static_cast<double>(std::max<int64_t>(1, p.samples))) + "%",
+                      Num(s.total_ms / 1e3)});
+    }
+    h += "<h2>Where the CPU time of " + HtmlEscape(p.title) + " went</h2>\n<p class=\"dim\">" +
+         Num(p.cpu_s) + " s on the CPU, " + FormatCount(p.samples) + " samples at " +
+         std::to_string(p.profile_hz) + " Hz (the on-CPU profile)</p>\n" +
+         TableHtml({"where", "line", "via", "samples", "CPU s"}, rows, "profile-" + p.role);
+  }
   if (r.kernels.launches > 0) {
     std::vector<std::vector<std::string>> rows;
     for (const KernelStat& k : r.kernels.top) {

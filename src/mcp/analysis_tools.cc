@@ -5,7 +5,10 @@
 #include "store/window_rows.h"
 
 #if GW_HAVE_ANALYSIS
+#include "analysis/callers.h"
+#include "analysis/cpu_profile.h"
 #include "analysis/explain.h"
+#include "analysis/loader.h"
 #endif
 
 namespace gw::mcp {
@@ -58,6 +61,50 @@ StatusOr<ToolOutput> RunExplain(ReaderSource& source, const Json& json_args) {
                 std::to_string(report.window.session) +
                 (report.findings.empty() ? "." : "; the most severe first.") +
                 " Each finding's evidence SQL can be re-run with query_sql.";
+  return out;
+}
+
+// The on-CPU profile: one thread's sites (tid), or explain's sections (the main thread, the CUDA
+// helper threads, the GIL holder, each when it ran a material share of the window).
+StatusOr<ToolOutput> RunCpuProfile(ReaderSource& source, const Json& json_args) {
+  std::vector<std::string> known = WindowArgNames();
+  known.push_back("tid");
+  ASSIGN_OR_RETURN(ToolArgs args, ToolArgs::Create("cpu_profile", json_args, known));
+  std::optional<int64_t> tid;
+  RETURN_IF_ERROR(args.Int("tid", 1, INT32_MAX, &tid));
+  ASSIGN_OR_RETURN(WindowRequest window, WindowRequestFromArgs(args, kDefaultSinceNs));
+  ASSIGN_OR_RETURN(StoreReader * reader, source.Get());
+  Report report;
+  if (tid) {
+    ASSIGN_OR_RETURN(WindowData w, LoadWindow(*reader, window));
+    if (w.profile_hz <= 0) {
+      return FailedPrecondition("session " + std::to_string(w.session) +
+                                " has no on-CPU profile (recorded with --profile-hz 0)");
+    }
+    std::optional<CpuProfileSection> p = ProfileThreads(w, {static_cast<int32_t>(*tid)});
+    if (!p) {
+      return NotFound("thread " + std::to_string(*tid) + " has no on-CPU samples in " + w.label +
+                      " of session " + std::to_string(w.session));
+    }
+    p->role = "thread";
+    p->title = "thread " + std::to_string(*tid);
+    report.window.label = w.label;
+    report.cpu_profiles.push_back(std::move(*p));
+    FillSourceLines(&report);
+  } else {
+    ExplainOptions options;
+    options.window = window;
+    ASSIGN_OR_RETURN(report, Explain(*reader, options));
+  }
+  ToolOutput out;
+  Json sections = Json(ReportJson(report))["cpu_profiles"];
+  out.structured = Json{{"window", report.window.label}, {"sections", sections}};
+  out.summary = std::to_string(report.cpu_profiles.size()) + " on-CPU profile section" +
+                (report.cpu_profiles.size() == 1 ? "" : "s") + " for " + report.window.label +
+                (report.cpu_profiles.empty()
+                     ? ": no group of the job's threads was on the CPU long enough to profile "
+                       "(or the recording has no profile); pass tid for one thread."
+                     : "; each lists source lines by share of samples.");
   return out;
 }
 
@@ -223,6 +270,30 @@ void AddAnalysisTools(McpServer& server, ReaderSource& source, const StoreToolLi
   kernels.run = [](const Json&) { return NotAvailable("top_kernels"); };
 #endif
   server.AddTool(std::move(kernels));
+
+  ToolSpec profile;
+  profile.name = "cpu_profile";
+  profile.title = "Where the job's threads spent their CPU";
+  profile.description =
+      "The on-CPU profile `gpuwhy trace` records (unless --profile-hz 0): the job's threads' "
+      "stacks sampled on the CPU, grouped by source line (Python file:line and function, "
+      "library code folded under it as `via`, native frames where there is no Python), with "
+      "each line's share of samples and CPU seconds. Without tid: the main thread, the CUDA "
+      "helper threads and the thread holding the GIL, each when it was on the CPU for a "
+      "material share of the window. With tid: that thread.";
+  Json profile_props = WindowSchemaProperties();
+  profile_props["since_s"]["description"] =
+      "Profile the last N seconds before to_s, or before the newest event (default 120).";
+  profile_props["tid"] =
+      Json{{"type", "integer"}, {"minimum", 1}, {"description", "Only this thread."}};
+  profile.input_schema = Json{
+      {"type", "object"}, {"properties", std::move(profile_props)}, {"additionalProperties", false}};
+#if GW_HAVE_ANALYSIS
+  profile.run = [src](const Json& a) { return RunCpuProfile(*src, a); };
+#else
+  profile.run = [](const Json&) { return NotAvailable("cpu_profile"); };
+#endif
+  server.AddTool(std::move(profile));
 
   ToolSpec diff;
   diff.name = "diff";

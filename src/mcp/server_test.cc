@@ -177,7 +177,7 @@ TEST_F(ServerTest, ListsEveryTool) {
   }
   EXPECT_EQ(names, (std::set<std::string>{"query_sql", "explain", "op_stats", "top_contention",
                                           "timeline", "stacks", "sessions", "check", "diff",
-                                          "top_kernels", "gpu_samples"}));
+                                          "top_kernels", "gpu_samples", "cpu_profile"}));
 }
 
 TEST_F(ServerTest, ToolCallProtocolErrors) {

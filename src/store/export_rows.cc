@@ -130,6 +130,16 @@ StatusOr<std::vector<StackCount>> ReadStackCounts(StoreReader& reader, const Ses
   return out;
 }
 
+StatusOr<int64_t> ReadProfileHz(StoreReader& reader, int64_t session) {
+  ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
+  int64_t hz = 0;
+  if (version < 11) return hz;
+  RETURN_IF_ERROR(reader.ForEach("SELECT COALESCE(profile_hz, 0) FROM sessions WHERE id = ?1",
+                                 {session},
+                                 [&](sqlite3_stmt* s) { hz = sqlite3_column_int64(s, 0); }));
+  return hz;
+}
+
 Status ForEachStackFrames(StoreReader& reader, int64_t session, const std::vector<int64_t>& ids,
                           const StackFramesFn& fn, int64_t* malformed) {
   *malformed = 0;

@@ -80,6 +80,9 @@ struct StackCount {
 StatusOr<std::vector<StackCount>> ReadStackCounts(StoreReader& reader, const SessionWindow& window,
                                                   const std::vector<Op>& ops);
 
+// sessions.profile_hz: the on-CPU profile's samples a second per CPU; 0 = none (or schema < 11).
+StatusOr<int64_t> ReadProfileHz(StoreReader& reader, int64_t session);
+
 // The frames (innermost first) of each stack of `ids` that the session stores with valid JSON
 // frames, one callback per stack in id order. Stacks whose frames are not valid JSON are
 // skipped and counted in *malformed.

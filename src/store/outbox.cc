@@ -224,7 +224,7 @@ std::string OutboxEncoder::Stack(int64_t id, int32_t pid, const std::string& loc
 
 // id, kind, wall_start_ns, mono_start_ns, host, kernel, cpu_model, cores, mem_bytes, gpu_model,
 // gpu_driver, version, command_line, tracer_pid, wall_stop_ns, events, drops, drops_detail,
-// launch_duty
+// launch_duty, profile_hz
 std::string OutboxEncoder::Session(const SessionInfo& info, const SessionTotals* totals) const {
   std::string out;
   TsvInt(out, session_); Tab(out);
@@ -247,7 +247,8 @@ std::string OutboxEncoder::Session(const SessionInfo& info, const SessionTotals*
   if (totals) TsvText(out, totals->drops_detail.empty() ? "{}" : totals->drops_detail);
   else out += "\\N";
   Tab(out);
-  TsvInt(out, std::max<int32_t>(1, info.launch_duty));
+  TsvInt(out, std::max<int32_t>(1, info.launch_duty)); Tab(out);
+  TsvInt(out, std::max<int32_t>(0, info.profile_hz));
   out += '\n';
   return out;
 }

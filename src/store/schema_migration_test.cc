@@ -40,7 +40,8 @@ class SchemaMigrationTest : public ::testing::Test {
 // columns (with the views that show them) and sessions.tracer_pid, version 4 the NVML tables
 // version 5 sessions.launches_once, version 6 sessions.launch_duty, version 7 thread_rollups,
 // version 8 op_latency, op_seconds.bytes and their views, and version 9 moved the events into
-// chunks, version 10 added the cgroup tables: a v1 file is the current file without them, with a plain event_rows table (seq 0, 1,
+// chunks, version 10 added the cgroup tables, version 11 sessions.profile_hz: a v1 file is the
+// current file without them, with a plain event_rows table (seq 0, 1,
 // … per timestamp), version 1's views and schema_version 1.
 void DowngradeToV1(sqlite3* db) {
   ASSERT_TRUE(Exec(db,
@@ -69,6 +70,7 @@ void DowngradeToV1(sqlite3* db) {
                    "ALTER TABLE sessions DROP COLUMN tracer_pid; "
                    "ALTER TABLE sessions DROP COLUMN launches_once; "
                    "ALTER TABLE sessions DROP COLUMN launch_duty; "
+                   "ALTER TABLE sessions DROP COLUMN profile_hz; "
                    "CREATE VIEW events_all AS SELECT r.session AS session, r.ts AS timestamp, "
                    "r.pid AS pid, r.tid AS tid, o.name AS op, r.duration_ns AS duration_ns "
                    "FROM event_rows r JOIN op_names o ON o.id = r.op; "

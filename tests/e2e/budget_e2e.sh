@@ -3,7 +3,7 @@
 # training loop traced with `gpuwhy trace -- …` and the simulated NVML, explained, and judged
 # against the workload's own measured slowdown:
 #   healthy        nothing above LOW; the budget comes from NVML split by process
-#   gil-thread     lock-contention on top, naming a thread of the trainer
+#   gil-thread     gil-contention on top (the GIL hand-offs seen), naming a thread of the trainer
 #   main batches   host-compute on top, fix: num_workers>0
 #   tiny kernels   host-compute (dispatch) on top, fix: CUDA Graphs
 #   neighbour      gpu-sharing on top (another process on a shared simulated GPU), and the
@@ -98,7 +98,7 @@ assert b["gpu_busy_job_s"] > 0.5 * b["window_s"], b
 EOF
 fi
 
-run gil --gil-thread && check gil lock-contention "GIL" healthy
+run gil --gil-thread && check gil gil-contention "GIL" healthy
 grep -q "thread [0-9]* of python3" "$WORK/gil.txt" && pass "gil: the holding thread is named" \
   || fail "gil: no holding thread named" "$(sed -n '/Causal/,/Fix/p' "$WORK/gil.txt")"
 run batches --main-thread-batches --batch-cpu-ms 20 && check batches host-compute "num_workers>0" healthy
