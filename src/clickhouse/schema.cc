@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <utility>
 
 namespace gw {
 
@@ -69,8 +70,6 @@ std::vector<std::string> TableStatements(const std::string& db) {
                 ", drops " + n + ", drops_detail Nullable(String), launch_duty " + n +
                 ", profile_hz " + n,
             "ReplacingMergeTree(batch) ORDER BY (node, spool, id)"),
-      // A database made by an older gpuwhy gets the columns added since.
-      "ALTER TABLE " + db + ".gw_sessions ADD COLUMN IF NOT EXISTS profile_hz " + n,
       Table(db, "processes",
             "session Int64, n UInt32, pid Int32, ppid Int32, name String, comm String, cmdline String, "
             "first_ts " + n + ", exit_ts " + n + ", exit_code " + n + ", tracked UInt8",
@@ -134,8 +133,23 @@ std::vector<std::string> NodeViewStatements(const ClickHouseUrl& url, const std:
 }
 
 Status EnsureClickHouseSchema(const ClickHouseClient& client, const std::string& node) {
-  for (const std::string& sql : TableStatements(client.url().database)) {
+  const std::string& db = client.url().database;
+  for (const std::string& sql : TableStatements(db)) {
     RETURN_IF_ERROR(client.Execute(sql));
+  }
+  // Columns added since a database was made by an older gpuwhy (this ClickHouse may predate
+  // ADD COLUMN IF NOT EXISTS: ask system.columns first).
+  const std::pair<const char*, const char*> kAdded[] = {{"gw_sessions", "profile_hz"}};
+  for (const auto& [table, column] : kAdded) {
+    ASSIGN_OR_RETURN(std::string has,
+                     client.Query("SELECT count() FROM system.columns WHERE database = " +
+                                  ClickHouseQuote(db) + " AND table = " +
+                                  ClickHouseQuote(table) + " AND name = " +
+                                  ClickHouseQuote(column) + " FORMAT TabSeparated"));
+    if (has.empty() || has[0] == '0') {
+      RETURN_IF_ERROR(client.Execute("ALTER TABLE " + db + "." + table + " ADD COLUMN " +
+                                     column + " " + kNullInt));
+    }
   }
   for (const std::string& sql : NodeViewStatements(client.url(), node)) {
     RETURN_IF_ERROR(client.Execute(sql));
