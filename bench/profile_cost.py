@@ -74,16 +74,26 @@ def main():
                 trace.wait()
                 cnt = sum(c for c, _ in stats.values())
                 ns = sum(t for _, t in stats.values())
-                rows.append({"hz": hz, "samples": cnt, "ns_per_sample": ns / cnt if cnt else 0,
-                             "cpu_share_pct": hz * (ns / cnt if cnt else 0) / 1e7,
+                q = subprocess.run([args.gpuwhy, "query", "--db", db, "--csv",
+                                    "SELECT COUNT(*) FROM events WHERE op = 'cpu_sample'"],
+                                   capture_output=True, text=True)
+                kept = int(q.stdout.split()[-1]) if q.returncode == 0 else 0
+                # Every firing runs the program; only a tracked thread's costs a capture. All of
+                # the program's time over the kept samples bounds a kept sample's cost.
+                per_kept = ns / kept if kept else 0
+                rows.append({"hz": hz, "runs": cnt, "ns_per_run": ns / cnt if cnt else 0,
+                             "samples": kept, "ns_per_sample_bound": per_kept,
+                             "thread_share_pct": hz * per_kept / 1e7,
                              "job_rc": job.returncode})
     finally:
         with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
             f.write(before)
-    print("%6s %10s %14s %18s" % ("hz", "runs", "ns/run", "share of a CPU"))
+    print("%6s %8s %8s %9s %22s %22s" % ("hz", "runs", "ns/run", "samples", "ns/sample (bound)",
+                                         "share of the thread"))
     for r in rows:
-        print("%6d %10d %14.0f %17.4f%%" % (r["hz"], r["samples"], r["ns_per_sample"],
-                                           r["cpu_share_pct"]))
+        print("%6d %8d %8.0f %9d %22.0f %21.4f%%" % (
+            r["hz"], r["runs"], r["ns_per_run"], r["samples"], r["ns_per_sample_bound"],
+            r["thread_share_pct"]))
     print(json.dumps(rows))
 
 

@@ -115,14 +115,7 @@ void AddCpuProfiles(const Facts& f, Report* report) {
     p->title = Fmt("the CUDA helper threads (autograd; tid %s)", TidList(f.helper_tids).c_str());
     report->cpu_profiles.push_back(std::move(*p));
   }
-  int32_t holder = 0;
-  int64_t held = 0;
-  for (const auto& [tid, ns] : f.gil_hold_by_tid) {
-    if (ns > held) {
-      held = ns;
-      holder = tid;
-    }
-  }
+  auto [holder, held] = TopGilHolder(f);
   if (holder != 0) {
     if (auto p = ProfileThreads(w, {holder}); p && p->samples >= th::kProfileMinSamples) {
       p->role = "gil_holder";

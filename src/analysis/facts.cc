@@ -628,6 +628,14 @@ BudgetTimes PathDetailOverlap(const Facts& f, int64_t a, int64_t b) {
   return out;
 }
 
+std::pair<int32_t, int64_t> TopGilHolder(const Facts& f) {
+  std::pair<int32_t, int64_t> top{0, 0};
+  for (const auto& [tid, ns] : f.gil_hold_by_tid) {
+    if (ns > top.second) top = {tid, ns};
+  }
+  return top;
+}
+
 int64_t UsableCpus(const Facts& f) {
   if (!f.quota || f.quota->cpus() <= 0) return f.cores;
   auto quota = std::max<int64_t>(1, static_cast<int64_t>(std::floor(f.quota->cpus())));

@@ -182,6 +182,9 @@ void RunRules(const Facts& f, std::vector<Finding>* out);
 // The DataLoader size every finding recommends (one answer per report, so no two fixes
 // contradict); nullopt = leave it as it is.
 std::optional<int64_t> RecommendedWorkers(const Facts& f);
+
+// The thread that held the GIL the longest (gil_hold_by_tid) and its ns; {0, 0} when none.
+std::pair<int32_t, int64_t> TopGilHolder(const Facts& f);
 // The CPUs the job can use: the host's cores, or fewer under its cgroup's CPU quota.
 int64_t UsableCpus(const Facts& f);
 // The main thread's critical path over [a, b): its own timeline with every resolved "blocked

@@ -224,14 +224,7 @@ void GilContention(const Facts& f, std::vector<Finding>* out) {
   double lost = BudgetLostS(f, BudgetCause::kGilHold);
   std::optional<Severity> sev = Ladder(Share(lost, f.budget.window_s));
   if (!sev || Share(lost, f.budget.window_s) < th::kThreadHoldLowShare) return;
-  int32_t holder = 0;
-  int64_t held = 0;
-  for (const auto& [tid, ns] : f.gil_hold_by_tid) {
-    if (ns > held) {
-      held = ns;
-      holder = tid;
-    }
-  }
+  auto [holder, held] = TopGilHolder(f);
   // The hand-offs themselves: the main thread's sleeps that the holder ended by releasing the
   // GIL (sched_switch kind 4).
   int64_t handoffs = 0, sleeps = 0;

@@ -49,3 +49,22 @@ e2e_finish() {
   echo "$1: $failures failure(s)"
   [ "$failures" -eq 0 ]
 }
+
+# e2e_pythons: sets `pythons` to every CPython the machine image ships (pyenv 3.10-3.13, then the
+# system python3). A missing pyenv version is a failure under GW_NO_SKIP, a note otherwise.
+e2e_pythons() {
+  pythons=()
+  local v p
+  for v in 3.10.13 3.11.7 3.12.1 3.13.0; do
+    p=/root/.pyenv/versions/$v/bin/python${v%.*}
+    if [ -x "$p" ]; then
+      pythons+=("$p")
+    elif [ -n "${GW_NO_SKIP:-}" ]; then
+      fail "CPython $v is not at $p (the machine image ships it; GW_NO_SKIP is set)"
+    else
+      echo "note - CPython $v not installed here: not tested"
+    fi
+  done
+  [ -x /usr/bin/python3 ] && pythons+=(/usr/bin/python3)
+  [ ${#pythons[@]} -gt 0 ] || { echo "FAIL - no CPython found"; exit 1; }
+}

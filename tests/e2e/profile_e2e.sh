@@ -24,19 +24,7 @@ SPIN_LINE=$(grep -n 'x = (x \* 1103515245 + 12345) & 0x7fffffff' "$PY_SCRIPT" | 
 SYNC_LINE=$(grep -n 'rt.cudaStreamSynchronize(stream), "cudaStreamSynchronize")' "$PY_SCRIPT" | cut -d: -f1)
 [ -n "$SPIN_LINE" ] && [ -n "$SYNC_LINE" ] || { echo "FAIL - cannot find the lines in $PY_SCRIPT"; exit 1; }
 
-pythons=()
-for v in 3.10.13 3.11.7 3.12.1 3.13.0; do
-  p=/root/.pyenv/versions/$v/bin/python${v%.*}
-  if [ -x "$p" ]; then
-    pythons+=("$p")
-  elif [ -n "${GW_NO_SKIP:-}" ]; then
-    fail "CPython $v is not at $p (the machine image ships it; GW_NO_SKIP is set)"
-  else
-    echo "note - CPython $v not installed here: not tested"
-  fi
-done
-[ -x /usr/bin/python3 ] && pythons+=(/usr/bin/python3)
-[ ${#pythons[@]} -gt 0 ] || { echo "FAIL - no CPython found"; exit 1; }
+e2e_pythons
 
 # traced NAME TRACE_FLAGS... -- CMD...: `gpuwhy trace FLAGS -- CMD` into $WORK/NAME.db.
 traced() {

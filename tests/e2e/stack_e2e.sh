@@ -50,19 +50,7 @@ trace_run() {
     || fail "$name: no stacks note in the summary: $(cat "$WORK/$name.trace")"
 }
 
-pythons=()
-for v in 3.10.13 3.11.7 3.12.1 3.13.0; do
-  p=/root/.pyenv/versions/$v/bin/python${v%.*}
-  if [ -x "$p" ]; then
-    pythons+=("$p")
-  elif [ -n "${GW_NO_SKIP:-}" ]; then
-    fail "CPython $v is not at $p (the machine image ships it; GW_NO_SKIP is set)"
-  else
-    echo "note - CPython $v not installed here: its stack walk is not tested"
-  fi
-done
-[ -x /usr/bin/python3 ] && pythons+=(/usr/bin/python3)
-[ ${#pythons[@]} -gt 0 ] || { echo "FAIL - no CPython found"; exit 1; }
+e2e_pythons
 
 # `check` says which Python CUDA processes --stack can walk.
 "${pythons[0]}" "$PY_SCRIPT" --lib-dir "$SIM_LIB" --duration 3 --workers 1 > /dev/null 2>&1 &
