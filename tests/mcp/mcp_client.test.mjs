@@ -34,8 +34,9 @@ const STEP3_SQL =
   "window_sec ORDER BY window_sec";
 const FOREVER_SQL =
   'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT COUNT(*) FROM c';
-const ALL_TOOLS = ['check', 'diff', 'explain', 'gpu_samples', 'op_stats', 'query_sql',
-                   'sessions', 'stacks', 'timeline', 'top_contention', 'top_kernels'];
+const ALL_TOOLS = ['check', 'cpu_profile', 'diff', 'explain', 'gpu_samples', 'op_stats',
+                   'query_sql', 'sessions', 'stacks', 'timeline', 'top_contention',
+                   'top_kernels'];
 
 const dir = mkdtempSync(join(tmpdir(), 'gw-mcp-sdk-'));
 const fixtureDb = join(dir, 'fixture.db');
@@ -171,6 +172,15 @@ describe('gpuwhy mcp with the MCP TypeScript SDK client', () => {
     assert.equal(s.length, 2);
     assert.equal(s[1].newest, true);
     assert.equal(s[1].gpu_model, 'NVIDIA H100 80GB HBM3');
+  });
+
+  test('cpu_profile: the window and its per-thread sections', async () => {
+    const r = await client.callTool({ name: 'cpu_profile', arguments: {} });
+    if (!assertOkOrNotAvailable(r)) return;
+    assert.equal(typeof r.structuredContent.window, 'string');
+    assert.ok(Array.isArray(r.structuredContent.sections), JSON.stringify(r.structuredContent));
+    assertToolError(await client.callTool({ name: 'cpu_profile', arguments: { tid: 0 } }),
+                    /tid/);
   });
 
   test('stacks: top call sites, or a clear note when none were recorded', async () => {
