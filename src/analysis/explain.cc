@@ -285,18 +285,14 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
     feeders.insert(f.worker_pids.begin(), f.worker_pids.end());
     AddCallerSections(w, feeders, &r);
     AddCpuProfiles(f, &r);
-    r.kernels = SummarizeKernels(w.kernel_launches, w.launches_once, w.launch_duty,
+    r.kernels = SummarizeKernels(w.kernel_launches, w.launches_once, w.launch_estimates,
                                  static_cast<double>(w.to - w.from) / 1e9);
     int64_t counted = 0;
     for (const OpSecondRow& row : w.op_seconds) {
       if (IsLaunch(row.op)) counted += row.count;
     }
-    if (w.launch_duty > 1 && counted > 0) {
-      r.notes.push_back(
-          Fmt("kernel launches were counted in 1 s of every %lld (trace "
-              "--launch-duty): %s counted, about %s in this window (estimated)",
-              static_cast<long long>(w.launch_duty), FormatCount(counted).c_str(),
-              FormatCount(counted * w.launch_duty).c_str()));
+    if (r.kernels.estimated && counted > 0) {
+      r.notes.push_back(LaunchEstimateNote(r.kernels));
     } else if (counted > static_cast<int64_t>(w.launch_samples.size()) &&
                !w.launch_samples.empty()) {
       r.notes.push_back(
@@ -320,14 +316,40 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
   return r;
 }
 
+std::string LaunchFigure(const KernelSummary& k) {
+  if (!k.estimated) return FormatCount(k.launches);
+  std::string out = "~" + FormatCount(k.launches);
+  if (k.launches > 0 && k.error > 0) {
+    double pct = 100.0 * k.error / static_cast<double>(k.launches);
+    out += pct < 1.0 ? " ± <1%" : Fmt(" ± %.0f%%", pct);
+  }
+  return out;
+}
+
+std::string LaunchEstimateNote(const KernelSummary& k) {
+  std::string how = k.launch_duty > 1
+                        ? Fmt("counted 1 s in %lld (trace --launch-duty)",
+                              static_cast<long long>(k.launch_duty))
+                        : std::string("counted while the launch probes were attached");
+  return Fmt("kernel launches were %s: %s counted, %s in this window (estimated for %s s of "
+             "launching the probes did not see, from the rate in the seconds they did; ± one "
+             "standard error)",
+             how.c_str(), FormatCount(k.counted).c_str(), LaunchFigure(k).c_str(),
+             FormatSeconds(k.uncovered_s).c_str());
+}
+
 KernelSummary SummarizeKernels(const std::vector<KernelLaunchRow>& rows, bool launches_once,
-                               int64_t launch_duty, double seconds) {
+                               const LaunchEstimates& estimates, double seconds) {
   KernelSummary k;
-  k.launch_duty = std::max<int64_t>(1, launch_duty);
+  k.launch_duty = estimates.duty;
+  k.estimated = estimates.estimated();
+  k.error = estimates.total.error;
+  k.uncovered_s = estimates.total.uncovered_s;
   std::map<std::pair<int32_t, std::string>, int64_t> by_kernel;
   for (const KernelLaunchRow& row : rows) {
     if (!launches_once && OpLayer(row.op) != Layer::kCudaRuntime) continue;
-    int64_t n = row.launches * k.launch_duty;
+    k.counted += row.launches;
+    int64_t n = estimates.Scaled(row.pid, row.launches);
     by_kernel[{row.pid, row.name}] += n;
     k.launches += n;
     if (row.name.empty() || row.name.rfind("fn@", 0) == 0) k.unnamed += n;

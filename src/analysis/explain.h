@@ -13,6 +13,7 @@
 
 #include "analysis/report.h"
 #include "base/status.h"
+#include "store/launch_estimate.h"
 
 namespace gw {
 
@@ -23,8 +24,13 @@ class StoreReader;
 // Launches per kernel over `seconds` (each launch once: runtime-layer ops only in recordings
 // that counted nested driver launches too, !launches_once).
 KernelSummary SummarizeKernels(const std::vector<KernelLaunchRow>& rows, bool launches_once,
-                               int64_t launch_duty,
+                               const LaunchEstimates& estimates,
                                double seconds);
+
+// The window's launch figure as users read it: "4,448", or "~5,610 ± 3%" when estimated.
+std::string LaunchFigure(const KernelSummary& k);
+// What an estimated figure rests on: counted launches and the launching time not covered.
+std::string LaunchEstimateNote(const KernelSummary& k);
 
 StatusOr<Report> Explain(StoreReader& reader, const ExplainOptions& options);
 std::string ReportToText(const Report& report);

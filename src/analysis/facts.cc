@@ -689,7 +689,8 @@ void CountCudaCalls(const WindowData& w, Facts* f) {
     // Launches counted one second in launch_duty: N × the count estimates them, and they stay
     // out of the per-second series (their seconds between counting seconds read as none).
     bool sampled = w.launch_duty > 1 && IsLaunch(r.op);
-    cuda_calls[r.pid] += sampled ? r.count * w.launch_duty : r.count;
+    cuda_calls[r.pid] +=
+        IsLaunch(r.op) ? w.launch_estimates.Scaled(r.pid, r.count) : r.count;
     int64_t sec_start = r.sec * 1'000'000'000;
     if (!sampled && sec_start >= w.from && sec_start + 1'000'000'000 <= w.to) {
       f->cuda_ops_per_sec[r.pid][r.sec] += r.count;

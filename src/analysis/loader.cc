@@ -35,6 +35,7 @@ StatusOr<WindowData> LoadWindow(StoreReader& reader, const WindowRequest& reques
   w.tracer_pid = rows.tracer_pid;
   w.launches_once = rows.launches_once;
   w.launch_duty = rows.launch_duty;
+  w.launch_estimates = rows.launch_estimates;
   w.processes = std::move(rows.processes);
   w.events = std::move(rows.events);
   w.carry_in = std::move(rows.carry_in);

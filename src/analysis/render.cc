@@ -315,14 +315,11 @@ std::string ReportToText(const Report& r) {
   if (r.kernels.launches > 0) {
     const KernelSummary& k = r.kernels;
     out += Fmt(
-        "Top kernels by launches (%s): %s%s launches of %s kernels, %s named%s\n",
-        r.window.label.c_str(), k.launch_duty > 1 ? "~" : "", FormatCount(k.launches).c_str(),
-        FormatCount(k.kernels).c_str(),
+        "Top kernels by launches (%s): %s launches of %s kernels, %s named%s\n",
+        r.window.label.c_str(), LaunchFigure(k).c_str(), FormatCount(k.kernels).c_str(),
         FormatPct(1.0 - static_cast<double>(k.unnamed) / static_cast<double>(k.launches)).c_str(),
-        k.launch_duty > 1
-            ? Fmt(" (estimated: counted 1 s in %lld)", static_cast<long long>(k.launch_duty))
-                  .c_str()
-            : "");
+        k.estimated ? Fmt(" (estimated from %s counted)", FormatCount(k.counted).c_str()).c_str()
+                    : "");
     Table t;
     t.columns = {"kernel", "pid", "launches", "per_s", "share"};
     for (size_t i = 0; i < k.top.size() && i < 10; ++i) {
@@ -490,9 +487,15 @@ nlohmann::ordered_json ReportJson(const Report& r) {
                        {"per_s", R(s.per_s)},
                        {"share_pct", R(s.share_pct)}});
   }
-  j["kernels"] = {{"launches", r.kernels.launches},         {"kernels", r.kernels.kernels},
-                  {"unnamed_launches", r.kernels.unnamed},  {"launch_duty", r.kernels.launch_duty},
-                  {"estimated", r.kernels.launch_duty > 1}, {"top", kernels}};
+  j["kernels"] = {{"launches", r.kernels.launches},
+                  {"counted", r.kernels.counted},
+                  {"estimated", r.kernels.estimated},
+                  {"error", R(r.kernels.error)},
+                  {"uncovered_s", R(r.kernels.uncovered_s)},
+                  {"kernels", r.kernels.kernels},
+                  {"unnamed_launches", r.kernels.unnamed},
+                  {"launch_duty", r.kernels.launch_duty},
+                  {"top", kernels}};
   j["sched_victims"] =
       r.sched_victims.sites.empty() ? ordered_json(nullptr) : SectionJson(r.sched_victims);
   ordered_json profiles = ordered_json::array();

@@ -314,9 +314,14 @@ struct KernelStat {
 };
 
 struct KernelSummary {
-  // Launches were counted one second in launch_duty (trace --launch-duty); > 1: every launch
-  // figure below is an estimate, launch_duty × what was counted.
+  // Launches were counted one second in launch_duty (trace --launch-duty).
   int64_t launch_duty = 1;
+  // The figures below are estimates (launch_estimate.h): `counted` launches were seen, the
+  // estimate is `launches` ± `error`, over `uncovered_s` of launching the probes did not see.
+  bool estimated = false;
+  int64_t counted = 0;
+  double error = 0;
+  double uncovered_s = 0;
   int64_t launches = 0;         // every launch in the window, all processes
   int64_t kernels = 0;          // distinct (process, kernel) pairs
   int64_t unnamed = 0;          // launches of kernels left as fn@0x…

@@ -41,9 +41,10 @@ void LaunchAndSyncRates(const Facts& f, double* launches_per_s, double* syncs_pe
     }
     if (IsSync(r.op)) syncs += r.count;
   }
-  // Counted one second in launch_duty: the estimate for the window is that many times more.
-  launches *= f.w->launch_duty;
-  launch_ns *= static_cast<double>(f.w->launch_duty);
+  // Launches the probes did not see (launch_estimate.h): scale what was counted.
+  double scale = f.w->launch_estimates.Scale(f.main_pid);
+  launches = static_cast<int64_t>(std::llround(static_cast<double>(launches) * scale));
+  launch_ns *= scale;
   if (launches > 0 && launch_rows > 0) {
     // Counted-only launches carry no time: scale the sampled mean to every call.
     launch_ns = std::max(launch_ns, mean * static_cast<double>(launches));
@@ -63,17 +64,17 @@ EvidenceQuery LaunchAndSyncRatesQuery(const Facts& f) {
   std::string launches =
       "op IN (" + OpNamesWhere(f.w->launches_once ? IsLaunch : IsRuntimeLaunch) + ")";
   std::string seconds = Fmt("%.9f", std::max(1.0, f.window_s));
-  // Launches counted one second in N (trace --launch-duty): N × the count estimates them.
-  std::string launch_count = f.w->launch_duty > 1
-                                 ? Fmt("%lld * count", static_cast<long long>(f.w->launch_duty))
-                                 : std::string("count");
+  // Launches the probes did not see: the estimate scales the count (launch_estimate.h).
+  double scale = f.w->launch_estimates.Scale(f.main_pid);
+  std::string launch_count = scale > 1.0005 ? Fmt("%.4f * count", scale) : std::string("count");
   std::string what = "syncs and kernel launches of the training process, per second it ran";
   if (!f.w->launches_once) {
     what += " (this recording counted nested driver launches again: runtime launches only)";
   }
-  if (f.w->launch_duty > 1) {
-    what +=
-        Fmt(" (launches estimated: counted 1 s in %lld)", static_cast<long long>(f.w->launch_duty));
+  if (scale > 1.0005) {
+    what += Fmt(" (launches estimated: %.4f x those counted, for the launching time the probes "
+                "did not cover)",
+                scale);
   }
   return {what,
           Sql(f, "SELECT SUM(CASE WHEN " + syncs +

@@ -29,7 +29,8 @@ double LaunchesPerSecond(const Facts& f) {
     if (!f.w->launches_once && OpLayer(r.op) != Layer::kCudaRuntime) continue;
     n += r.count;
   }
-  return static_cast<double>(n * f.w->launch_duty) / std::max(1.0, f.window_s);
+  return static_cast<double>(f.w->launch_estimates.Scaled(f.main_pid, n)) /
+         std::max(1.0, f.window_s);
 }
 
 // The budget line every host finding quotes: "N s of the window's GPU idle time (M s on the

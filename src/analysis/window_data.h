@@ -39,6 +39,7 @@ struct WindowData {
   // Launches were counted in one second of every launch_duty (sessions.launch_duty):
   // op_seconds' launch counts are that sample; estimates scale them by launch_duty.
   int64_t launch_duty = 1;
+  LaunchEstimates launch_estimates;  // what counted launches stand for, per process
   std::vector<RawEvent> launch_samples;  // a bounded sample of launch rows (durations)
   std::vector<OpSecondRow> op_seconds;   // window seconds, every pid
   // Short copies aggregated in the kernel (no rows), per pid, op and direction.

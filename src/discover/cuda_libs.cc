@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <regex>
 
 #include "base/proc_status.h"
+#include "elf/elf_file.h"
 
 namespace gw {
 
@@ -73,6 +75,14 @@ bool HoldsCudaRuntime(const std::string& dir) {
   return false;
 }
 
+bool HoldsCudaLibrary(const std::string& dir) {
+  CudaLibKind kind;
+  for (const std::string& name : ListDir(dir)) {
+    if (ClassifyCudaLibrary(name, &kind)) return true;
+  }
+  return false;
+}
+
 std::string Dirname(const std::string& path) {
   size_t slash = path.rfind('/');
   if (slash == std::string::npos) return ".";
@@ -103,6 +113,24 @@ std::vector<std::string> CudaLibDirsNextTo(const std::string& program, const cha
   }
   std::vector<std::string> dirs;
   if (found.empty()) return dirs;
+  // A native program's own search path (DT_RUNPATH/DT_RPATH, $ORIGIN = its directory): the
+  // CUDA libraries it will map at exec, attached before it runs.
+  if (StatusOr<std::unique_ptr<ElfFile>> elf = ElfFile::Open(Canonical(found)); elf.ok()) {
+    std::string origin = Dirname(Canonical(found));
+    std::string search = (*elf)->LibrarySearchPath();
+    size_t start = 0;
+    while (start < search.size()) {
+      size_t colon = search.find(':', start);
+      std::string dir = search.substr(start, colon == std::string::npos ? std::string::npos
+                                                                         : colon - start);
+      for (const char* token : {"$ORIGIN", "${ORIGIN}"}) {
+        if (dir.rfind(token, 0) == 0) dir = origin + dir.substr(std::strlen(token));
+      }
+      if (!dir.empty() && dir[0] == '/' && HoldsCudaLibrary(dir)) dirs.push_back(dir);
+      if (colon == std::string::npos) break;
+      start = colon + 1;
+    }
+  }
   // A venv's bin/python is a symlink to the system interpreter: the venv is where it was
   // found, the system's site-packages where it points.
   std::set<std::string> prefixes = {Dirname(Dirname(found)), Dirname(Dirname(Canonical(found)))};

@@ -53,8 +53,10 @@ std::string PythonVersionOf(int32_t pid, const std::string& proc_root = "/proc")
 
 // Folders of pip-installed CUDA runtimes in the Python environment `program` belongs to:
 // `program` looked up in `path_env` (like execvp), then <its bin folder>/../lib/python3*/
-// site-packages/nvidia/*/lib (as found and with symlinks resolved) that hold a libcudart.
-// How `trace -- python3 train.py` in a venv attaches before the job's first CUDA call.
+// site-packages/nvidia/*/lib (as found and with symlinks resolved) that hold a libcudart, and
+// the folders of the program's own DT_RUNPATH/DT_RPATH ($ORIGIN expanded) that hold a CUDA
+// runtime or driver. How `trace -- python3 train.py` in a venv, or `trace -- ./app` linked
+// against its own libcudart, attaches before the job's first CUDA call.
 std::vector<std::string> CudaLibDirsNextTo(const std::string& program, const char* path_env);
 
 std::vector<int32_t> ListPids(const std::string& proc_root = "/proc");

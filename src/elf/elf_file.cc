@@ -283,4 +283,25 @@ std::optional<std::string> ElfFile::ReadAddress(uint64_t address, size_t size) c
   return std::nullopt;
 }
 
+std::string ElfFile::LibrarySearchPath() const {
+  std::string runpath, rpath;
+  Elf* elf = elf_.get();
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != SHT_DYNAMIC) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (data == nullptr || shdr.sh_entsize == 0) continue;
+    size_t n = shdr.sh_size / shdr.sh_entsize;
+    for (size_t i = 0; i < n; ++i) {
+      GElf_Dyn dyn;
+      if (gelf_getdyn(data, static_cast<int>(i), &dyn) == nullptr) break;
+      if (dyn.d_tag != DT_RUNPATH && dyn.d_tag != DT_RPATH) continue;
+      const char* text = elf_strptr(elf, shdr.sh_link, dyn.d_un.d_val);
+      if (text == nullptr) continue;
+      (dyn.d_tag == DT_RUNPATH ? runpath : rpath) = text;
+    }
+  }
+  return runpath.empty() ? rpath : runpath;
+}
+
 }  // namespace gw

@@ -89,6 +89,9 @@ class ElfFile {
   // `size` raw bytes of the file at `offset`; nullopt when they are not all in the file.
   std::optional<std::string_view> FileBytes(uint64_t offset, size_t size) const;
   bool has_dwarf() const { return static_cast<bool>(dwarf_); }
+  // The dynamic section's library search path: DT_RUNPATH, else DT_RPATH, as written ("" when
+  // neither; `$ORIGIN` not expanded).
+  std::string LibrarySearchPath() const;
   const std::string& path() const { return path_; }
 
  private:

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "analysis/explain.h"
 #include "analysis/format.h"
 #include "analysis/timeline.h"
 #include "base/saturating.h"
@@ -389,11 +390,9 @@ StatusOr<HtmlReportSummary> WriteHtmlReport(StoreReader& reader, const HtmlRepor
                       FormatCount(k.launches), FormatRate(k.per_s), Num(k.share_pct) + "%"});
     }
     h += "<h2>Top kernels by launches</h2>\n<p class=\"dim\">" +
-         std::string(r.kernels.launch_duty > 1 ? "~" : "") + FormatCount(r.kernels.launches) +
-         " launches of " + FormatCount(r.kernels.kernels) + " kernels" +
-         (r.kernels.launch_duty > 1
-              ? " (estimated: counted 1 s in " + std::to_string(r.kernels.launch_duty) + ")"
-              : std::string()) +
+         LaunchFigure(r.kernels) + " launches of " + FormatCount(r.kernels.kernels) + " kernels" +
+         (r.kernels.estimated ? " (estimated from " + FormatCount(r.kernels.counted) + " counted)"
+                              : std::string()) +
          "</p>\n" +
          TableHtml({"kernel", "pid", "launches", "per s", "share"}, rows, "kernels");
   }

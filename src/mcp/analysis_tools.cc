@@ -120,7 +120,7 @@ StatusOr<ToolOutput> RunTopKernels(ReaderSource& source, const Json& json_args) 
   ASSIGN_OR_RETURN(SessionWindow w, ResolveToolWindow(*reader, args));
   ASSIGN_OR_RETURN(KernelLaunches launches,
                    ReadKernelLaunches(*reader, w, 5000, pid ? static_cast<int32_t>(*pid) : 0));
-  KernelSummary k = SummarizeKernels(launches.rows, launches.launches_once, launches.launch_duty,
+  KernelSummary k = SummarizeKernels(launches.rows, launches.launches_once, launches.estimates,
                                      static_cast<double>(w.end_ns - w.begin_ns) / 1e9);
   if (limit && k.top.size() > static_cast<size_t>(*limit)) k.top.resize(*limit);
   ToolOutput out;
@@ -134,12 +134,15 @@ StatusOr<ToolOutput> RunTopKernels(ReaderSource& source, const Json& json_args) 
   }
   out.structured = Json{{"window", WindowToJson(w)},
                         {"launches", k.launches},
+                        {"counted", k.counted},
+                        {"estimated", k.estimated},
+                        {"error", k.error},
+                        {"launch_figure", LaunchFigure(k)},
                         {"kernels", k.kernels},
                         {"unnamed_launches", k.unnamed},
                         {"launch_duty", k.launch_duty},
-                        {"estimated", k.launch_duty > 1},
                         {"top", std::move(top)}};
-  out.summary = std::to_string(k.launches) + " kernel launches of " +
+  out.summary = LaunchFigure(k) + " kernel launches of " +
                 std::to_string(k.kernels) + " kernels in " + w.label + " of session " +
                 std::to_string(w.session) + (k.unnamed > 0 ? "; " + std::to_string(k.unnamed) +
                                                                  " launches unnamed (fn@0x…)"

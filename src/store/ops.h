@@ -67,7 +67,8 @@ enum class Layer : uint8_t { kCudaRuntime, kCudaDriver, kHost };
   X(kOomKill, 210, "oom_kill", kHost)                                 \
   X(kRead, 211, "read", kHost)                                        \
   X(kWrite, 212, "write", kHost)                                      \
-  X(kCpuSample, 213, "cpu_sample", kHost)
+  X(kCpuSample, 213, "cpu_sample", kHost)                             \
+  X(kLaunchCoverage, 214, "launch_coverage", kHost)
 
 enum class Op : uint16_t {
 #define GW_OP_ENUM(e, id, name, layer) e = id,

@@ -84,6 +84,7 @@ StatusOr<KernelLaunches> ReadKernelLaunches(StoreReader& reader, const SessionWi
         [&](sqlite3_stmt* s) { k.launches_once = sqlite3_column_int64(s, 0) != 0; }));
   }
   ASSIGN_OR_RETURN(k.launch_duty, ReadLaunchDuty(reader, window.session));
+  ASSIGN_OR_RETURN(k.estimates, ReadLaunchEstimates(reader, window, pid));
   RETURN_IF_ERROR(reader.ForEach(
       std::string("SELECT q.pid, q.op, COALESCE(s.text, ''), SUM(q.count) FROM op_seconds q "
                   "LEFT JOIN strings s ON s.id = q.name_id WHERE q.session = ?1 AND q.sec >= ?2 "
@@ -198,6 +199,7 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
   w.kernel_launches = std::move(kernels.rows);
   w.launches_once = kernels.launches_once;
   w.launch_duty = kernels.launch_duty;
+  w.launch_estimates = kernels.estimates;
 
   RETURN_IF_ERROR(reader.ForEach(
       "SELECT q.pid, q.op, s.text, SUM(q.count), SUM(q.total_ns), SUM(COALESCE(q.bytes, 0)) "

@@ -13,6 +13,7 @@
 #include "base/status.h"
 #include "store/event.h"
 #include "store/ops.h"
+#include "store/launch_estimate.h"
 #include "store/window.h"
 
 namespace gw {
@@ -134,6 +135,8 @@ struct WindowRows {
   bool launches_once = false;
   // sessions.launch_duty (schema 6): launches were counted in one second of every N; 1 = all.
   int64_t launch_duty = 1;
+  // What the counted launches stand for, per process (launch_estimate.h).
+  LaunchEstimates launch_estimates;
   std::map<int32_t, ProcessRecord> processes;  // every process of the session
   // Tracked processes' rows in the window except launches, plus OOM kills of any process, by ts.
   std::vector<RawEvent> events;
@@ -187,6 +190,7 @@ struct KernelLaunches {
   std::vector<KernelLaunchRow> rows;
   bool launches_once = false;
   int64_t launch_duty = 1;  // sessions.launch_duty: counted one second in N
+  LaunchEstimates estimates;  // what `rows` stand for: row.launches x estimates.Scale(pid)
 };
 StatusOr<KernelLaunches> ReadKernelLaunches(StoreReader& reader, const SessionWindow& window,
                                             int64_t max_rows, int32_t pid);

@@ -124,6 +124,16 @@ static __always_inline void count_nesting(__u32 slot) {
   if (n) *n += 1;
 }
 
+// When a launch was last counted, per CPU: a detached launch probe fires on for a moment (the
+// kernel releases a closed link after a grace period), and user space extends the time it
+// says launches were counted over to the last one.
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, __u64);
+} launch_last_ns SEC(".maps");
+
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, GW_CUDA_DROP_SLOTS);
@@ -736,6 +746,9 @@ int gw_cuda_launch(struct pt_regs *ctx) {
   __u64 handle = is_config_launch(fn) ? parm2 : parm1;
   __u32 layer = fn >= GW_CUDA_DRIVER_BASE ? 1 : 0;
   __u64 now = bpf_ktime_get_ns();
+  __u32 zero = 0;
+  __u64 *last = bpf_map_lookup_elem(&launch_last_ns, &zero);
+  if (last) *last = now;
   if (layer == 0) {
     t->rt_launch_handle = handle;
     t->rt_launch_ts = now;

@@ -441,7 +441,13 @@ Status CudaSource::AttachLibrary(const CudaLibrary& library) {
       attached->launch_offsets = group.offsets;
       attached->launch_cookies = group.cookies;
       attached->launch_symbols = group.symbols;
-      if (launches_on_) RETURN_IF_ERROR(AttachLaunchProbes(*attached, &notes));
+      if (launches_on_) {
+        RETURN_IF_ERROR(AttachLaunchProbes(*attached, &notes));
+        if (attached->launch_probes > 0) {
+          std::lock_guard<std::mutex> lock(attach_mu_);
+          CoverageOn(SessionNs());
+        }
+      }
       continue;
     }
     RETURN_IF_ERROR(AttachGroup(multi_links_, group.program, group.retprobe, library.path,
@@ -504,10 +510,40 @@ int64_t CudaSource::CountingSecondOf(int64_t sec) const {
   return sec - ((sec - launch_phase_) % duty + duty) % duty;
 }
 
+int64_t CudaSource::SessionNs() const {
+  return context_.clock.ToSession(static_cast<uint64_t>(MonotonicNs()));
+}
+
+void CudaSource::CoverageOn(int64_t now_ns) {
+  if (covered_on_since_ns_ < 0) covered_on_since_ns_ = now_ns;
+}
+
+void CudaSource::CoverageOff(int64_t now_ns) {
+  if (covered_on_since_ns_ < 0) return;
+  // Split at second boundaries: a flush can come late (an attach holds the poll thread), and
+  // readers compare coverage with calls filed by the second they happened in.
+  for (int64_t t = std::max<int64_t>(0, covered_on_since_ns_); t < now_ns;) {
+    int64_t sec = t / 1'000'000'000;
+    int64_t end = std::min(now_ns, (sec + 1) * 1'000'000'000);
+    covered_ns_[sec] += end - t;
+    t = end;
+  }
+  covered_on_since_ns_ = -1;
+  covered_off_ns_ = now_ns;
+}
+
+std::map<int64_t, int64_t> CudaSource::TakeCoverage(int64_t now_ns) {
+  bool on = covered_on_since_ns_ >= 0;
+  CoverageOff(now_ns);
+  if (on) CoverageOn(now_ns);
+  return std::exchange(covered_ns_, {});
+}
+
 void CudaSource::SetLaunchProbes(bool on) {
   std::lock_guard<std::mutex> lock(attach_mu_);
   if (on == launches_on_) return;
   launches_on_ = on;
+  if (!on) CoverageOff(SessionNs());
   // The driver's launch probes are attached before the runtime's and detached after them, so
   // every runtime launch counted has its driver launch probed: the nesting proof
   // (DetachNestedRuntimeLaunches) sees only launches that can pair.
@@ -521,6 +557,7 @@ void CudaSource::SetLaunchProbes(bool on) {
       }
       Status status = AttachLaunchProbes(*library, &notes_);
       if (!status.ok()) notes_.push_back(status.message());
+      if (library->launch_probes > 0) CoverageOn(SessionNs());
     }
   }
 }
@@ -651,6 +688,10 @@ void CudaSource::Stop() {
     detached.swap(libraries_);
   }
   detached.clear();  // destroys the links: no probe fires after this
+  {
+    std::lock_guard<std::mutex> lock(attach_mu_);
+    CoverageOff(SessionNs());
+  }
   if (started_ && !stopped_) stop_flush_pending_ = true;
   stopped_ = true;
 }
@@ -669,9 +710,15 @@ int64_t CudaSource::Poll() {
       // every count lands in a counting second.
       FlushCounts(CountingSecondOf(current_sec_), current_sec_);
       if (next_on) SetLaunchProbes(true);
-    } else if (FlushCounts(current_sec_, current_sec_) > 0 && options_.launch_duty > 1) {
-      launch_phase_ = current_sec_;  // the first second with launches: the cycle starts here
-      if (!LaunchSecond(now_sec)) SetLaunchProbes(false);
+    } else if (int64_t n = FlushCounts(current_sec_, current_sec_); n > 0 || options_.launch_duty <= 1) {
+      // The cycle starts at the second second in a row with launches: the first is usually
+      // cut by the job's start, and the estimate needs a counted second of steady launching.
+      if (options_.launch_duty > 1 && ++launch_seconds_in_a_row_ >= 2) {
+        launch_phase_ = current_sec_;
+        if (!LaunchSecond(now_sec)) SetLaunchProbes(false);
+      }
+    } else {
+      launch_seconds_in_a_row_ = 0;
     }
     if (stopped_) SetLaunchProbes(false);
     // A second's aggregates are complete once the next second is over (a call is filed under
@@ -854,22 +901,78 @@ int64_t CudaSource::FlushCounts(int64_t launch_sec, int64_t call_sec) {
                           : kNull;
     deltas[{static_cast<int32_t>(key.tgid), *spec->op, name_id}] += delta;
   }
-  if (deltas.empty()) return 0;
   std::vector<OpCount> counts;
-  counts.reserve(deltas.size());
+  std::map<int64_t, int64_t> covered;
+  {
+    // Launches counted after the probes were detached extend the coverage to the last one.
+    int64_t last_launch = -1;
+    int cpus = libbpf_num_possible_cpus();
+    std::vector<uint64_t> per_cpu(static_cast<size_t>(std::max(cpus, 1)));
+    uint32_t zero = 0;
+    if (cpus > 0 && bpf_map__lookup_elem(skel_.get()->maps.launch_last_ns, &zero, sizeof zero,
+                                         per_cpu.data(), per_cpu.size() * sizeof(uint64_t),
+                                         0) == 0) {
+      uint64_t newest = *std::max_element(per_cpu.begin(), per_cpu.end());
+      if (newest > 0) last_launch = context_.clock.ToSession(newest);
+    }
+    std::lock_guard<std::mutex> lock(attach_mu_);
+    if (covered_on_since_ns_ < 0 && covered_off_ns_ >= 0 && last_launch > covered_off_ns_) {
+      int64_t off = covered_off_ns_;
+      CoverageOn(off);
+      CoverageOff(last_launch);
+    }
+    covered = TakeCoverage(SessionNs());
+  }
+  int64_t covered_total = 0;
+  for (const auto& [sec, ns] : covered) {
+    // What launch counts were counted over, by second: readers scale by it.
+    OpCount c;
+    c.sec = sec;
+    c.pid = 0;
+    c.op = Op::kLaunchCoverage;
+    c.count = 1;
+    c.total_ns = ns;
+    counts.push_back(c);
+    covered_total += ns;
+  }
   int64_t launches = 0;
   for (const auto& [k, n] : deltas) {
     OpCount c;
     bool launch = IsLaunch(std::get<1>(k));
-    // Launches belong to their counting second; counted calls (always probed) to this one.
-    c.sec = launch ? launch_sec : call_sec;
     c.pid = std::get<0>(k);
     c.op = std::get<1>(k);
     c.name_id = std::get<2>(k);
-    c.count = n;
-    counts.push_back(c);
     if (launch) launches += n;
+    if (!launch || covered_total <= 0) {
+      // Counted calls (always probed) to the second that just ended; launches counted after
+      // a detach (a closed link fires for a moment) to their counting second.
+      c.sec = launch ? launch_sec : call_sec;
+      c.count = n;
+      counts.push_back(c);
+      continue;
+    }
+    // Launches have no timestamps: they are spread over the seconds the probes covered since
+    // the last flush, in proportion (largest remainders keep the sum exact).
+    int64_t given = 0;
+    std::vector<std::pair<double, size_t>> remainders;
+    size_t first = counts.size();
+    for (const auto& [sec, ns] : covered) {
+      double share = static_cast<double>(n) * static_cast<double>(ns) / covered_total;
+      c.sec = sec;
+      c.count = static_cast<int64_t>(share);
+      given += c.count;
+      remainders.push_back({share - static_cast<double>(c.count), counts.size()});
+      counts.push_back(c);
+    }
+    std::sort(remainders.begin(), remainders.end(), std::greater<>());
+    for (size_t i = 0; given < n && i < remainders.size(); ++i, ++given) {
+      ++counts[remainders[i].second].count;
+    }
+    counts.erase(std::remove_if(counts.begin() + static_cast<std::ptrdiff_t>(first), counts.end(),
+                                [](const OpCount& x) { return x.count == 0; }),
+                 counts.end());
   }
+  if (counts.empty()) return 0;
   context_.sink->OnOpCounts(counts);
   return launches;
 }

@@ -165,6 +165,13 @@ class CudaSource : public Source {
   bool LaunchSecond(int64_t sec) const;
   int64_t CountingSecondOf(int64_t sec) const;  // the counting second a flush belongs to
   void SetLaunchProbes(bool on);  // attach_mu_ not held
+  // Launch coverage: the session time the launch probes were attached (op launch_coverage,
+  // pid 0, total_ns, by second). attach_mu_ held.
+  void CoverageOn(int64_t now_ns);
+  void CoverageOff(int64_t now_ns);
+  // Covered ns by session second since the last take.
+  std::map<int64_t, int64_t> TakeCoverage(int64_t now_ns);
+  int64_t SessionNs() const;
   static constexpr uint64_t kNestingProofLaunches = 2000;
 
   CudaSourceOptions options_;
@@ -200,6 +207,10 @@ class CudaSource : public Source {
   std::atomic<bool> nesting_rebase_{false};  // a driver attached late: restart the proof window
   std::atomic<bool> launches_on_{true};  // launch probes attached in this second
   int64_t launch_phase_ = -1;  // the duty cycle's first counting second with launches; -1: none yet
+  int64_t launch_seconds_in_a_row_ = 0;  // seconds with launches just before the phase is set
+  int64_t covered_on_since_ns_ = -1;     // launch probes attached since (session ns); -1: off
+  std::map<int64_t, int64_t> covered_ns_;  // covered time not yet filed, by second
+  int64_t covered_off_ns_ = -1;           // when coverage last ended (session ns)
 };
 
 }  // namespace gw
