@@ -113,6 +113,8 @@ const char* VerdictName(Verdict v) {
       return "worse";
     case Verdict::kSame:
       return "same";
+    case Verdict::kNone:
+      return "none";
   }
   return "same";
 }

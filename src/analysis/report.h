@@ -355,8 +355,10 @@ struct Report {
 
 // ---- diff: before/after between two sessions (same or different files) ----
 
-enum class Verdict { kBetter, kWorse, kSame };
-const char* VerdictName(Verdict v);  // "better" | "worse" | "same"
+// kNone: a figure shown for context that is neither better nor worse alone (a faster loop
+// syncs, and so switches, more often).
+enum class Verdict { kBetter, kWorse, kSame, kNone };
+const char* VerdictName(Verdict v);  // "better" | "worse" | "same" | "none"
 
 struct DiffRow {
   std::string metric;  // "context switches (training process)"
