@@ -42,7 +42,7 @@ void AddDbFlag(FlagSet& flags) {
 
 void AddOutputFlags(FlagSet& flags) {
   flags.Add({"output", FlagKind::kString, "FILE", "file to write (- = standard output)", ""})
-      .Add({"o", FlagKind::kString, "FILE", "the same as --output (-o FILE)", ""});
+      .Add({"o", FlagKind::kString, "FILE", "the same as --output", ""});
 }
 
 std::string OutputPath(const FlagSet& flags, std::string* error) {
