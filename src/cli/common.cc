@@ -106,8 +106,8 @@ void SetCommandLine(int argc, char** argv) {
     g_command_line += argv[i];
   }
   // Stored in sessions.command_line, sent to ClickHouse, shown by sessions and MCP: never with
-  // the password of a URL given on the command line.
-  g_command_line = RedactUrlPasswords(g_command_line);
+  // the password of a URL given on the command line, nor the traced job's secrets.
+  g_command_line = RedactCredentials(g_command_line);
 }
 
 }  // namespace gw
