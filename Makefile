@@ -27,8 +27,11 @@ $(BUILD)/CMakeCache.txt:
 build: setup $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS)
 
-demo: build
-	$(SUDO) $(BUILD)/gpuwhy demo --live
+# One progress line while it builds (scripts/build_quiet.sh keeps the output in $(BUILD)/build.log
+# and names it when the build fails), then the diagnosis.
+demo: setup
+	@scripts/build_quiet.sh $(BUILD) $(JOBS)
+	@$(SUDO) $(BUILD)/gpuwhy demo --live
 
 test: build
 	$(SUDO) env -u SUDO_UID -u SUDO_GID -u SUDO_USER ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)

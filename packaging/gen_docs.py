@@ -88,7 +88,7 @@ def parse_command(cmd, lines):
             in_flags = True
             continue
         if in_flags:
-            fm = re.match(r"^  (--[A-Za-z0-9][A-Za-z0-9-]*)(?: (\S+))?\s{2,}(.*)$", line)
+            fm = re.match(r"^  (--[A-Za-z0-9][A-Za-z0-9-]*|-[A-Za-z0-9])(?: (\S+))?\s{2,}(.*)$", line)
             if not fm:
                 sys.exit(f"gen_docs: cannot read a flag line of gpuwhy {cmd.name}: {line!r}")
             cmd.flags.append(Flag(fm.group(1), fm.group(2) or "", fm.group(3)))

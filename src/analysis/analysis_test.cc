@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -886,6 +887,25 @@ TEST(RobustnessTest, ExtremeValuesFromAnEditedFileDoNotOverflow) {
   b.Add(Call(kMain, Op::kCudaStreamSync, 5 * kSec, INT64_MAX));
   Report r = b.Run();
   EXPECT_EQ(r.window.from_ns, b.w.from);
+}
+
+// Issue 34: kworker and bash rows with 0.0 in every column filled the process table. A process
+// that is not the job's shows only when one of its numbers prints; the job's rows always do.
+TEST(RenderTest, ProcessTableLeavesOutRowsThatPrintAsZero) {
+  Builder b;
+  b.Proc(300, 2, "kworker/0:1", false);
+  b.Proc(301, 1, "bash", false);
+  b.Proc(302, 1, "fluent-bit", false);
+  SwitchTotals main_totals{kMain, 100, 2 * kSec, kSec / 10, 30 * kMs, 30 * kMs, 0};
+  SwitchTotals kworker{300, 40, 30'000, 1'000, 2'000, 2'000, 0};  // 30 µs off the CPU
+  SwitchTotals bash{301, 3, 40 * kMs, 0, 20 * kMs, 20 * kMs, 0};  // 0.04 s, but a 20 ms stall
+  SwitchTotals fluent{302, 500, 90 * kSec, kSec, 150 * kMs, 150 * kMs, 0};
+  b.w.switch_totals = {main_totals, kworker, bash, fluent};
+  Report r = b.Run();
+  std::set<int32_t> shown;
+  for (const ProcessStat& p : r.top_processes) shown.insert(p.pid);
+  EXPECT_EQ(shown, (std::set<int32_t>{kMain, 301, 302}));
+  EXPECT_EQ(ReportToText(r).find("kworker"), std::string::npos);
 }
 
 TEST(RenderTest, EmptyWindowExplainsItself) {

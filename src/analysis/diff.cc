@@ -1,4 +1,5 @@
 // diff: the same measurements over two whole sessions, with a verdict per row.
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -23,7 +24,6 @@ struct SessionMeasures {
   double seconds = 0;
   double ctx_switches = 0;
   double preemptions = 0;  // involuntary switches (kind 0) of the training process
-  double runq_share = 0;   // main thread, % of wall clock
   double sync_p50_us = 0;
   double sync_p99_us = 0;
   double cuda_ops_per_s = 0;
@@ -61,7 +61,6 @@ StatusOr<SessionMeasures> Measure(StoreReader& reader, int64_t session) {
   for (size_t i = 0; i < kFeedCauseCount; ++i) {
     m.feed_pct.push_back(wall > 0 ? 100.0 * static_cast<double>(f.path[i]) / wall : 0);
   }
-  m.runq_share = m.feed_pct[static_cast<size_t>(FeedCause::kRunqWait)];
   std::vector<int64_t> syncs;
   // explain's syncs: a driver sync nested in a runtime sync is the same sync (f.events).
   for (const RawEvent& e : f.events) {
@@ -111,6 +110,12 @@ DiffRow Row(std::string metric, std::string key, std::string unit, double before
 
 double R(double v) { return std::round(v * 1000.0) / 1000.0; }
 
+// Whether DiffToText prints `v` of a row in `unit` as zero.
+bool PrintsAsZero(const std::string& unit, double v) {
+  double unit_of_last_digit = unit == "%" ? 0.1 : unit == "ratio" ? 0.01 : unit == "us" ? 1e-3 : 1;
+  return std::abs(v) < unit_of_last_digit / 2;
+}
+
 }  // namespace
 
 StatusOr<DiffReport> Diff(StoreReader& a, int64_t session_a, StoreReader& b, int64_t session_b) {
@@ -130,14 +135,14 @@ StatusOr<DiffReport> Diff(StoreReader& a, int64_t session_a, StoreReader& b, int
   };
   DiffRow per_work = Row("context switches per 1,000 CUDA calls", "train_ctx_switches_per_kop",
                          "ratio", per_kop(x), per_kop(y), true, 0.1);
+  // The total alone is no verdict: the faster loop of a fix switches more.
   DiffRow total = Row("context switches on training process", "train_ctx_switches", "count",
                       x.ctx_switches, y.ctx_switches, true, 10);
+  total.verdict = Verdict::kNone;
   d.rows.push_back(total);
   d.rows.push_back(per_work);
   d.rows.push_back(Row("preemptions of training process (involuntary switches)",
                        "train_preemptions", "count", x.preemptions, y.preemptions, true, 10));
-  d.rows.push_back(Row("main thread's critical path: waiting for a CPU", "runq_wait_pct", "%",
-                       x.runq_share, y.runq_share, true, 1.0));
   d.rows.push_back(Row("sync p50", "sync_p50_us", "us", x.sync_p50_us, y.sync_p50_us, true, 5));
   d.rows.push_back(Row("sync p99", "sync_p99_us", "us", x.sync_p99_us, y.sync_p99_us, true, 5));
   d.rows.push_back(Row("CUDA op throughput", "cuda_ops_per_s", "ops/s", x.cuda_ops_per_s,
@@ -198,6 +203,13 @@ StatusOr<DiffReport> Diff(StoreReader& a, int64_t session_a, StoreReader& b, int
     d.notes.push_back(std::string("GPU samples (NVML) only in ") +
                       (x.gpu ? "the before" : "the after") + " session: no GPU rows");
   }
+  // A row that prints as zero on both sides says nothing (and its change would read "new").
+  d.rows.erase(std::remove_if(d.rows.begin(), d.rows.end(),
+                              [](const DiffRow& r) {
+                                return PrintsAsZero(r.unit, r.before) &&
+                                       PrintsAsZero(r.unit, r.after);
+                              }),
+               d.rows.end());
   return d;
 }
 
@@ -227,7 +239,8 @@ std::string DiffToText(const DiffReport& d) {
       change = "new";
     }
     t.rows.push_back(
-        {r.metric, v(r.before), v(r.after), change, std::string(VerdictName(r.verdict))});
+        {r.metric, v(r.before), v(r.after), change,
+         r.verdict == Verdict::kNone ? std::string() : std::string(VerdictName(r.verdict))});
   }
   out += FormatTable(t, TableFormat::kText);
   out += "\nFindings before:\n";

@@ -113,6 +113,8 @@ const char* VerdictName(Verdict v) {
       return "worse";
     case Verdict::kSame:
       return "same";
+    case Verdict::kNone:
+      return "none";
   }
   return "same";
 }
@@ -261,7 +263,8 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
         p.context_switches = s->second.count;
         p.off_cpu_s = static_cast<double>(s->second.off_ns) / 1e9;
         p.runq_s = static_cast<double>(s->second.runq_ns) / 1e9;
-        p.worst_stall_ms = static_cast<double>(s->second.max_ns) / 1e6;
+        p.worst_stall_ms = static_cast<double>(s->second.stall_max_ns) / 1e6;
+        p.idle_s = static_cast<double>(s->second.idle_ns) / 1e9;
       }
       if (auto h = f.runq_holders.find(pid); h != f.runq_holders.end()) {
         p.cpu_taken_from_feeders_s = static_cast<double>(h->second) / 1e9;
@@ -279,6 +282,13 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
     for (const auto& [neg, pid] : others) {
       if (stats.size() >= 12) break;
       add(pid);
+      // A process that is not the job's and whose every number prints as 0.0 (a kworker, a
+      // shell that ran for an instant) says nothing.
+      const ProcessStat& p = stats.back();
+      if (p.off_cpu_s < 0.05 && p.runq_s < 0.05 && p.worst_stall_ms < 0.05 && p.idle_s < 0.05 &&
+          p.cpu_taken_from_feeders_s < 0.05) {
+        stats.pop_back();
+      }
     }
     r.top_processes = std::move(stats);
     std::set<int32_t> feeders(f.cuda_pids.begin(), f.cuda_pids.end());

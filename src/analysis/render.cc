@@ -333,14 +333,18 @@ std::string ReportToText(const Report& r) {
   if (!r.top_processes.empty()) {
     out += "Processes (" + r.window.label + "):\n";
     Table t;
-    t.columns = {"process",   "pid",    "role",           "switches",
-                 "off_cpu_s", "runq_s", "worst_stall_ms", "took_cpu_s"};
+    t.columns = {"process", "pid",    "role",           "switches",  "off_cpu_s",
+                 "idle_s",  "runq_s", "worst_stall_ms", "took_cpu_s"};
     for (const ProcessStat& p : r.top_processes) {
       t.rows.push_back({p.name, static_cast<int64_t>(p.pid), p.role, p.context_switches,
-                        Fmt("%.1f", p.off_cpu_s), Fmt("%.1f", p.runq_s),
+                        Fmt("%.1f", p.off_cpu_s), Fmt("%.1f", p.idle_s), Fmt("%.1f", p.runq_s),
                         Fmt("%.1f", p.worst_stall_ms), Fmt("%.1f", p.cpu_taken_from_feeders_s)});
     }
     out += Indent(FormatTable(t, TableFormat::kText), "  ");
+    out += "  idle_s: asleep waiting for work (woken by its parent: a DataLoader worker waiting "
+           "for its next index)\n"
+           "  worst_stall_ms: its longest other off-CPU interval since the job's first CUDA "
+           "call\n";
   }
   for (const std::string& n : r.notes) out += "note: " + n + "\n";
   // Names and command lines in Root/Fix/Contributing lines come from traced processes.
@@ -471,6 +475,7 @@ nlohmann::ordered_json ReportJson(const Report& r) {
                      {"context_switches", p.context_switches},
                      {"off_cpu_s", R(p.off_cpu_s)},
                      {"runq_s", R(p.runq_s)},
+                     {"idle_s", R(p.idle_s)},
                      {"worst_stall_ms", R(p.worst_stall_ms)},
                      {"took_cpu_from_feeders_s", R(p.cpu_taken_from_feeders_s)},
                      {"cuda_calls", p.cuda_calls}});

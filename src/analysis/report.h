@@ -223,7 +223,10 @@ struct ProcessStat {
   int64_t context_switches = 0;
   double off_cpu_s = 0;
   double runq_s = 0;
+  // The longest off-CPU interval that stalled it: from the job's first CUDA call on, waits for
+  // work left out (SwitchTotals::stall_max_ns).
   double worst_stall_ms = 0;
+  double idle_s = 0;  // asleep waiting for work: sleeps its parent process ended
   double cpu_taken_from_feeders_s = 0;  // time it ran while a feeding thread waited for a CPU
   int64_t cuda_calls = 0;
 };
@@ -357,8 +360,10 @@ struct Report {
 
 // ---- diff: before/after between two sessions (same or different files) ----
 
-enum class Verdict { kBetter, kWorse, kSame };
-const char* VerdictName(Verdict v);  // "better" | "worse" | "same"
+// kNone: a figure shown for context that is neither better nor worse alone (a faster loop
+// syncs, and so switches, more often).
+enum class Verdict { kBetter, kWorse, kSame, kNone };
+const char* VerdictName(Verdict v);  // "better" | "worse" | "same" | "none"
 
 struct DiffRow {
   std::string metric;  // "context switches (training process)"

@@ -21,19 +21,25 @@ const FlagSpec* FlagSet::Find(const std::string& name) const {
   return nullptr;
 }
 
+// How a flag is written: one dash for a one-letter name (-o), two for the rest (--output).
+// Parse accepts either for both; help and errors show the usual one.
+static std::string Dashed(const std::string& name) {
+  return (name.size() == 1 ? "-" : "--") + name;
+}
+
 static Status ValidateValue(const FlagSpec& spec, const std::string& value) {
   switch (spec.kind) {
     case FlagKind::kBool:
       if (value == "true" || value == "false" || value == "1" || value == "0") return Status::Ok();
-      return InvalidArgument("--" + spec.name + " takes true or false, not '" + value + "'");
+      return InvalidArgument(Dashed(spec.name) + " takes true or false, not '" + value + "'");
     case FlagKind::kString:
       return Status::Ok();
     case FlagKind::kInt:
-      return ParseInt(value).status().WithContext("--" + spec.name);
+      return ParseInt(value).status().WithContext(Dashed(spec.name));
     case FlagKind::kDuration:
-      return ParseDurationNs(value).status().WithContext("--" + spec.name);
+      return ParseDurationNs(value).status().WithContext(Dashed(spec.name));
     case FlagKind::kSize:
-      return ParseSizeBytes(value).status().WithContext("--" + spec.name);
+      return ParseSizeBytes(value).status().WithContext(Dashed(spec.name));
   }
   return Status::Ok();
 }
@@ -76,7 +82,7 @@ Status FlagSet::Parse(const std::vector<std::string>& args) {
       for (const FlagSpec& s : specs_) names.push_back(s.name);
       std::string guess = ClosestWord(name, names);
       return InvalidArgument("unknown flag '" + TerminalSafe(arg) + "' for '" + command_ + "'" +
-                             (guess.empty() ? "" : " — did you mean --" + guess + "?") +
+                             (guess.empty() ? "" : " — did you mean " + Dashed(guess) + "?") +
                              " — hint: gpuwhy " + command_ + " --help lists its flags");
     }
     bare_bool = nullptr;
@@ -86,7 +92,8 @@ Status FlagSet::Parse(const std::vector<std::string>& args) {
         bare_bool = spec;
       } else {
         if (i + 1 >= args.size()) {
-          return InvalidArgument("flag --" + name + " needs a value (" + spec->value_name + ")");
+          return InvalidArgument("flag " + Dashed(name) + " needs a value (" + spec->value_name +
+                                 ")");
         }
         value = args[++i];
       }
@@ -101,7 +108,7 @@ std::string FlagSet::HelpText() const {
   std::string out = "Usage: " + usage_ + "\n\n" + summary_ + "\n";
   if (!specs_.empty()) out += "\nFlags:\n";
   for (const FlagSpec& s : specs_) {
-    std::string left = "  --" + s.name;
+    std::string left = "  " + Dashed(s.name);
     if (s.kind != FlagKind::kBool) left += " " + s.value_name;
     if (left.size() < 24) left.append(24 - left.size(), ' ');
     else left += "  ";

@@ -83,6 +83,24 @@ TEST(FlagSet, HelpListsEveryFlag) {
   EXPECT_NE(f.HelpText().find("(default 120s)"), std::string::npos);
 }
 
+// Issue 34: `export --help` showed "--o FILE"; a one-letter flag is written with one dash (the
+// parser takes both spellings).
+TEST(FlagSet, OneLetterFlagsShowOneDash) {
+  FlagSet f("export", "gpuwhy export", "Exports.");
+  f.Add({"output", FlagKind::kString, "FILE", "file to write", ""})
+      .Add({"o", FlagKind::kString, "FILE", "the same as --output", ""});
+  std::string help = f.HelpText();
+  EXPECT_NE(help.find("\n  -o FILE "), std::string::npos) << help;
+  EXPECT_EQ(help.find("--o "), std::string::npos) << help;
+  EXPECT_NE(help.find("\n  --output FILE "), std::string::npos) << help;
+  ASSERT_TRUE(f.Parse({"-o", "a.json"}).ok());
+  EXPECT_EQ(f.GetString("o"), "a.json");
+  FlagSet g("export", "gpuwhy export", "Exports.");
+  g.Add({"o", FlagKind::kString, "FILE", "", ""});
+  Status st = g.Parse({"-o"});
+  EXPECT_NE(st.message().find("flag -o needs"), std::string::npos) << st.message();
+}
+
 }  // namespace
 }  // namespace gw
 

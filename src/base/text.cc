@@ -180,6 +180,77 @@ std::string RedactUrlPasswords(std::string_view text) {
   return out;
 }
 
+namespace {
+
+// Whether an option or variable name (dashes, '_', '.' and case ignored) names a secret: it
+// ends with one of the keys (HF_TOKEN, --db-password, WANDB_API_KEY), so that --max-tokens
+// or --tokenizer do not.
+bool SecretName(std::string_view name) {
+  std::string n;
+  for (char c : name) {
+    if (c == '-' || c == '_' || c == '.') continue;
+    n += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  }
+  for (std::string_view key : {"password", "passwd", "passphrase", "token", "secret", "secretkey",
+                               "apikey", "accesskey", "credential", "credentials", "privatekey"}) {
+    if (n.size() >= key.size() && n.compare(n.size() - key.size(), key.size(), key) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// One word: every NAME=VALUE in it (at its start or after ? & ; ,) with a secret NAME gets
+// VALUE (up to the next & ; , or the word's end) written as ***.
+std::string RedactAssignments(std::string_view word) {
+  std::string out;
+  size_t pos = 0;
+  while (pos < word.size()) {
+    size_t eq = word.find('=', pos);
+    if (eq == std::string_view::npos) break;
+    size_t name_start = word.find_last_of("?&;,", eq);
+    name_start = name_start == std::string_view::npos || name_start < pos ? pos : name_start + 1;
+    size_t value_end = word.find_first_of("&;,", eq + 1);
+    if (value_end == std::string_view::npos) value_end = word.size();
+    out.append(word.substr(pos, eq + 1 - pos));
+    if (SecretName(word.substr(name_start, eq - name_start)) && value_end > eq + 1) {
+      out += "***";
+    } else {
+      out.append(word.substr(eq + 1, value_end - eq - 1));
+    }
+    pos = value_end;
+    if (pos < word.size()) out += word[pos++];
+  }
+  if (pos < word.size()) out.append(word.substr(pos));
+  return out;
+}
+
+}  // namespace
+
+std::string RedactCredentials(std::string_view command_line) {
+  std::string text = RedactUrlPasswords(command_line);
+  std::string out;
+  bool hide_next = false;  // the previous word was a secret's option without "=": --password X
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t space = text.find_first_of(" \t\n", pos);
+    if (space == std::string::npos) space = text.size();
+    std::string_view word = std::string_view(text).substr(pos, space - pos);
+    if (word.empty()) {
+    } else if (hide_next) {
+      out += "***";
+      hide_next = false;
+    } else {
+      bool option = word[0] == '-' && word.find('=') == std::string_view::npos;
+      hide_next = option && word != "--" && SecretName(word);
+      out += RedactAssignments(word);
+    }
+    if (space < text.size()) out += text[space];
+    pos = space + 1;
+  }
+  return out;
+}
+
 std::string ShellQuote(std::string_view text) {
   bool plain = !text.empty();
   for (char c : text) {

@@ -41,6 +41,12 @@ std::string ClosestWord(std::string_view word, const std::vector<std::string>& c
 // for command lines that are stored, sent or printed (trace --sink clickhouse://u:pw@…).
 std::string RedactUrlPasswords(std::string_view text);
 
+// A command line fit to store and show: RedactUrlPasswords, and the value of every option or
+// setting whose name says it is a secret (password, passwd, token, secret, api key, access key,
+// credential; any case) written as ***, in each form a command line gives one: `--password X`,
+// `--token=X`, `PASSWORD=X` (an environment assignment), `?token=X&` inside a URL.
+std::string RedactCredentials(std::string_view command_line);
+
 // `text` as one word for a POSIX shell, for commands printed to be copied: unchanged when it
 // has only characters no shell treats specially (letters, digits, / . _ - + : , = @ %),
 // otherwise in single quotes with each ' written as '\''.

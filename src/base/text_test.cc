@@ -88,5 +88,25 @@ TEST(RedactUrlPasswords, HidesPasswordsOnlyInUrls) {
   EXPECT_EQ(RedactUrlPasswords("clickhouse://a:p/w?x@h/db"), "clickhouse://a:***@h/db");
 }
 
+// Issue 34: `sessions` shows the traced command line; the secrets a job's command line carries
+// are not stored nor shown.
+TEST(RedactCredentials, HidesSecretsInEveryFormACommandLineGivesThem) {
+  EXPECT_EQ(RedactCredentials("gpuwhy trace -- python3 train.py --password hunter2 --epochs 3"),
+            "gpuwhy trace -- python3 train.py --password *** --epochs 3");
+  EXPECT_EQ(RedactCredentials("x --hf-token=abc --api_key XYZ --Secret s -p 7"),
+            "x --hf-token=*** --api_key *** --Secret *** -p 7");
+  EXPECT_EQ(RedactCredentials("env WANDB_API_KEY=k1 AWS_SECRET_ACCESS_KEY=k2 HOME=/root x"),
+            "env WANDB_API_KEY=*** AWS_SECRET_ACCESS_KEY=*** HOME=/root x");
+  EXPECT_EQ(RedactCredentials("curl https://u:pw@h/x?token=abc&page=2 db password=pw"),
+            "curl https://u:***@h/x?token=***&page=2 db password=***");
+  EXPECT_EQ(RedactCredentials("gpuwhy trace --sink clickhouse://admin:s3@h:8123/db -- x"),
+            "gpuwhy trace --sink clickhouse://admin:***@h:8123/db -- x");
+  // Nothing else changes: names that are not secrets, a flag at the end, "--".
+  EXPECT_EQ(RedactCredentials("python3 infer.py --lr=3e-4 --max-tokens 512 --tokenizer t5 "
+                              "--password"),
+            "python3 infer.py --lr=3e-4 --max-tokens 512 --tokenizer t5 --password");
+  EXPECT_EQ(RedactCredentials(""), "");
+}
+
 }  // namespace
 }  // namespace gw

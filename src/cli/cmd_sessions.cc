@@ -34,6 +34,23 @@ std::string StateText(const SessionSummary& s) {
   return "?";
 }
 
+// The command that recorded the session (credentials already redacted by the reader), its
+// program as a file name, cut at 80 characters ("…"): --json has all of it.
+std::string CommandText(const std::string& command_line) {
+  std::string text = command_line;
+  size_t end = text.find(' ');
+  size_t slash = text.rfind('/', end == std::string::npos ? std::string::npos : end);
+  if (slash != std::string::npos) text = text.substr(slash + 1);
+  text = TerminalSafe(text);
+  constexpr size_t kMax = 80;
+  if (text.size() > kMax) {
+    size_t cut = kMax;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    text = text.substr(0, cut) + "\u2026";
+  }
+  return text.empty() ? "-" : text;
+}
+
 }  // namespace
 
 int RunSessions(const Args& args) {
@@ -41,7 +58,8 @@ int RunSessions(const Args& args) {
                 "Lists the recording sessions in a database, oldest first: id, kind, start\n"
                 "time, span, events, drops, the share of the file its rows take, and whether\n"
                 "it ended cleanly (\"interrupted\": its tracer stopped without closing it, e.g.\n"
-                "kill -9; \"recording\": a tracer on this host is still writing it).\n"
+                "kill -9; \"recording\": a tracer on this host is still writing it), and the\n"
+                "command that recorded it (passwords, tokens and other secrets shown as ***).\n"
                 "`gpuwhy prune` removes old sessions.");
   AddDbFlag(flags);
   flags.Add({"json", FlagKind::kBool, "", "print the sessions as JSON", ""});
@@ -117,8 +135,8 @@ int RunSessions(const Args& args) {
   std::printf(", %zu session%s\n", sessions->size(), sessions->size() == 1 ? "" : "s");
   if (sessions->empty()) return kExitOk;
   Table table;
-  table.columns = {"session", "kind", "started", "span", "events", "drops", "~size", "raw rows",
-                   "state"};
+  table.columns = {"session", "kind",     "started", "span",   "events",
+                   "drops",   "~size",    "raw rows", "state", "command"};
   int64_t used = (usage->pages - usage->free_pages) * usage->page_bytes;
   for (const SessionSummary& s : *sessions) {
     int64_t bytes = usage->EstimatedSessionBytes(s.id);
@@ -126,7 +144,8 @@ int RunSessions(const Args& args) {
     if (used > 0) size += " (" + std::to_string(bytes * 100 / used) + "%)";
     table.rows.push_back({std::to_string(s.id), TerminalSafe(s.kind), LocalTime(s.wall_start_ns),
                           HumanSpan(s.wall_stop_ns - s.wall_start_ns), WithThousands(s.events),
-                          WithThousands(s.drops), size, raw_text(s.id), StateText(s)});
+                          WithThousands(s.drops), size, raw_text(s.id), StateText(s),
+                          CommandText(s.command_line)});
   }
   std::fputs(FormatTable(table, TableFormat::kText).c_str(), stdout);
   return kExitOk;

@@ -42,7 +42,7 @@ void AddDbFlag(FlagSet& flags) {
 
 void AddOutputFlags(FlagSet& flags) {
   flags.Add({"output", FlagKind::kString, "FILE", "file to write (- = standard output)", ""})
-      .Add({"o", FlagKind::kString, "FILE", "the same as --output (-o FILE)", ""});
+      .Add({"o", FlagKind::kString, "FILE", "the same as --output", ""});
 }
 
 std::string OutputPath(const FlagSet& flags, std::string* error) {
@@ -106,8 +106,8 @@ void SetCommandLine(int argc, char** argv) {
     g_command_line += argv[i];
   }
   // Stored in sessions.command_line, sent to ClickHouse, shown by sessions and MCP: never with
-  // the password of a URL given on the command line.
-  g_command_line = RedactUrlPasswords(g_command_line);
+  // the password of a URL given on the command line, nor the traced job's secrets.
+  g_command_line = RedactCredentials(g_command_line);
 }
 
 }  // namespace gw

@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "analysis/explain.h"
@@ -215,12 +217,23 @@ TEST(DiffTest, ContentionBeforeHealthyAfter) {
     return none;
   };
   EXPECT_EQ(row("train_preemptions").verdict, Verdict::kBetter);
-  EXPECT_EQ(row("runq_wait_pct").verdict, Verdict::kBetter);
+  EXPECT_EQ(row("feed_runq_wait_pct").verdict, Verdict::kBetter);
+  // Issue 34: the faster loop after the fix switched more; the count alone is no verdict.
+  EXPECT_GT(row("train_ctx_switches").after, row("train_ctx_switches").before);
+  EXPECT_EQ(row("train_ctx_switches").verdict, Verdict::kNone);
+  // One row per quantity (the main thread's run-queue share was printed twice), and none that
+  // prints as zero on both sides ("0.0% → 0.0%  new").
+  std::set<std::string> keys;
+  for (const DiffRow& r : d->rows) {
+    EXPECT_TRUE(keys.insert(r.key).second) << r.key;
+    EXPECT_NE(r.key, "runq_wait_pct") << "the same quantity as feed_runq_wait_pct";
+    EXPECT_FALSE(std::abs(r.before) < 0.05 && std::abs(r.after) < 0.05) << r.key;
+  }
   EXPECT_EQ(row("sync_p99_us").verdict, Verdict::kBetter);
   EXPECT_EQ(row("cuda_ops_per_s").verdict, Verdict::kBetter);
   // Every verdict agrees with the numbers printed beside it.
   for (const DiffRow& r : d->rows) {
-    if (r.verdict == Verdict::kSame) continue;
+    if (r.verdict == Verdict::kSame || r.verdict == Verdict::kNone) continue;
     bool went_down = r.after < r.before;
     EXPECT_EQ(r.verdict == Verdict::kBetter, went_down == r.lower_is_better) << r.key;
   }
@@ -228,13 +241,15 @@ TEST(DiffTest, ContentionBeforeHealthyAfter) {
   StatusOr<DiffReport> back = Diff(**b, 2, **a, 1);
   ASSERT_TRUE(back.ok());
   for (const DiffRow& r : back->rows) {
-    if (r.key == "runq_wait_pct") {
+    if (r.key == "feed_runq_wait_pct") {
       EXPECT_EQ(r.verdict, Verdict::kWorse);
     }
   }
   StatusOr<DiffReport> same = Diff(**a, 1, **b, 1);
   ASSERT_TRUE(same.ok());
-  for (const DiffRow& r : same->rows) EXPECT_EQ(r.verdict, Verdict::kSame) << r.key;
+  for (const DiffRow& r : same->rows) {
+    if (r.key != "train_ctx_switches") EXPECT_EQ(r.verdict, Verdict::kSame) << r.key;
+  }
   std::string text = DiffToText(*d);
   EXPECT_NE(text.find("better"), std::string::npos);
   CheckGolden("diff_contention_vs_healthy.json", DiffToJson(*d));

@@ -400,12 +400,12 @@ StatusOr<HtmlReportSummary> WriteHtmlReport(StoreReader& reader, const HtmlRepor
     std::vector<std::vector<std::string>> rows;
     for (const ProcessStat& p : r.top_processes) {
       rows.push_back({p.name, std::to_string(p.pid), p.role, FormatCount(p.context_switches),
-                      Num(p.off_cpu_s), Num(p.runq_s), Num(p.worst_stall_ms),
+                      Num(p.off_cpu_s), Num(p.idle_s), Num(p.runq_s), Num(p.worst_stall_ms),
                       Num(p.cpu_taken_from_feeders_s)});
     }
     h += "<h2>Processes</h2>\n" +
-         TableHtml({"process", "pid", "role", "switches", "off-CPU s", "run-queue s",
-                    "worst stall ms", "took CPU s"},
+         TableHtml({"process", "pid", "role", "switches", "off-CPU s", "idle (waiting for work) s",
+                    "run-queue s", "worst stall ms", "took CPU s"},
                    rows, "processes");
   }
   if (!r.notes.empty()) {

@@ -239,7 +239,12 @@ TEST_F(ServerTest, TopContentionMatchesTheBriefsSql) {
       ++matched;
       EXPECT_EQ(p["context_switches"], std::get<int64_t>(row[1]));
       EXPECT_DOUBLE_EQ(p["off_cpu_s"].get<double>(), std::get<double>(row[2]));
+      // The brief's worst_stall_ms is the longest off-CPU interval of all; the tool's leaves
+      // out waits for work and the job's start-up (none here: every row is a preemption, and
+      // the first sync comes at 0 s).
+      EXPECT_DOUBLE_EQ(p["longest_off_cpu_ms"].get<double>(), std::get<double>(row[3]));
       EXPECT_DOUBLE_EQ(p["worst_stall_ms"].get<double>(), std::get<double>(row[3]));
+      EXPECT_DOUBLE_EQ(p["idle_s"].get<double>(), 0.0);
     }
   }
   EXPECT_EQ(matched, want.rows.size());

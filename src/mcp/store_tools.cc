@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include "mcp/tool_args.h"
 #include "store/ops.h"
 #include "store/reader.h"
+#include "store/window_rows.h"
 
 namespace gw::mcp {
 
@@ -398,20 +400,27 @@ StatusOr<ToolOutput> TopContention(ReaderSource& source, const StoreToolLimits& 
   ASSIGN_OR_RETURN(StoreReader * reader, source.Get());
   ASSIGN_OR_RETURN(SessionWindow w, ResolveToolWindow(*reader, args));
   // The brief's Step-2 query, on the raw table for any session: sched_switch rows are off-CPU
-  // intervals (duration_ns), runq_ns their runnable-but-waiting part.
+  // intervals (duration_ns), runq_ns their runnable-but-waiting part; per process first
+  // (SwitchTotalsSql), so that waits for work and the job's start-up are told apart.
+  ASSIGN_OR_RETURN(int64_t version, reader->SchemaVersion());
+  ASSIGN_OR_RETURN(int64_t job_start, ReadFirstCudaCall(*reader, w.session));
   const std::string sql =
-      "SELECT COALESCE(p.name, 'pid ' || e.pid) AS process, COUNT(*) AS context_switches, "
-      "SUM(e.duration_ns) / 1e9 AS off_cpu_s, COALESCE(SUM(e.runq_ns), 0) / 1e9 AS runq_wait_s, "
-      "MAX(e.duration_ns) / 1e6 AS worst_stall_ms, "
-      "SUM(CASE WHEN e.kind = 0 THEN 1 ELSE 0 END) AS preemptions, "
-      "group_concat(DISTINCT e.pid) AS pids, MAX(COALESCE(p.tracked, 0)) AS tracked "
-      "FROM event_rows e LEFT JOIN processes p ON p.session = e.session AND p.pid = e.pid "
-      "WHERE e.session = ?1 AND e.op = " +
-      std::to_string(kSchedSwitchId) + " AND e.ts >= ?2 AND e.ts < ?3 GROUP BY " +
-      std::string(by_pid ? "e.pid" : "process") + " ORDER BY " + order + " DESC, process LIMIT ?4";
-  ASSIGN_OR_RETURN(Table t,
-                   reader->QueryWith(sql, {w.session, w.begin_ns, w.end_ns, limit.value_or(10)},
-                                     QueryOptions{0, limits.tool_timeout_ms}));
+      "WITH t AS (" + SwitchTotalsSql(version >= 3) +
+      ") SELECT COALESCE(p.name, 'pid ' || t.pid) AS process, SUM(t.switches) AS "
+      "context_switches, SUM(t.off_ns) / 1e9 AS off_cpu_s, SUM(t.runq_ns) / 1e9 AS runq_wait_s, "
+      "MAX(t.stall_max_ns) / 1e6 AS worst_stall_ms, SUM(t.preempted) AS preemptions, "
+      "group_concat(DISTINCT t.pid) AS pids, MAX(COALESCE(p.tracked, 0)) AS tracked, "
+      "SUM(t.idle_ns) / 1e9 AS idle_s, MAX(t.max_ns) / 1e6 AS longest_off_cpu_ms "
+      "FROM t LEFT JOIN processes p ON p.session = ?1 AND p.pid = t.pid GROUP BY " +
+      std::string(by_pid ? "t.pid" : "process") + " ORDER BY " + order +
+      " DESC, process LIMIT ?5";
+  ASSIGN_OR_RETURN(
+      Table t, reader->QueryWith(sql,
+                                 {w.session, w.begin_ns, w.end_ns,
+                                  job_start == kNull ? std::numeric_limits<int64_t>::min()
+                                                     : job_start,
+                                  limit.value_or(10)},
+                                 QueryOptions{0, limits.tool_timeout_ms}));
   // Who took the CPU when a thread was preempted.
   const std::string takers_sql =
       "SELECT COALESCE(p.name, 'pid ' || e.other_pid) AS process, COUNT(*) AS preemptions_caused, "
@@ -444,7 +453,9 @@ StatusOr<ToolOutput> TopContention(ReaderSource& source, const StoreToolLimits& 
     j["context_switches"] = IntCell(r[1]);
     j["off_cpu_s"] = RealCell(r[2]);
     j["runq_wait_s"] = RealCell(r[3]);
+    j["idle_s"] = RealCell(r[8]);
     j["worst_stall_ms"] = RealCell(r[4]);
+    j["longest_off_cpu_ms"] = RealCell(r[9]);
     j["preemptions"] = IntCell(r[5]);
     rows.push_back(std::move(j));
   }
@@ -464,8 +475,12 @@ StatusOr<ToolOutput> TopContention(ReaderSource& source, const StoreToolLimits& 
   out.structured["definitions"] =
       "context_switches = sched_switch rows (times a thread left the CPU); off_cpu_s = their "
       "summed duration_ns / 1e9; runq_wait_s = the part spent runnable, waiting for a CPU "
-      "(contention); worst_stall_ms = longest single off-CPU interval; preemptions = switches "
-      "while still runnable; cpu_takers = processes that took the CPU at those preemptions";
+      "(contention); idle_s = the part spent asleep waiting for work (sleeps the process's "
+      "parent ended, e.g. a DataLoader worker waiting for its next index); worst_stall_ms = "
+      "longest single off-CPU interval that began at or after the job's first CUDA call and was "
+      "not a wait for work; longest_off_cpu_ms = longest of all (the equivalent SQL's "
+      "worst_stall_ms); preemptions = switches while still runnable; cpu_takers = processes "
+      "that took the CPU at those preemptions";
   out.structured["equivalent_sql"] =
       "SELECT pn.name AS process, COUNT(*) AS context_switches, SUM(duration_ns)/1e9 AS "
       "total_off_cpu_sec, MAX(duration_ns)/1e6 AS worst_stall_ms FROM events e JOIN "

@@ -541,7 +541,7 @@ StatusOr<std::vector<SessionSummary>> StoreReader::Sessions() {
         s.mem_bytes = sqlite3_column_int64(st, 8);
         s.gpu_model = text(9);
         s.gpu_driver = text(10);
-        s.command_line = RedactUrlPasswords(text(11));  // as older gpuwhy stored it
+        s.command_line = RedactCredentials(text(11));  // as older gpuwhy stored it
         s.events = sqlite3_column_int64(st, 12);
         s.drops = sqlite3_column_int64(st, 13);
         s.drops_detail = text(14);

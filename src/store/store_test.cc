@@ -697,6 +697,67 @@ TEST_F(StoreTest, MaxDbPrunesOldestRowsToStayUnderTheCap) {
 
 // Copies the row budget aggregated are named by their direction in op_seconds; the analysis
 // reads them per process, op and direction (device-to-device too), and rows stay apart.
+// Issue 34: the process tables showed a DataLoader worker's wait for its next index (10-15 s
+// on a GPU run) and the main thread's wait for its first batch, before its first CUDA call, as
+// the job's worst stalls. A sleep the parent ended is idle time; a stall begins once the job
+// has started.
+TEST_F(StoreTest, SwitchTotalsTellWaitsForWorkAndStartUpFromStalls) {
+  auto w = NewWriter();
+  auto session = w->BeginSession({});
+  ASSERT_TRUE(session.ok());
+  for (auto [pid, ppid] : {std::pair{100, 1}, {101, 100}}) {
+    ProcessInfo p;
+    p.pid = pid;
+    p.ppid = ppid;
+    p.name = pid == 100 ? "python3" : "pt_data_worker:0";
+    p.tracked = true;
+    w->UpsertProcess(p);
+  }
+  auto blocked = [](int64_t ts, int32_t pid, int64_t dur, int64_t waker) {
+    Event e = Switch(ts, pid, dur);
+    e.kind = static_cast<int64_t>(SwitchKind::kBlocked);
+    e.runq_ns = 0;
+    e.waker_pid = waker;
+    e.waker_tid = waker;
+    return e;
+  };
+  Event cuda;
+  cuda.ts_ns = 1'000'000'000;
+  cuda.pid = 100;
+  cuda.tid = 100;
+  cuda.op = Op::kCudaMalloc;
+  cuda.duration_ns = 1'000;
+  std::vector<Event> rows = {
+      blocked(300'000'000, 100, 600'000'000, 101),  // main: the first batch, before CUDA
+      cuda,
+      blocked(1'100'000'000, 100, 20'000'000, 101),  // main: waits for a batch (a stall)
+      blocked(1'200'000'000, 101, 5'000'000'000, 100),  // worker: waits for an index (idle)
+      blocked(6'300'000'000, 101, 40'000'000, 0),        // worker: woken by an interrupt
+      Switch(7'000'000'000, 101, 3'000'000),             // worker: preempted
+  };
+  w->AppendEvents(rows.data(), rows.size());
+  ASSERT_TRUE(w->Close().ok());
+  auto reader = StoreReader::Open(path_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  StatusOr<int64_t> start = ReadFirstCudaCall(**reader, *session);
+  ASSERT_TRUE(start.ok()) << start.status().message();
+  EXPECT_EQ(*start, 1'000'000'000);
+  StatusOr<WindowRows> got = ReadFirstTenSeconds(*session);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  std::map<int32_t, SwitchTotals> by_pid;
+  for (const SwitchTotals& t : got->switch_totals) by_pid[t.pid] = t;
+  ASSERT_EQ(by_pid.size(), 2u);
+  EXPECT_EQ(by_pid[100].count, 2);
+  EXPECT_EQ(by_pid[100].max_ns, 600'000'000) << "the brief's worst_stall_ms keeps every row";
+  EXPECT_EQ(by_pid[100].stall_max_ns, 20'000'000) << "start-up is not the job's stall";
+  EXPECT_EQ(by_pid[100].idle_ns, 0) << "a worker ending the main thread's wait is no idle time";
+  EXPECT_EQ(by_pid[101].count, 3);
+  EXPECT_EQ(by_pid[101].off_ns, 5'043'000'000);
+  EXPECT_EQ(by_pid[101].max_ns, 5'000'000'000);
+  EXPECT_EQ(by_pid[101].stall_max_ns, 40'000'000);
+  EXPECT_EQ(by_pid[101].idle_ns, 5'000'000'000);
+}
+
 TEST_F(StoreTest, AggregatedCopiesAreReadByDirection) {
   auto w = NewWriter();
   auto session = w->BeginSession({});

@@ -1,5 +1,7 @@
 #include "store/window_rows.h"
 
+#include <limits>
+
 #include "store/reader.h"
 #include "store/row_columns.h"
 
@@ -143,6 +145,47 @@ Status ReadGpuSamples(StoreReader& reader, int64_t session, int64_t begin_ns, in
       });
 }
 
+StatusOr<int64_t> ReadFirstCudaCall(StoreReader& reader, int64_t session) {
+  const std::string cuda =
+      OpSqlList([](Op op) { return OpLayer(op) != Layer::kHost; }, OpListForm::kIds);
+  // op_seconds counts every call (launches too, rows or not): its first second with a CUDA op,
+  // then the first CUDA row of that second; the second's start when it holds none (launches
+  // counted without rows).
+  ASSIGN_OR_RETURN(int64_t sec,
+                   SingleInt(reader,
+                             "SELECT MIN(sec) FROM op_seconds WHERE session = ?1 AND op IN (" +
+                                 cuda + ")",
+                             {session}, kNull));
+  if (sec == kNull) return kNull;
+  const int64_t from = SaturatingMul(sec, 1'000'000'000);
+  return SingleInt(reader,
+                   "SELECT MIN(ts) FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3 "
+                   "AND op IN (" +
+                       cuda + ")",
+                   {session, from, SaturatingAdd(from, 1'000'000'000)}, from);
+}
+
+std::string SwitchTotalsSql(bool wakers) {
+  // Grouped by (pid, waker) first, so that each group looks its process's parent up once, not
+  // each row. A sleep the parent ended is a wait for work; a stall is the longest interval that
+  // began at or after the job's start and was not one.
+  return std::string(
+             "SELECT g.pid AS pid, SUM(g.n) AS switches, SUM(g.off_ns) AS off_ns, "
+             "SUM(g.runq_ns) AS runq_ns, MAX(g.max_ns) AS max_ns, "
+             "MAX(CASE WHEN g.waker = p.ppid THEN 0 ELSE g.late_max_ns END) AS stall_max_ns, "
+             "SUM(CASE WHEN g.waker = p.ppid THEN g.off_ns ELSE 0 END) AS idle_ns, "
+             "SUM(g.preempted) AS preempted FROM (SELECT pid, ") +
+         (wakers ? "waker_pid" : "NULL") +
+         " AS waker, COUNT(*) AS n, SUM(duration_ns) AS off_ns, "
+         "SUM(COALESCE(runq_ns, 0)) AS runq_ns, MAX(duration_ns) AS max_ns, "
+         "MAX(CASE WHEN ts >= ?4 THEN duration_ns ELSE 0 END) AS late_max_ns, "
+         "SUM(CASE WHEN kind = 0 THEN 1 ELSE 0 END) AS preempted "
+         "FROM event_rows WHERE session = ?1 AND op = 200 AND ts >= ?2 AND ts < ?3 "
+         "GROUP BY pid, waker) g "
+         "LEFT JOIN processes p ON p.session = ?1 AND p.pid = g.pid AND p.ppid > 0 "
+         "GROUP BY g.pid";
+}
+
 StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& window,
                                     const WindowRowsOptions& options) {
   WindowRows w;
@@ -237,16 +280,20 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
         w.op_seconds.push_back(r);
       }));
 
+  ASSIGN_OR_RETURN(int64_t job_start, ReadFirstCudaCall(reader, session));
   RETURN_IF_ERROR(reader.ForEach(
-      "SELECT pid, COUNT(*), SUM(duration_ns), SUM(COALESCE(runq_ns, 0)), MAX(duration_ns) "
-      "FROM event_rows WHERE session = ?1 AND op = 200 AND ts >= ?2 AND ts < ?3 GROUP BY pid",
-      range, [&](sqlite3_stmt* s) {
+      SwitchTotalsSql(v3),
+      {session, window.begin_ns, window.end_ns,
+       job_start == kNull ? std::numeric_limits<int64_t>::min() : job_start},
+      [&](sqlite3_stmt* s) {
         SwitchTotals t;
         t.pid = static_cast<int32_t>(sqlite3_column_int64(s, 0));
         t.count = sqlite3_column_int64(s, 1);
         t.off_ns = sqlite3_column_int64(s, 2);
         t.runq_ns = sqlite3_column_int64(s, 3);
         t.max_ns = sqlite3_column_int64(s, 4);
+        t.stall_max_ns = sqlite3_column_int64(s, 5);
+        t.idle_ns = sqlite3_column_int64(s, 6);
         w.switch_totals.push_back(t);
       }));
 

@@ -85,7 +85,13 @@ struct SwitchTotals {
   int64_t count = 0;
   int64_t off_ns = 0;
   int64_t runq_ns = 0;
-  int64_t max_ns = 0;
+  int64_t max_ns = 0;  // the longest off-CPU interval (the brief's worst_stall_ms)
+  // The longest that was a stall of the job (ReadSwitchTotals): it began once the job had
+  // started (its first CUDA call) and was not a wait for work.
+  int64_t stall_max_ns = 0;
+  // Sleeps its parent process ended: waiting for work by design (a DataLoader worker waiting
+  // for the next index request, which the training process sends).
+  int64_t idle_ns = 0;
 };
 
 // trace --stack: the rows of one (op, process, stack) in the window, aggregated in SQL.
@@ -171,6 +177,16 @@ struct WindowRows {
   std::vector<CgroupCpuSample> cgroup_cpu;
   std::vector<ProcessCgroup> process_cgroups;
 };
+
+// The session's first CUDA call (session ns): where the job starts. kNull when it made none.
+StatusOr<int64_t> ReadFirstCudaCall(StoreReader& reader, int64_t session);
+
+// SQL for the sched_switch totals of each process with rows in a window of a session, one row
+// per pid, columns named pid, switches, off_ns, runq_ns, max_ns, stall_max_ns, idle_ns,
+// preempted (the SwitchTotals fields, then the rows with kind = preempted). Parameters:
+// ?1 session, ?2 begin ns, ?3 end ns, ?4 the job's start (ReadFirstCudaCall; INT64_MIN when
+// unknown). `wakers`: the file has the waker columns (schema 3); without them nothing is idle.
+std::string SwitchTotalsSql(bool wakers);
 
 StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& window,
                                     const WindowRowsOptions& options);

@@ -34,6 +34,27 @@ assert s[2]["estimated_bytes"] > s[0]["estimated_bytes"], s
 assert d["file_bytes"] > 0
 ' && [ $rc -eq 0 ] && pass "sessions --json" || fail "sessions --json: $json"
 
+# Issue 34: the command line of each session, its secrets shown as *** (an older gpuwhy
+# stored them as given: the reader redacts what it shows).
+out=$("$GPUWHY" sessions --db "$DB" 2>&1)
+echo "$out" | head -3 | grep -q "| command" && echo "$out" | grep -q "| gpuwhy demo cpu-contention" \
+  && pass "sessions shows each session's command" || fail "sessions command column: $out"
+cp "$DB" "$WORK/secret.db"
+python3 -c '
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("UPDATE sessions SET command_line = ? WHERE id = 4", ("/usr/bin/gpuwhy trace --sink "
+           "clickhouse://admin:pw1@ch:8123/gpuwhy -- env HF_TOKEN=tk2 python3 train.py "
+           "--password pw3 --api-key=pw4 --max-tokens 512",))
+db.commit()' "$WORK/secret.db"
+out=$("$GPUWHY" sessions --db "$WORK/secret.db" 2>&1)
+json=$("$GPUWHY" sessions --db "$WORK/secret.db" --json 2>&1)
+echo "$out$json" | grep -q "pw1\|tk2\|pw3\|pw4" && fail "sessions shows a secret: $out $json" \
+  || { echo "$out" | grep -q "| gpuwhy trace --sink clickhouse://admin:\*\*\*@ch:8123/gpuwhy -- env HF_TOKEN=\*\*\*" \
+       && echo "$json" | grep -q -- "--password \*\*\* --api-key=\*\*\* --max-tokens 512" \
+       && pass "sessions and sessions --json redact the command line's secrets" \
+       || fail "sessions redaction: $out $json"; }
+
 # --dry-run: the file does not change at all.
 sum=$(sha256sum "$DB" | cut -d' ' -f1)
 out=$("$GPUWHY" prune --db "$DB" --keep 1 --dry-run 2>&1); rc=$?
