@@ -488,11 +488,13 @@ TEST(RolesTest, OneWakeAtExecDoesNotMakeAWorker) {
   EXPECT_EQ(f.worker_pids, std::vector<int32_t>{202});
 }
 
-// trace --launch-duty 10: launches counted one second in 10 (0, 10, 20, …). Every launch figure is
-// 10 × the count and marked estimated; the seconds between are not read as a throughput drop.
+// trace --launch-duty 10: launches counted one second in 10 (0, 10, 20, …), in a recording
+// without coverage rows: every launch figure is 10 × the count and marked estimated; the seconds
+// between are not read as a throughput drop. (The coverage estimate: launch_estimate_test.cc.)
 TEST(LaunchDutyTest, CountedSecondsAreScaledAndNotReadAsAThroughputDrop) {
   Builder b;
   b.w.launch_duty = 10;
+  b.w.launch_estimates.duty = 10;
   std::vector<OpSecondRow> kept;
   int64_t counted = 0;
   for (const OpSecondRow& r : b.w.op_seconds) {
@@ -512,8 +514,12 @@ TEST(LaunchDutyTest, CountedSecondsAreScaledAndNotReadAsAThroughputDrop) {
   }
   std::string notes;
   for (const std::string& n : r.notes) notes += n + "\n";
-  EXPECT_NE(notes.find("counted in 1 s of every 10"), std::string::npos) << notes;
-  EXPECT_NE(ReportToText(r).find("(estimated: counted 1 s in 10)"), std::string::npos);
+  EXPECT_NE(notes.find("counted 1 s in 10 (trace --launch-duty)"), std::string::npos) << notes;
+  EXPECT_NE(ReportToText(r).find("~" + FormatCount(counted * 10) + " launches"),
+            std::string::npos)
+      << ReportToText(r);
+  EXPECT_NE(ReportToText(r).find("(estimated from " + FormatCount(counted) + " counted)"),
+            std::string::npos);
   Facts f = ComputeFacts(b.w, ExplainOptions{});
   EXPECT_EQ(f.cuda_calls[kMain], counted * 10 + 100 * 100);
   for (const auto& [sec, n] : f.cuda_ops_per_sec[kMain]) EXPECT_EQ(n, 100) << sec;

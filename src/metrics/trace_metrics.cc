@@ -140,6 +140,7 @@ void TraceMetrics::Count(ProcessMetrics* m, const Event& e) {
   int slot = CudaOpSlot(e.op);
   if (slot < 0) return;
   m->calls[static_cast<size_t>(slot)] += IsLaunch(e.op) ? launch_duty_ : 1;
+  if (IsLaunch(e.op)) ++m->launches_counted;
   int lat = LatencyOpSlot(e.op);
   if (lat >= 0) m->latency[static_cast<size_t>(lat)].Add(std::max<int64_t>(0, e.duration_ns));
 }
@@ -165,8 +166,9 @@ void TraceMetrics::OnOpCounts(const std::vector<OpCount>& counts) {
   for (const OpCount& c : counts) {
     int slot = CudaOpSlot(c.op);
     if (slot < 0) continue;
-    SeriesFor(c.pid)->calls[static_cast<size_t>(slot)] +=
-        IsLaunch(c.op) ? c.count * launch_duty_ : c.count;
+    ProcessMetrics* m = SeriesFor(c.pid);
+    m->calls[static_cast<size_t>(slot)] += IsLaunch(c.op) ? c.count * launch_duty_ : c.count;
+    if (IsLaunch(c.op)) m->launches_counted += c.count;
   }
 }
 

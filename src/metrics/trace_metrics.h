@@ -68,7 +68,9 @@ struct ProcessMetrics {
   int64_t context_switches = 0;
   int64_t off_cpu_ns = 0;
   int64_t runq_ns = 0;
-  std::vector<int64_t> calls;           // by CudaOpSlot: rows plus counted calls
+  std::vector<int64_t> calls;           // by CudaOpSlot: rows plus counted calls (launches
+                                        // scaled by the duty cycle: the live estimate)
+  int64_t launches_counted = 0;         // launches the probes saw (not scaled)
   std::vector<LatencyBuckets> latency;  // by LatencyOpSlot: rows with a duration
   int64_t exit_ts_ns = kNull;           // session ns when it exited
   bool Empty() const;

@@ -117,8 +117,9 @@ std::string RenderMetricsPage(const MetricsSnapshot& s, const AnalysisState& a,
     }
   }
   w.Family("gpuwhy_kernel_launches_total", Type::kCounter,
-           "Kernel launches (every launch op; each launch counted once; estimated as N x the "
-           "count when trace --launch-duty N counts one second in N).");
+           "Kernel launches, a live estimate (every launch op, each launch once): N x the count "
+           "when trace --launch-duty N counts one second in N, the count itself with N = 1. "
+           "`gpuwhy explain` gives the recording's estimate with its error.");
   for (const ProcessMetrics& m : s.processes) {
     if (!HasCuda(m)) continue;
     int64_t launches = 0;
@@ -126,6 +127,14 @@ std::string RenderMetricsPage(const MetricsSnapshot& s, const AnalysisState& a,
       if (IsLaunch(CudaOpAt(i))) launches += m.calls[i];
     }
     w.Sample("gpuwhy_kernel_launches_total", ProcessLabels(m), static_cast<double>(launches));
+  }
+  w.Family("gpuwhy_kernel_launches_counted_total", Type::kCounter,
+           "Kernel launches the probes saw (not scaled): with trace --launch-duty N > 1 only "
+           "the counting seconds' launches.");
+  for (const ProcessMetrics& m : s.processes) {
+    if (!HasCuda(m)) continue;
+    w.Sample("gpuwhy_kernel_launches_counted_total", ProcessLabels(m),
+             static_cast<double>(m.launches_counted));
   }
   LatencyFamily(w, s, "gpuwhy_cuda_sync_duration_seconds",
                 "Time blocked in CUDA synchronize calls, by op.", IsSync);

@@ -132,6 +132,17 @@ TEST(TraceMetrics, CountsPerProcess) {
                        "(train.py)\",op=\"cuLaunchKernel\"} 10\n"));
   EXPECT_TRUE(
       Contains(page, "gpuwhy_kernel_launches_total{pid=\"100\",name=\"python3 (train.py)\"} 10\n"));
+  EXPECT_TRUE(Contains(
+      page, "gpuwhy_kernel_launches_counted_total{pid=\"100\",name=\"python3 (train.py)\"} 10\n"));
+  // Counted one second in 4 from here: the estimate scales, the counted series does not.
+  m.OnLaunchDuty(4);
+  m.OnOpCounts({c});
+  page = Page(m);
+  EXPECT_TRUE(
+      Contains(page, "gpuwhy_kernel_launches_total{pid=\"100\",name=\"python3 (train.py)\"} 46\n"))
+      << page;
+  EXPECT_TRUE(Contains(
+      page, "gpuwhy_kernel_launches_counted_total{pid=\"100\",name=\"python3 (train.py)\"} 19\n"));
   EXPECT_TRUE(Contains(page,
                        "gpuwhy_cuda_sync_duration_seconds_bucket{pid=\"100\",name=\"python3 "
                        "(train.py)\",op=\"cudaStreamSync\",le=\"0.001\"} 0\n"));
