@@ -102,7 +102,10 @@ function checkStep2(db, result) {
     assert.ok(p, `top_contention lacks ${row.process}`);
     assert.equal(p.context_switches, row.context_switches, row.process);
     assert.equal(p.off_cpu_s, row.total_off_cpu_sec, row.process);
-    assert.equal(p.worst_stall_ms, row.worst_stall_ms, row.process);
+    // The brief's worst_stall_ms is the longest off-CPU interval of all (longest_off_cpu_ms);
+    // the tool's worst_stall_ms leaves out waits for work and start-up, so it is no longer.
+    assert.equal(p.longest_off_cpu_ms, row.worst_stall_ms, row.process);
+    assert.ok(p.worst_stall_ms <= p.longest_off_cpu_ms, row.process);
   }
   // Same order for the named processes (unnamed pids may sit in between).
   const named = got.filter((p) => want.some((r) => r.process === p.process)).map((p) => p.process);
