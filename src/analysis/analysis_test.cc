@@ -1239,6 +1239,41 @@ TEST(BudgetTest, SiblingThreadHoldingTheMainThreadIsLockContention) {
   EXPECT_EQ(Find(r, "dataloader-starvation"), nullptr);
 }
 
+// The GIL's timed waits (a timer ends most of them) go to the sibling that ran through them. A
+// thread asleep across the whole window leaves no row and reads as running on its timeline; the
+// on-CPU profile, which never sampled it, says it was not: the holder is the sampled thread.
+TEST(BudgetTest, TheProfileTellsTheGilHolderFromAThreadAsleepAcrossTheWindow) {
+  Builder b;
+  constexpr int32_t kSpinner = 177, kAsleep = 178;
+  b.w.profile_hz = 49;
+  // The asleep thread's one row, before the window's waits: then nothing (asleep until after).
+  b.Add(Sw(kMain, 0, kMs, SwitchKind::kBlocked, 0, 0, kAsleep));
+  int i = 0;
+  for (int64_t t = 10 * kMs; t + 10 * kMs < b.w.to; t += 10 * kMs, ++i) {
+    RawEvent wait = Sw(kMain, t, 5 * kMs, SwitchKind::kBlocked, 0);
+    if (i % 10 == 0) {  // one wait in ten ends at the holder's GIL release
+      wait.kind = static_cast<int64_t>(SwitchKind::kBlockedGil);
+      wait.waker_pid = kMain;
+      wait.waker_tid = kSpinner;
+    } else {
+      wait.waker_pid = 0;  // a timer
+      wait.waker_tid = 0;
+    }
+    b.Add(wait);
+    // The holder leaves the CPU for a moment in every wait (its own GIL drop request).
+    b.Add(Sw(kMain, t + kMs, kMs / 2, SwitchKind::kBlocked, 0, 0, kSpinner));
+  }
+  for (int64_t t = 0; t < b.w.to; t += kSec / 49) {
+    b.w.cpu_samples.push_back({t, kMain, kSpinner, 0, false});
+  }
+  AddUtil(b.w, [](int64_t) { return 5.0; });
+  Report r = b.Run();
+  const Finding* f = Find(r, "gil-contention");
+  ASSERT_NE(f, nullptr) << ReportToText(r);
+  EXPECT_NE(f->root[0].find("thread 177"), std::string::npos) << f->root[0];
+  EXPECT_EQ(f->root[0].find("thread 178"), std::string::npos) << f->root[0];
+}
+
 // Run-queue time behind the job's own workers is oversubscription, with a thread-count fix, not
 // contention with a pinning fix.
 TEST(BudgetTest, RunqBehindTheJobsOwnThreadsIsOversubscription) {

@@ -192,6 +192,13 @@ class JobGraph {
       }
     }
     for (int32_t pid : f.worker_pids) workers_.insert(pid);
+    // The on-CPU profile checks the timelines: a thread with no off-CPU rows reads as running
+    // (a sleep that began before the window and outlasts it leaves no row), but if it ran, the
+    // profile sampled it.
+    if (f.w != nullptr && f.w->profile_hz > 0) {
+      profile_hz_ = f.w->profile_hz;
+      for (const CpuSampleRow& s : f.w->cpu_samples) ++samples_by_tid_[s.tid];
+    }
     helpers_.insert(f.helper_tids.begin(), f.helper_tids.end());
     for (const auto& [tid, sleeps] : sleeps_) {
       for (const Sleep& s : sleeps) {
@@ -344,7 +351,7 @@ class JobGraph {
     const ThreadTimeline* best = nullptr;
     int64_t best_ns = 0;
     for (const auto& [tid, tl] : tls_) {
-      if (tid == self || !IsSibling(tid)) continue;
+      if (tid == self || !IsSibling(tid) || !ProfileAgrees(tl)) continue;
       int64_t ran = At(tl.Overlap(a, b), FeedCause::kRunning);
       if (ran > best_ns) {
         best_ns = ran;
@@ -354,6 +361,18 @@ class JobGraph {
     return static_cast<double>(best_ns) >= th::kThreadHoldBusyShare * static_cast<double>(b - a)
                ? best
                : nullptr;
+  }
+
+  // False when the profile sampled a thread far less than its timeline's running time implies
+  // (under a tenth of the samples expected, where at least 20 were): it was not running.
+  bool ProfileAgrees(const ThreadTimeline& tl) const {
+    if (profile_hz_ <= 0) return true;
+    double expected = static_cast<double>(At(tl.Totals(), FeedCause::kRunning)) *
+                      static_cast<double>(profile_hz_) / 1e9;
+    if (expected < static_cast<double>(th::kProfileMinSamples)) return true;
+    auto it = samples_by_tid_.find(tl.tid());
+    double got = it == samples_by_tid_.end() ? 0.0 : static_cast<double>(it->second);
+    return got >= 0.1 * expected;
   }
 
   // A thread's own time over [a, b) by budget cause, "blocked otherwise" left to the caller.
@@ -565,6 +584,8 @@ class JobGraph {
   mutable std::map<int32_t, int64_t> hold_;      // thread_hold ns by the sibling that ran
   mutable std::map<int32_t, int64_t> gil_hold_;  // gil_hold ns by the sibling that ran
   std::set<int32_t> gil_holders_;  // threads of the main process seen releasing the GIL
+  int64_t profile_hz_ = 0;                     // the on-CPU profile's rate, 0: none
+  std::map<int32_t, int64_t> samples_by_tid_;  // its samples in the window
 };
 
 bool IsKernelThread(const ProcessRecord& p) { return p.pid == 2 || p.ppid == 2; }
@@ -830,6 +851,12 @@ ThreadRows GroupRowsByThread(const WindowData& w, const Facts& f) {
     bool seen = false;
     for (const auto& [tid, owner] : t.tid_pid) seen |= owner == pid;
     if (!seen) t.tid_pid[pid] = pid;
+  }
+  // The same for a thread of the main process the on-CPU profile sampled but that never left
+  // the CPU in the window (a pure-Python thread holding the GIL on an idle machine): its
+  // samples show it exists and ran, so it gets a timeline (running throughout).
+  for (const CpuSampleRow& s : w.cpu_samples) {
+    if (s.pid == f.main_pid && s.tid > 0 && !t.tid_pid.count(s.tid)) t.tid_pid[s.tid] = s.pid;
   }
   return t;
 }
