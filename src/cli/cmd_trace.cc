@@ -247,11 +247,11 @@ int RunTrace(const Args& all_args) {
              "occupancy, clocks, power, per-process use) into gpu_samples; 0 or off: never",
              "200ms"});
   flags.Add({"launch-duty", FlagKind::kInt, "N",
-             "count kernel launches in one second of every N (from the first second with "
-             "launches) and estimate the rest (N × what was counted; kernel names from the counted "
-             "seconds): each launch costs a probe hit only while counting. A job or an explain "
-             "window that falls between counting seconds has no launch counts. 1: count every "
-             "launch (exact, a few percent slower on launch-heavy loops)",
+             "count kernel launches in one second of every N (from the second second in a row with "
+             "launches) and estimate the rest from each process's other CUDA calls or its launch "
+             "rate, with an error bar (kernel names from the counted seconds): each launch costs a "
+             "probe hit only while counting. 1: count every launch (exact, a few percent slower "
+             "on launch-heavy loops)",
              "10"});
   flags.Add({"row-min", FlagKind::kString, "DUR",
              "the row budget: async copies and stream waits shorter than this become full rows "
