@@ -11,6 +11,7 @@
 
 #include "analysis/analyze.h"
 #include "analysis/callers.h"
+#include "analysis/cpu_profile.h"
 #include "analysis/explain.h"
 #include "analysis/facts.h"
 #include "analysis/format.h"
@@ -1237,6 +1238,34 @@ TEST(BudgetTest, SiblingThreadHoldingTheMainThreadIsLockContention) {
   EXPECT_NE(f.root[0].find("thread 177"), std::string::npos) << f.root[0];
   EXPECT_NE(f.cause.find("GIL"), std::string::npos) << f.cause;
   EXPECT_EQ(Find(r, "dataloader-starvation"), nullptr);
+}
+
+// CUDA's default sync spins: a profile sample taken inside a sync of its thread is the CPU
+// waiting for the GPU. Such samples are counted apart and left out of the lines, so the hottest
+// line is the work (before: torch.cuda.synchronize() topped the main thread's profile).
+TEST(CpuProfileTest, SamplesInsideCudaSyncsAreAWaitNotALine) {
+  Builder b(10);
+  b.w.profile_hz = 100;
+  b.w.events.clear();
+  for (int64_t t = 0; t < b.w.to; t += 10 * kMs) {
+    b.Add(Call(kMain, Op::kCudaStreamSync, t + 5 * kMs, 4 * kMs));  // 4 ms of every 10 ms
+    b.w.cpu_samples.push_back({t + 6 * kMs, kMain, kMain, 7, false});  // inside the sync
+    b.w.cpu_samples.push_back({t + 2 * kMs, kMain, kMain, 8, false});  // outside: the work
+  }
+  b.w.stack_frames[7] = {StackFrameRow{}};
+  b.w.stack_frames[7][0].function = "cudaStreamSynchronize";
+  b.w.stack_frames[8] = {StackFrameRow{}};
+  b.w.stack_frames[8][0].function = "burn_cpu";
+  std::optional<CpuProfileSection> p = ProfileThreads(b.w, {kMain});
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->samples, 2000);
+  EXPECT_EQ(p->sync_samples, 1000);
+  ASSERT_FALSE(p->sites.empty());
+  for (const CallSite& s : p->sites) {
+    EXPECT_EQ(s.location.find("cudaStreamSynchronize"), std::string::npos) << s.location;
+    EXPECT_EQ(s.function.find("cudaStreamSynchronize"), std::string::npos) << s.function;
+  }
+  EXPECT_EQ(p->sites[0].count, 1000);
 }
 
 // The GIL's timed waits (a timer ends most of them) go to the sibling that ran through them. A

@@ -1,6 +1,8 @@
 #include "analysis/cpu_profile.h"
 
 #include <algorithm>
+#include <iterator>
+#include <limits>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -27,9 +29,12 @@ std::string TidList(const std::vector<int32_t>& tids) {
 }
 
 // Whether the group ran long enough, per thread, to be worth its own section.
+// Enough CPU time outside CUDA syncs to be worth a section (spinning on the GPU is a wait).
 bool Material(const CpuProfileSection& p) {
-  if (p.samples < th::kProfileMinSamples || p.window_s <= 0 || p.tids.empty()) return false;
-  return p.cpu_s / static_cast<double>(p.tids.size()) >= th::kProfileShowShare * p.window_s;
+  int64_t working = p.samples - p.sync_samples;
+  if (working < th::kProfileMinSamples || p.window_s <= 0 || p.tids.empty()) return false;
+  double working_s = static_cast<double>(working) / static_cast<double>(p.profile_hz);
+  return working_s / static_cast<double>(p.tids.size()) >= th::kProfileShowShare * p.window_s;
 }
 
 }  // namespace
@@ -50,10 +55,31 @@ std::optional<CpuProfileSection> ProfileThreads(const WindowData& w,
   };
   std::map<std::string, Site> sites;
   std::unordered_map<int64_t, StackSite> site_of;  // stack id → site
+  // The threads' CUDA syncs, by start: a sample inside one is the CPU spinning on the GPU.
+  std::map<int32_t, std::vector<std::pair<int64_t, int64_t>>> syncs;
+  for (const std::vector<RawEvent>* rows : {&w.carry_in, &w.events}) {
+    for (const RawEvent& e : *rows) {
+      if (IsSync(e.op) && e.duration > 0 && want.count(e.tid)) {
+        syncs[e.tid].push_back({e.ts, e.ts + e.duration});
+      }
+    }
+  }
+  for (auto& [tid, v] : syncs) std::sort(v.begin(), v.end());
+  auto in_sync = [&](const CpuSampleRow& s) {
+    auto it = syncs.find(s.tid);
+    if (it == syncs.end()) return false;
+    auto next = std::upper_bound(it->second.begin(), it->second.end(),
+                                 std::make_pair(s.ts_ns, std::numeric_limits<int64_t>::max()));
+    return next != it->second.begin() && s.ts_ns < std::prev(next)->second;
+  };
   for (const CpuSampleRow& s : w.cpu_samples) {
     if (!want.count(s.tid)) continue;
     ++p.samples;
     if (s.in_kernel) ++p.kernel_samples;
+    if (in_sync(s)) {
+      ++p.sync_samples;
+      continue;
+    }
     auto it = site_of.find(s.stack_id);
     if (it == site_of.end()) {
       StackSite picked;

@@ -95,6 +95,10 @@ void AppendCpuProfiles(std::string* out, const Report& r) {
       *out += Fmt(", %.0f%% in the kernel",
                   100.0 * static_cast<double>(p.kernel_samples) / static_cast<double>(p.samples));
     }
+    if (p.sync_samples > 0) {
+      *out += Fmt(", %.0f%% spinning inside CUDA syncs while the GPU worked (a wait, not listed)",
+                  100.0 * static_cast<double>(p.sync_samples) / static_cast<double>(p.samples));
+    }
     *out += "):\n";
     for (const CallSite& s : p.sites) {
       *out += Fmt("  %3.0f%%  %s | %s s\n",
@@ -513,6 +517,7 @@ nlohmann::ordered_json ReportJson(const Report& r) {
                         {"tids", p.tids},
                         {"samples", p.samples},
                         {"kernel_samples", p.kernel_samples},
+                        {"sync_samples", p.sync_samples},
                         {"profile_hz", p.profile_hz},
                         {"cpu_s", R(p.cpu_s)},
                         {"window_s", R(p.window_s)},

@@ -301,10 +301,13 @@ struct CpuProfileSection {
   std::vector<int32_t> tids;    // the threads it covers
   int64_t samples = 0;          // their samples in the window
   int64_t kernel_samples = 0;   // of them, taken while the thread was in the kernel
+  // Of them, taken inside a CUDA sync of that thread: the CPU spinning while it waits for the
+  // GPU (CUDA's default sync spins). Counted as a sync wait by the budget; not in `sites`.
+  int64_t sync_samples = 0;
   int64_t profile_hz = 0;
   double cpu_s = 0;             // samples / profile_hz
   double window_s = 0;          // the window
-  std::vector<CallSite> sites;  // at most 5
+  std::vector<CallSite> sites;  // at most 5, of the samples outside CUDA syncs
 };
 
 // One kernel's launches by one process in the window.

@@ -380,7 +380,13 @@ StatusOr<HtmlReportSummary> WriteHtmlReport(StoreReader& reader, const HtmlRepor
     }
     h += "<h2>Where the CPU time of " + HtmlEscape(p.title) + " went</h2>\n<p class=\"dim\">" +
          Num(p.cpu_s) + " s on the CPU, " + FormatCount(p.samples) + " samples at " +
-         std::to_string(p.profile_hz) + " Hz (the on-CPU profile)</p>\n" +
+         std::to_string(p.profile_hz) + " Hz (the on-CPU profile)" +
+         (p.sync_samples > 0
+              ? ", " + Num(100.0 * static_cast<double>(p.sync_samples) /
+                           static_cast<double>(std::max<int64_t>(1, p.samples))) +
+                    "% spinning inside CUDA syncs while the GPU worked (a wait, not listed)"
+              : std::string()) +
+         "</p>\n" +
          TableHtml({"where", "line", "via", "samples", "CPU s"}, rows, "profile-" + p.role);
   }
   if (r.kernels.launches > 0) {
