@@ -196,8 +196,11 @@ class JobGraph {
     // (a sleep that began before the window and outlasts it leaves no row), but if it ran, the
     // profile sampled it.
     if (f.w != nullptr && f.w->profile_hz > 0) {
-      profile_hz_ = f.w->profile_hz;
-      for (const CpuSampleRow& s : f.w->cpu_samples) ++samples_by_tid_[s.tid];
+      std::map<int32_t, int64_t> samples;
+      for (const CpuSampleRow& s : f.w->cpu_samples) ++samples[s.tid];
+      for (const auto& [tid, tl] : tls_) {
+        if (!ProfileAgrees(tl, f.w->profile_hz, samples[tid])) not_running_.insert(tid);
+      }
     }
     helpers_.insert(f.helper_tids.begin(), f.helper_tids.end());
     for (const auto& [tid, sleeps] : sleeps_) {
@@ -351,7 +354,7 @@ class JobGraph {
     const ThreadTimeline* best = nullptr;
     int64_t best_ns = 0;
     for (const auto& [tid, tl] : tls_) {
-      if (tid == self || !IsSibling(tid) || !ProfileAgrees(tl)) continue;
+      if (tid == self || !IsSibling(tid) || not_running_.count(tid)) continue;
       int64_t ran = At(tl.Overlap(a, b), FeedCause::kRunning);
       if (ran > best_ns) {
         best_ns = ran;
@@ -365,14 +368,11 @@ class JobGraph {
 
   // False when the profile sampled a thread far less than its timeline's running time implies
   // (under a tenth of the samples expected, where at least 20 were): it was not running.
-  bool ProfileAgrees(const ThreadTimeline& tl) const {
-    if (profile_hz_ <= 0) return true;
-    double expected = static_cast<double>(At(tl.Totals(), FeedCause::kRunning)) *
-                      static_cast<double>(profile_hz_) / 1e9;
+  static bool ProfileAgrees(const ThreadTimeline& tl, int64_t hz, int64_t samples) {
+    double expected =
+        static_cast<double>(At(tl.Totals(), FeedCause::kRunning)) * static_cast<double>(hz) / 1e9;
     if (expected < static_cast<double>(th::kProfileMinSamples)) return true;
-    auto it = samples_by_tid_.find(tl.tid());
-    double got = it == samples_by_tid_.end() ? 0.0 : static_cast<double>(it->second);
-    return got >= 0.1 * expected;
+    return static_cast<double>(samples) >= 0.1 * expected;
   }
 
   // A thread's own time over [a, b) by budget cause, "blocked otherwise" left to the caller.
@@ -584,8 +584,8 @@ class JobGraph {
   mutable std::map<int32_t, int64_t> hold_;      // thread_hold ns by the sibling that ran
   mutable std::map<int32_t, int64_t> gil_hold_;  // gil_hold ns by the sibling that ran
   std::set<int32_t> gil_holders_;  // threads of the main process seen releasing the GIL
-  int64_t profile_hz_ = 0;                     // the on-CPU profile's rate, 0: none
-  std::map<int32_t, int64_t> samples_by_tid_;  // its samples in the window
+  // Threads whose timeline says running but the on-CPU profile did not see them run.
+  std::set<int32_t> not_running_;
 };
 
 bool IsKernelThread(const ProcessRecord& p) { return p.pid == 2 || p.ppid == 2; }

@@ -14,8 +14,8 @@ namespace gw {
 namespace {
 
 constexpr int64_t kSecNs = 1'000'000'000;
-// A second whose filed coverage is at least this share is taken as covered whole: the filed
-// time is a flush period, a few ms longer or shorter than the second it is filed under.
+// A second covered at least this share is taken as covered whole: the probes go on and off a
+// poll interval (a few ms) after the second starts.
 constexpr double kCoveredWhole = 0.9;
 // A second covered at least this much, with no launches of a process counted, shows that the
 // process was not launching then.
@@ -245,18 +245,20 @@ StatusOr<LaunchEstimates> ReadLaunchEstimates(StoreReader& reader, const Session
         if (it != in.processes.end()) it->second.calls[sqlite3_column_int64(s, 1)] =
             sqlite3_column_int64(s, 2);
       }));
-  // Each process's first and last second of CUDA activity, refined by its rows in them.
+  RETURN_IF_ERROR(reader.ForEach(
+      "SELECT pid, exit_ts FROM processes WHERE session = ?1 AND exit_ts IS NOT NULL",
+      {window.session}, [&](sqlite3_stmt* s) {
+        auto it = in.processes.find(static_cast<int32_t>(sqlite3_column_int64(s, 0)));
+        if (it != in.processes.end()) it->second.exit_ns = sqlite3_column_int64(s, 1);
+      }));
+  // Each process's first and last second of CUDA activity (launches or other calls), refined
+  // by its rows in them.
   for (auto& [p, proc] : in.processes) {
-    int64_t lo = -1, hi = -1;
-    RETURN_IF_ERROR(reader.ForEach(
-        "SELECT MIN(sec), MAX(sec) FROM op_seconds WHERE session = ?1 AND sec >= ?2 AND "
-        "sec <= ?3 AND pid = ?4 AND op < 200",
-        {window.session, first, last, p}, [&](sqlite3_stmt* s) {
-          if (sqlite3_column_type(s, 0) == SQLITE_NULL) return;
-          lo = sqlite3_column_int64(s, 0);
-          hi = sqlite3_column_int64(s, 1);
-        }));
-    if (lo < 0) continue;
+    int64_t lo = proc.launches.begin()->first, hi = proc.launches.rbegin()->first;
+    if (!proc.calls.empty()) {
+      lo = std::min(lo, proc.calls.begin()->first);
+      hi = std::max(hi, proc.calls.rbegin()->first);
+    }
     proc.first_ns = lo * kSecNs;
     proc.last_ns = (hi + 1) * kSecNs;
     RETURN_IF_ERROR(reader.ForEach(
@@ -273,9 +275,6 @@ StatusOr<LaunchEstimates> ReadLaunchEstimates(StoreReader& reader, const Session
         [&](sqlite3_stmt* s) {
           if (sqlite3_column_type(s, 0) != SQLITE_NULL) proc.last_ns = sqlite3_column_int64(s, 0);
         }));
-    RETURN_IF_ERROR(reader.ForEach(
-        "SELECT exit_ts FROM processes WHERE session = ?1 AND pid = ?2 AND exit_ts IS NOT NULL",
-        {window.session, p}, [&](sqlite3_stmt* s) { proc.exit_ns = sqlite3_column_int64(s, 0); }));
   }
   return EstimateLaunches(in);
 }

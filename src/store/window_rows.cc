@@ -85,8 +85,8 @@ StatusOr<KernelLaunches> ReadKernelLaunches(StoreReader& reader, const SessionWi
         "SELECT COALESCE(launches_once, 0) FROM sessions WHERE id = ?1", {window.session},
         [&](sqlite3_stmt* s) { k.launches_once = sqlite3_column_int64(s, 0) != 0; }));
   }
-  ASSIGN_OR_RETURN(k.launch_duty, ReadLaunchDuty(reader, window.session));
   ASSIGN_OR_RETURN(k.estimates, ReadLaunchEstimates(reader, window, pid));
+  k.launch_duty = k.estimates.duty;
   RETURN_IF_ERROR(reader.ForEach(
       std::string("SELECT q.pid, q.op, COALESCE(s.text, ''), SUM(q.count) FROM op_seconds q "
                   "LEFT JOIN strings s ON s.id = q.name_id WHERE q.session = ?1 AND q.sec >= ?2 "

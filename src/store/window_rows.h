@@ -12,8 +12,8 @@
 #include "base/saturating.h"
 #include "base/status.h"
 #include "store/event.h"
-#include "store/ops.h"
 #include "store/launch_estimate.h"
+#include "store/ops.h"
 #include "store/window.h"
 
 namespace gw {

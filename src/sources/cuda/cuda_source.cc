@@ -129,17 +129,21 @@ std::string Demangle(const char* name) {
   return result;
 }
 
+// One slot of a per-CPU array of u64s, a value per CPU; false when the map cannot be read.
+bool PerCpuValues(bpf_map* map, uint32_t slot, std::vector<uint64_t>* values) {
+  int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) return false;
+  values->assign(static_cast<size_t>(cpus), 0);
+  return bpf_map__lookup_elem(map, &slot, sizeof slot, values->data(),
+                              values->size() * sizeof(uint64_t), 0) == 0;
+}
+
 // Sums each of the first `slots` slots of a per-CPU array of u64 counters over the CPUs.
 // false when the map cannot be read.
 bool SumPerCpuSlots(bpf_map* map, uint32_t slots, uint64_t* out) {
-  int cpus = libbpf_num_possible_cpus();
-  if (cpus <= 0) return false;
-  std::vector<uint64_t> values(static_cast<size_t>(cpus));
+  std::vector<uint64_t> values;
   for (uint32_t slot = 0; slot < slots; ++slot) {
-    if (bpf_map__lookup_elem(map, &slot, sizeof slot, values.data(),
-                             values.size() * sizeof(uint64_t), 0) != 0) {
-      return false;
-    }
+    if (!PerCpuValues(map, slot, &values)) return false;
     out[slot] = 0;
     for (uint64_t v : values) out[slot] += v;
   }
@@ -710,15 +714,15 @@ int64_t CudaSource::Poll() {
       // every count lands in a counting second.
       FlushCounts(CountingSecondOf(current_sec_), current_sec_);
       if (next_on) SetLaunchProbes(true);
-    } else if (int64_t n = FlushCounts(current_sec_, current_sec_); n > 0 || options_.launch_duty <= 1) {
+    } else {
       // The cycle starts at the second second in a row with launches: the first is usually
       // cut by the job's start, and the estimate needs a counted second of steady launching.
-      if (options_.launch_duty > 1 && ++launch_seconds_in_a_row_ >= 2) {
+      bool launched = FlushCounts(current_sec_, current_sec_) > 0;
+      launch_seconds_in_a_row_ = launched ? launch_seconds_in_a_row_ + 1 : 0;
+      if (options_.launch_duty > 1 && launch_seconds_in_a_row_ >= 2) {
         launch_phase_ = current_sec_;
         if (!LaunchSecond(now_sec)) SetLaunchProbes(false);
       }
-    } else {
-      launch_seconds_in_a_row_ = 0;
     }
     if (stopped_) SetLaunchProbes(false);
     // A second's aggregates are complete once the next second is over (a call is filed under
@@ -906,12 +910,8 @@ int64_t CudaSource::FlushCounts(int64_t launch_sec, int64_t call_sec) {
   {
     // Launches counted after the probes were detached extend the coverage to the last one.
     int64_t last_launch = -1;
-    int cpus = libbpf_num_possible_cpus();
-    std::vector<uint64_t> per_cpu(static_cast<size_t>(std::max(cpus, 1)));
-    uint32_t zero = 0;
-    if (cpus > 0 && bpf_map__lookup_elem(skel_.get()->maps.launch_last_ns, &zero, sizeof zero,
-                                         per_cpu.data(), per_cpu.size() * sizeof(uint64_t),
-                                         0) == 0) {
+    std::vector<uint64_t> per_cpu;
+    if (PerCpuValues(skel_.get()->maps.launch_last_ns, 0, &per_cpu) && !per_cpu.empty()) {
       uint64_t newest = *std::max_element(per_cpu.begin(), per_cpu.end());
       if (newest > 0) last_launch = context_.clock.ToSession(newest);
     }

@@ -62,11 +62,12 @@ struct CudaSourceOptions {
   // to 1 in 1,000), detach the runtime launch probes: launches are then counted at the driver
   // alone, one probe hit per launch instead of two. Libraries attached later are checked anew.
   bool detach_nested_runtime_launches = true;
-  // Launch duty cycle: the launch probes stay attached until a second with launches is counted,
-  // then are attached in one session second of every `launch_duty` from that one, and launches
-  // are counted then only, so a launch-heavy job pays for one probe hit per launch a
-  // 1/launch_duty share of the time. sessions.launch_duty tells readers to scale (N × the
-  // count). 1: every second (exact counts).
+  // Launch duty cycle: the launch probes stay attached until two seconds in a row with launches
+  // are counted, then are attached in one session second of every `launch_duty` from the second
+  // of them, and launches are counted then only, so a launch-heavy job pays for one probe hit
+  // per launch a 1/launch_duty share of the time. The time they were attached is filed as
+  // launch_coverage counts, which readers estimate from (store/launch_estimate.h). 1: every
+  // second (exact counts).
   uint32_t launch_duty = 1;
   // The row budget (sources/cuda/README.md): a driver call nested in a runtime call is not
   // recorded again; cudaMemsetAsync is counted entry-only; short calls (async copies, stream
@@ -207,7 +208,7 @@ class CudaSource : public Source {
   std::atomic<bool> nesting_rebase_{false};  // a driver attached late: restart the proof window
   std::atomic<bool> launches_on_{true};  // launch probes attached in this second
   int64_t launch_phase_ = -1;  // the duty cycle's first counting second with launches; -1: none yet
-  int64_t launch_seconds_in_a_row_ = 0;  // seconds with launches just before the phase is set
+  int64_t launch_seconds_in_a_row_ = 0;  // seconds in a row with launches, until the phase
   int64_t covered_on_since_ns_ = -1;     // launch probes attached since (session ns); -1: off
   std::map<int64_t, int64_t> covered_ns_;  // covered time not yet filed, by second
   int64_t covered_off_ns_ = -1;           // when coverage last ended (session ns)
