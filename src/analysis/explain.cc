@@ -342,8 +342,8 @@ std::string LaunchEstimateNote(const KernelSummary& k) {
                               static_cast<long long>(k.launch_duty))
                         : std::string("counted while the launch probes were attached");
   return Fmt("kernel launches were %s: %s counted, %s in this window (estimated for %s s of "
-             "launching the probes did not see, from the rate in the seconds they did; ± one "
-             "standard error)",
+             "launching the probes did not see, extrapolated from the seconds they did by the process's "
+             "other CUDA calls or its launch rate; ± one standard error)",
              how.c_str(), FormatCount(k.counted).c_str(), LaunchFigure(k).c_str(),
              FormatSeconds(k.uncovered_s).c_str());
 }

@@ -42,9 +42,8 @@ void LaunchAndSyncRates(const Facts& f, double* launches_per_s, double* syncs_pe
     if (IsSync(r.op)) syncs += r.count;
   }
   // Launches the probes did not see (launch_estimate.h): scale what was counted.
-  double scale = f.w->launch_estimates.Scale(f.main_pid);
-  launches = static_cast<int64_t>(std::llround(static_cast<double>(launches) * scale));
-  launch_ns *= scale;
+  launches = f.w->launch_estimates.Scaled(f.main_pid, launches);
+  launch_ns *= f.w->launch_estimates.Scale(f.main_pid);
   if (launches > 0 && launch_rows > 0) {
     // Counted-only launches carry no time: scale the sampled mean to every call.
     launch_ns = std::max(launch_ns, mean * static_cast<double>(launches));
