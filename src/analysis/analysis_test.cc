@@ -466,6 +466,66 @@ TEST(CpuContentionTest, AlreadyPinnedJobIsNotToldToPinItself) {
   EXPECT_NE(contributing.find("already runs on CPUs 2-3"), std::string::npos) << contributing;
 }
 
+// On a small host the tracer itself can take CPU from the job (seen under ASan on 2 cores): the
+// finding names it rather than blaming "other processes" it then lists as none.
+TEST(CpuContentionTest, TheTracerHoldingTheCpuIsNamedNotHidden) {
+  Builder b;
+  b.Proc(950, 1, "gpuwhy", false);
+  b.w.tracer_pid = 950;
+  b.Preempt(30 * kSec, 950);
+  Report r = b.Run();
+  const Finding* f = Find(r, "cpu-contention");
+  ASSERT_NE(f, nullptr);
+  std::string root, fixes;
+  for (const std::string& x : f->root) root += x + "\n";
+  for (const std::string& x : f->fix) fixes += x + "\n";
+  EXPECT_NE(root.find("gpuwhy's own tracer (PID 950) held the CPU"), std::string::npos) << root;
+  EXPECT_EQ(fixes.find("renice -n 19 -p 950"), std::string::npos) << fixes;
+  bool metric = false;
+  for (const Metric& m : f->metrics) metric |= m.name == "tracer_held_s" && m.value > 20;
+  EXPECT_TRUE(metric);
+}
+
+// A cgroup quota that throttles the job is not fixed by pinning: beside cpu-quota, a contention
+// finding on the same waits must not advise taskset.
+TEST(CpuContentionTest, NoPinningAdviceWhileTheQuotaThrottles) {
+  Builder b;
+  b.w.cores = 2;
+  b.Proc(900, 1, "ffmpeg", false);
+  b.w.process_cgroups.push_back({kMain, "/job", 0});
+  for (int64_t s = 0; s <= 100; ++s) {
+    CgroupCpuSample c;
+    c.ts_ns = s * kSec;
+    c.cgroup = "/job";
+    c.version = 2;
+    c.quota_us = 50'000;
+    c.period_us = 100'000;
+    c.nr_periods = s * 10;
+    c.nr_throttled = s * 8;
+    c.throttled_ns = s * 400 * kMs;
+    c.usage_ns = s * 500 * kMs;
+    b.w.cgroup_cpu.push_back(c);
+    SystemSnapshot snap;
+    snap.ts_ns = s * kSec;
+    snap.cpu_pct = 50;
+    snap.cores = 2;
+    b.w.snapshots.push_back(snap);
+  }
+  b.Preempt(30 * kSec, 0, 100);
+  b.Preempt(10 * kSec, 900, 100);
+  Report r = b.Run();
+  ASSERT_NE(Find(r, "cpu-quota"), nullptr);
+  for (const Finding& f : r.findings) {
+    for (const std::string& x : f.fix) {
+      EXPECT_EQ(x.find("pin the job"), std::string::npos) << f.rule << ": " << x;
+      EXPECT_EQ(x.find("move them off"), std::string::npos) << f.rule << ": " << x;
+    }
+  }
+  std::string rules;
+  for (const Finding& f : r.findings) rules += f.rule + " ";
+  EXPECT_NE(rules.find("cpu-contention"), std::string::npos) << rules;
+}
+
 // Programs the job starts with subprocess.Popen wake it once, as they exec; a worker with its
 // own command line (multiprocessing's spawn) wakes it for every batch.
 TEST(RolesTest, OneWakeAtExecDoesNotMakeAWorker) {

@@ -963,8 +963,12 @@ void FindCompetitors(const WindowData& w, Facts* f) {
   std::set<int32_t> workers(f->worker_pids.begin(), f->worker_pids.end());
   std::set<int32_t> children(f->child_pids.begin(), f->child_pids.end());
   for (const auto& [pid, ns] : f->runq_holders) {
-    if (pid <= 0 || pid == f->main_pid || workers.count(pid) || pid == w.tracer_pid) continue;
+    if (pid <= 0 || pid == f->main_pid || workers.count(pid)) continue;
     if (ns < floor) continue;
+    if (pid == w.tracer_pid) {
+      f->tracer_runq_ns = ns;
+      continue;
+    }
     auto p = w.processes.find(pid);
     if (p != w.processes.end() && IsKernelThread(p->second)) continue;
     if (p != w.processes.end() && p->second.tracked && !children.count(pid) &&

@@ -142,6 +142,9 @@ struct Facts {
   std::map<int32_t, int64_t> runq_holders;
   std::optional<CpuQuota> quota;  // the CPU limit of the job's cgroup, when one is set
   std::vector<Competitor> competitors;      // biggest first, above the floor
+  // Feeders' run-queue time held by gpuwhy's own tracer, when above the competitors' floor: on a
+  // small host the tracer itself takes CPU from the job, which a finding must say, not hide.
+  int64_t tracer_runq_ns = 0;
   int64_t feeder_cpus = 0;                  // distinct CPUs the feeders' switches were on
   std::vector<int32_t> feeder_cpu_list;     // those CPUs, ascending
   double host_busy = -1;  // mean system CPU busy share (0-1) of the window's snapshots; -1: none

@@ -100,6 +100,9 @@ void HostCompute(const Facts& f, std::vector<Finding>* out);
 void LockContention(const Facts& f, std::vector<Finding>* out);
 void GilContention(const Facts& f, std::vector<Finding>* out);
 void CpuOversubscription(const Facts& f, std::vector<Finding>* out);
+// The job's cgroup quota throttled it enough to cost GPU time (what cpu-quota reports): then
+// pinning or renicing cannot help, whatever else held the CPUs.
+bool QuotaThrottles(const Facts& f);
 void CpuQuota(const Facts& f, std::vector<Finding>* out);
 void ProcessIo(const Facts& f, std::vector<Finding>* out);
 // rules_memory_io.cc

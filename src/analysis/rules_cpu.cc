@@ -169,8 +169,12 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
   // Nobody outside the job held the CPUs, the feeders ran across all of them and the host was
   // mostly idle: the waits are wake-up latency among the job's own threads (several woken at
   // once), which neither pinning, renicing nor fewer workers would remove.
-  bool wakeup_latency = f.competitors.empty() && WakeupLatencyOnly(f);
+  bool tracer_held = f.tracer_runq_ns > 0;
+  bool wakeup_latency = f.competitors.empty() && !tracer_held && WakeupLatencyOnly(f);
   if (wakeup_latency) sev = Severity::kLow;
+  // Pinning moves the job away from others; it cannot undo wake-up latency among its own threads
+  // nor a cgroup quota that stops all of them (cpu-quota's fix).
+  bool pinning_helps = !wakeup_latency && !QuotaThrottles(f);
   Finding x;
   x.rule = "cpu-contention";
   x.severity = *sev;
@@ -222,6 +226,12 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
             FormatSeconds(lost_other).c_str(), FormatSeconds(lost_own).c_str()));
   }
   if (wakeup_latency) x.root.push_back(WakeupLatencyLine(f));
+  if (tracer_held) {
+    x.root.push_back(Fmt("gpuwhy's own tracer (PID %d) held the CPU %s s while the job's threads "
+                         "waited: the cost of tracing on this host",
+                         f.w->tracer_pid, FormatSeconds(Sec(f.tracer_runq_ns)).c_str()));
+    x.metrics.push_back({"tracer_held_s", Sec(f.tracer_runq_ns), "s"});
+  }
   AddSyncEffect(f, &x);
   AddThroughputEffect(f, &x);
   if (f.slow.count > 0 && f.slow.total_ns >= 50'000'000) {
@@ -266,11 +276,11 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
   std::string job_cpus = confined ? CpuList(f.feeder_cpu_list) : CoreRange(0, TrainingCores(f) - 1);
   std::string rest = confined ? CpuList(OtherCpus(f)) : "";
   int64_t k = TrainingCores(f);
-  if (!confined) {
+  if (!confined && pinning_helps) {
     x.fix.push_back(Fmt("pin the job to dedicated cores: for p in %s; do taskset -apc %s $p; done",
                         FeederPids(f).c_str(), job_cpus.c_str()));
     if (k < f.cores) rest = CoreRange(k, f.cores - 1);
-  } else {
+  } else if (confined) {
     x.contributing.push_back(Fmt("The job already runs on CPUs %s only (pinned, or a cpuset): "
                                  "others were scheduled onto them",
                                  job_cpus.c_str()));
@@ -281,7 +291,7 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
       pids += " " + std::to_string(competitors[i].pid);
     }
     x.fix.push_back("lower the competitors' priority: renice -n 19 -p" + pids);
-    if (!rest.empty()) {
+    if (!rest.empty() && pinning_helps) {
       x.fix.push_back(
           Fmt("%s move them off the job's CPUs: for p in%s; do taskset -apc %s "
               "$p; done (or a cgroup: systemd-run --scope -p CPUWeight=10 ...)",

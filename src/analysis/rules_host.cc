@@ -354,12 +354,16 @@ void CpuOversubscription(const Facts& f, std::vector<Finding>* out) {
 
 // The job's cgroup spent its CPU quota: CFS bandwidth control stopped every thread of it for the
 // rest of each period, whatever CPUs were free (budget's runq_quota).
+bool QuotaThrottles(const Facts& f) {
+  if (!f.quota || f.quota->throttled_periods == 0) return false;
+  return Ladder(Share(BudgetLostS(f, BudgetCause::kRunqQuota), f.budget.window_s)).has_value();
+}
+
 void CpuQuota(const Facts& f, std::vector<Finding>* out) {
-  if (!f.quota || f.quota->throttled_periods == 0) return;
+  if (!QuotaThrottles(f)) return;
   const gw::CpuQuota& q = *f.quota;
   double lost = BudgetLostS(f, BudgetCause::kRunqQuota);
   std::optional<Severity> sev = Ladder(Share(lost, f.budget.window_s));
-  if (!sev) return;
   double span_s = Sec(q.span_ns);
   double waited_s = 0;  // the feeders' thread-seconds runnable while throttled
   if (auto it = f.runq_holders.find(kQuotaHolder); it != f.runq_holders.end()) {

@@ -85,11 +85,16 @@ EOF
 
 # ---- healthy: the reference, and quiet ---------------------------------------------------------
 if run healthy; then
-  python3 - "$WORK/healthy.json" <<'EOF' && pass "healthy: nothing above LOW, budget from nvml-process" \
+  python3 - "$WORK/healthy.json" "$MODE" <<'EOF' && pass "healthy: nothing above LOW, budget from nvml-process" \
     || fail "healthy" "$(head -30 "$WORK/healthy.txt")"
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert all(f["severity"] == "LOW" for f in d["findings"]), [(f["rule"], f["severity"]) for f in d["findings"]]
+# In the sanitizer build the tracer itself can hold these 2 CPUs long enough to cost the loop
+# GPU time: a finding above LOW then must say so (name gpuwhy's own tracer), never blame others.
+def quiet(f):
+    return f["severity"] == "LOW" or (
+        sys.argv[2] == "sanitizer" and any("gpuwhy's own tracer" in r for r in f["root"]))
+assert all(quiet(f) for f in d["findings"]), [(f["rule"], f["severity"], f["root"]) for f in d["findings"]]
 b = d["budget"]
 assert b["source"] == "nvml-process", b["source"]
 total = sum(c["path_s"] for c in b["causes"])
