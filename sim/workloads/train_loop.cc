@@ -129,6 +129,8 @@ struct Options {
   int helper_cpu = -1;        // CPU the helpers are pinned to; -1: not pinned
   std::string helper_comm = "gw_helper";
   bool report = false;
+  bool graph = false;       // the step's kernels captured once into a CUDA graph, then replayed
+  long graph_recapture = 0;  // capture and instantiate the graph again every N steps (0: never)
 };
 
 void Usage(FILE* out) {
@@ -166,6 +168,10 @@ void Usage(FILE* out) {
           "                        (gw_competitor next to this binary, else /bin/sh loop)\n"
           "  --helper-cpu C        pin the helpers to CPU C (default: not pinned)\n"
           "  --helper-comm NAME    helper process name (default gw_helper)\n"
+          "  --graph               capture the step's kernels into a CUDA graph once and launch\n"
+          "                        the graph each step (--shape simple only)\n"
+          "  --graph-recapture N   capture and instantiate the graph again every N steps\n"
+          "                        (dynamic shapes under torch.compile's reduce-overhead)\n"
           "  --report              print throughput at exit:\n"
           "                        gw_train_loop: steps=N seconds=S steps_per_s=X "
           "samples_per_s=Y\n"
@@ -227,6 +233,8 @@ enum OptionId {
   kOptHelperCpu,
   kOptHelperComm,
   kOptReport,
+  kOptGraph,
+  kOptGraphRecapture,
   kOptHelp,
 };
 
@@ -258,6 +266,8 @@ int ParseOptions(int argc, char** argv, Options* o) {
       {"helper-cpu", required_argument, nullptr, kOptHelperCpu},
       {"helper-comm", required_argument, nullptr, kOptHelperComm},
       {"report", no_argument, nullptr, kOptReport},
+      {"graph", no_argument, nullptr, kOptGraph},
+      {"graph-recapture", required_argument, nullptr, kOptGraphRecapture},
       {"help", no_argument, nullptr, kOptHelp},
       {nullptr, 0, nullptr, 0},
   };
@@ -352,6 +362,14 @@ int ParseOptions(int argc, char** argv, Options* o) {
       case kOptReport:
         o->report = true;
         break;
+      case kOptGraph:
+        o->graph = true;
+        break;
+      case kOptGraphRecapture:
+        ok = ParseInt(optarg, &n) && n > 0;
+        o->graph_recapture = n;
+        o->graph = true;
+        break;
       case kOptHelp:
       case 'h':
         Usage(stdout);
@@ -376,6 +394,10 @@ int ParseOptions(int argc, char** argv, Options* o) {
   }
   if (o->failed_launches > 0 && o->shape == Shape::kPytorch) {
     fprintf(stderr, "gw_train_loop: --failed-launches-per-step needs --shape simple\n");
+    return 1;
+  }
+  if (o->graph && o->shape == Shape::kPytorch) {
+    fprintf(stderr, "gw_train_loop: --graph needs --shape simple\n");
     return 1;
   }
   if (o->odirect && o->io_file.empty()) {
@@ -787,9 +809,25 @@ struct PendingSlot {
 
 bool GiveBack(const PendingSlot& p) { return WriteAll(p.worker->free_fd, &p.slot, sizeof(p.slot)); }
 
+// The step's K kernels, launched on `stream` (or put into a graph while it captures).
+bool LaunchStepKernels(const Options& o, Trainer& t, uint64_t* kernel_ns, cudaStream_t stream) {
+  for (int k = 0; k < o.kernels_per_step; ++k) {
+    const KernelEntry& kernel = kKernels[static_cast<size_t>(k) % std::size(kKernels)];
+    void* args[] = {kernel_ns, &t.d_batch, &t.d_loss};
+    if (!Check(cudaLaunchKernel(reinterpret_cast<const void*>(kernel.stub), dim3(kernel.grid),
+                                dim3(kernel.block), args, 0, stream),
+               "cudaLaunchKernel")) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool RunSteps(Trainer& t, std::vector<Worker>& workers, long* steps_done, double* seconds) {
   const Options& o = t.o;
   cudaStream_t stream = nullptr;  // the legacy default stream, as PyTorch uses by default
+  cudaStream_t capture_stream = nullptr;  // --graph: where the step's kernels are captured
+  cudaGraphExec_t graph_exec = nullptr;
   uint64_t kernel_ns = static_cast<uint64_t>(o.kernel_us * 1000.0);
   double start = NowS();
   long step = 0;
@@ -863,15 +901,34 @@ bool RunSteps(Trainer& t, std::vector<Worker>& workers, long* steps_done, double
         pending.push_back(p);
       }
     }
-    // 3. Forward, backward, optimizer: K kernels.
-    for (int k = 0; k < o.kernels_per_step; ++k) {
-      const KernelEntry& kernel = kKernels[static_cast<size_t>(k) % std::size(kKernels)];
-      void* args[] = {&kernel_ns, &t.d_batch, &t.d_loss};
-      if (!Check(cudaLaunchKernel(reinterpret_cast<const void*>(kernel.stub), dim3(kernel.grid),
-                                  dim3(kernel.block), args, 0, stream),
-                 "cudaLaunchKernel")) {
-        return false;
+    // 3. Forward, backward, optimizer: K kernels, launched one by one or replayed as a graph
+    // captured on a stream of its own (the legacy stream cannot capture).
+    if (o.graph) {
+      bool again = graph_exec != nullptr && o.graph_recapture > 0 && step % o.graph_recapture == 0;
+      if (again) {
+        if (!Check(cudaGraphExecDestroy(graph_exec), "cudaGraphExecDestroy")) return false;
+        graph_exec = nullptr;
       }
+      if (graph_exec == nullptr) {
+        if (capture_stream == nullptr &&
+            !Check(cudaStreamCreateWithFlags(&capture_stream, cudaStreamNonBlocking),
+                   "cudaStreamCreateWithFlags")) {
+          return false;
+        }
+        cudaGraph_t graph = nullptr;
+        if (!Check(cudaStreamBeginCapture(capture_stream, cudaStreamCaptureModeThreadLocal),
+                   "cudaStreamBeginCapture") ||
+            !LaunchStepKernels(o, t, &kernel_ns, capture_stream) ||
+            !Check(cudaStreamEndCapture(capture_stream, &graph), "cudaStreamEndCapture") ||
+            !Check(cudaGraphInstantiateWithFlags(&graph_exec, graph, 0),
+                   "cudaGraphInstantiateWithFlags") ||
+            !Check(cudaGraphDestroy(graph), "cudaGraphDestroy")) {
+          return false;
+        }
+      }
+      if (!Check(cudaGraphLaunch(graph_exec, stream), "cudaGraphLaunch")) return false;
+    } else if (!LaunchStepKernels(o, t, &kernel_ns, stream)) {
+      return false;
     }
     for (int k = 0; k < o.failed_launches; ++k) {
       void* no_args[] = {nullptr};

@@ -359,7 +359,10 @@ KernelSummary SummarizeKernels(const std::vector<KernelLaunchRow>& rows, bool la
   for (const KernelLaunchRow& row : rows) {
     if (!launches_once && OpLayer(row.op) != Layer::kCudaRuntime) continue;
     k.counted += row.launches;
-    int64_t n = estimates.Scaled(row.pid, row.launches);
+    // Every graph launch is seen: its kernels are a count, never scaled.
+    bool graph = IsGraphKernels(row.op);
+    int64_t n = graph ? row.launches : estimates.Scaled(row.pid, row.launches);
+    if (graph) k.graph_kernels += n;
     by_kernel[{row.pid, row.name}] += n;
     k.launches += n;
     if (row.name.empty() || row.name.rfind("fn@", 0) == 0) k.unnamed += n;

@@ -704,7 +704,8 @@ void InitWindowFacts(const WindowData& w, Facts* f) {
 void CountCudaCalls(const WindowData& w, Facts* f) {
   std::map<int32_t, int64_t>& cuda_calls = f->cuda_calls;
   for (const OpSecondRow& r : w.op_seconds) {
-    if (!IsCudaOp(r.op)) continue;
+    // Kernels of graph launches and captured ones are not calls (their launches are).
+    if (!IsCudaOp(r.op) || r.op == Op::kGraphKernels || r.op == Op::kGraphNode) continue;
     auto p = w.processes.find(r.pid);
     if (p != w.processes.end() && !p->second.tracked) continue;
     // Launches counted one second in launch_duty: N × the count estimates them, and they stay

@@ -322,8 +322,13 @@ std::string ReportToText(const Report& r) {
         "Top kernels by launches (%s): %s launches of %s kernels, %s named%s\n",
         r.window.label.c_str(), LaunchFigure(k).c_str(), FormatCount(k.kernels).c_str(),
         FormatPct(1.0 - static_cast<double>(k.unnamed) / static_cast<double>(k.launches)).c_str(),
-        k.estimated ? Fmt(" (estimated from %s counted)", FormatCount(k.counted).c_str()).c_str()
-                    : "");
+        (std::string(k.estimated
+                         ? Fmt(" (estimated from %s counted)", FormatCount(k.counted).c_str())
+                         : "") +
+         (k.graph_kernels > 0
+              ? Fmt("; %s run by CUDA Graph launches", FormatCount(k.graph_kernels).c_str())
+              : ""))
+            .c_str());
     Table t;
     t.columns = {"kernel", "pid", "launches", "per_s", "share"};
     for (size_t i = 0; i < k.top.size() && i < 10; ++i) {
@@ -503,6 +508,7 @@ nlohmann::ordered_json ReportJson(const Report& r) {
                   {"uncovered_s", R(r.kernels.uncovered_s)},
                   {"kernels", r.kernels.kernels},
                   {"unnamed_launches", r.kernels.unnamed},
+                  {"graph_kernels", r.kernels.graph_kernels},
                   {"launch_duty", r.kernels.launch_duty},
                   {"top", kernels}};
   j["sched_victims"] =

@@ -331,6 +331,7 @@ struct KernelSummary {
   int64_t launches = 0;         // every launch in the window, all processes
   int64_t kernels = 0;          // distinct (process, kernel) pairs
   int64_t unnamed = 0;          // launches of kernels left as fn@0x…
+  int64_t graph_kernels = 0;    // of `launches`: kernels run by CUDA Graph launches (counted)
   std::vector<KernelStat> top;  // most launched first, at most 20
 };
 

@@ -140,6 +140,7 @@ StatusOr<ToolOutput> RunTopKernels(ReaderSource& source, const Json& json_args) 
                         {"launch_figure", LaunchFigure(k)},
                         {"kernels", k.kernels},
                         {"unnamed_launches", k.unnamed},
+                        {"graph_kernels", k.graph_kernels},
                         {"launch_duty", k.launch_duty},
                         {"top", std::move(top)}};
   out.summary = LaunchFigure(k) + " kernel launches of " +

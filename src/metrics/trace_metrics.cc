@@ -168,7 +168,7 @@ void TraceMetrics::OnOpCounts(const std::vector<OpCount>& counts) {
     if (slot < 0) continue;
     ProcessMetrics* m = SeriesFor(c.pid);
     m->calls[static_cast<size_t>(slot)] += IsLaunch(c.op) ? c.count * launch_duty_ : c.count;
-    if (IsLaunch(c.op)) m->launches_counted += c.count;
+    if (IsKernelRun(c.op)) m->launches_counted += c.count;
   }
 }
 

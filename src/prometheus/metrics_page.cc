@@ -117,20 +117,21 @@ std::string RenderMetricsPage(const MetricsSnapshot& s, const AnalysisState& a,
     }
   }
   w.Family("gpuwhy_kernel_launches_total", Type::kCounter,
-           "Kernel launches, a live estimate (every launch op, each launch once): N x the count "
+           "Kernel launches, a live estimate (every launch op, each launch once, and the kernels "
+           "of CUDA Graph launches, N per launch of a graph of N captured kernels): N x the count "
            "when trace --launch-duty N counts one second in N, the count itself with N = 1. "
            "`gpuwhy explain` gives the recording's estimate with its error.");
   for (const ProcessMetrics& m : s.processes) {
     if (!HasCuda(m)) continue;
     int64_t launches = 0;
     for (size_t i = 0; i < m.calls.size(); ++i) {
-      if (IsLaunch(CudaOpAt(i))) launches += m.calls[i];
+      if (IsKernelRun(CudaOpAt(i))) launches += m.calls[i];
     }
     w.Sample("gpuwhy_kernel_launches_total", ProcessLabels(m), static_cast<double>(launches));
   }
   w.Family("gpuwhy_kernel_launches_counted_total", Type::kCounter,
            "Kernel launches the probes saw (not scaled): with trace --launch-duty N > 1 only "
-           "the counting seconds' launches.");
+           "the counting seconds' launches; graph launches' kernels always.");
   for (const ProcessMetrics& m : s.processes) {
     if (!HasCuda(m)) continue;
     w.Sample("gpuwhy_kernel_launches_counted_total", ProcessLabels(m),

@@ -239,7 +239,7 @@ StatusOr<LaunchEstimates> ReadLaunchEstimates(StoreReader& reader, const Session
   RETURN_IF_ERROR(reader.ForEach(
       std::string("SELECT pid, sec, SUM(count) FROM op_seconds WHERE session = ?1 AND sec >= ?2 "
                   "AND sec <= ?3 AND (?4 = 0 OR pid = ?4) AND op < 200 AND op NOT IN (") +
-          kLaunchOpList + ") GROUP BY pid, sec",
+          kKernelRunOpList + ",26) GROUP BY pid, sec",
       {window.session, first, last, pid}, [&](sqlite3_stmt* s) {
         auto it = in.processes.find(static_cast<int32_t>(sqlite3_column_int64(s, 0)));
         if (it != in.processes.end()) it->second.calls[sqlite3_column_int64(s, 1)] =

@@ -57,8 +57,12 @@ std::optional<Op> OpFromId(int64_t id) {
 
 bool IsLaunch(Op op) {
   return op == Op::kCudaLaunchKernel || op == Op::kCudaLaunchKernelExC ||
-         op == Op::kCuLaunchKernel || op == Op::kCuLaunchKernelEx || op == Op::kCudaGraphLaunch;
+         op == Op::kCuLaunchKernel || op == Op::kCuLaunchKernelEx;
 }
+
+bool IsGraphKernels(Op op) { return op == Op::kGraphKernels; }
+
+bool IsKernelRun(Op op) { return IsLaunch(op) || IsGraphKernels(op); }
 
 bool IsSync(Op op) {
   return op == Op::kCudaStreamSync || op == Op::kCudaDeviceSync || op == Op::kCudaEventSync ||

@@ -36,6 +36,10 @@ enum class Layer : uint8_t { kCudaRuntime, kCudaDriver, kHost };
   X(kCudaStreamWaitEvent, 21, "cudaStreamWaitEvent", kCudaRuntime)    \
   X(kCudaGraphInstantiate, 22, "cudaGraphInstantiate", kCudaRuntime)  \
   X(kCudaGraphLaunch, 23, "cudaGraphLaunch", kCudaRuntime)            \
+  X(kCudaStreamBeginCapture, 24, "cudaStreamBeginCapture", kCudaRuntime) \
+  X(kCudaStreamEndCapture, 25, "cudaStreamEndCapture", kCudaRuntime)  \
+  X(kGraphNode, 26, "graph_node", kCudaRuntime)                       \
+  X(kGraphKernels, 27, "graph_kernels", kCudaRuntime)                 \
   X(kCuLaunchKernel, 100, "cuLaunchKernel", kCudaDriver)              \
   X(kCuLaunchKernelEx, 101, "cuLaunchKernelEx", kCudaDriver)          \
   X(kCuMemAlloc, 102, "cuMemAlloc", kCudaDriver)                      \
@@ -91,7 +95,18 @@ std::optional<Op> OpFromName(std::string_view name);
 std::optional<Op> OpFromId(int64_t id);
 
 // Classes analysis and capture reason about.
+// Kernel launches made one by one (cudaLaunchKernel…, cuLaunchKernel…): counted in BPF one
+// second in launch_duty, so their figures are estimates (store/launch_estimate.h).
 bool IsLaunch(Op op);
+// CUDA Graphs. The graph calls of both layers are recorded under the runtime's names (the
+// driver's cuGraphLaunch is a `cudaGraphLaunch` row): a runtime graph call and the driver call it
+// makes are one row. A launch made while its thread captured a stream is a `graph_node` row (a
+// kernel put into a graph, not run; name = the kernel). `graph_kernels` is counted only, in
+// op_seconds: the kernels graph launches ran, N per launch of a graph of N captured kernels, by
+// graph (name = "graph G (N kernels: …)"); every graph launch is seen, so never scaled.
+bool IsGraphKernels(Op op);
+// Kernels run: launches one by one plus the kernels of graph launches (the kernel table).
+bool IsKernelRun(Op op);
 bool IsSync(Op op);
 bool IsMemcpy(Op op);
 bool IsAlloc(Op op);

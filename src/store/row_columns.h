@@ -30,6 +30,8 @@ inline std::string ColLine(sqlite3_stmt* s, int i) { return TerminalSafe(ColText
 
 // The launch ops (`IsLaunch`) as an SQL list: counted in op_seconds, sampled as rows, never
 // loaded in bulk.
-inline constexpr const char* kLaunchOpList = "1,2,23,100,101";
+inline constexpr const char* kLaunchOpList = "1,2,100,101";
+// The ops of kernels run (`IsKernelRun`): launches plus graph_kernels.
+inline constexpr const char* kKernelRunOpList = "1,2,27,100,101";
 
 }  // namespace gw

@@ -7,7 +7,8 @@ namespace gw {
 void ThreadRollups::Add(const Event& e) {
   bool sched = e.op == Op::kSchedSwitch;
   Layer layer = OpLayer(e.op);
-  bool cuda = (layer == Layer::kCudaRuntime || layer == Layer::kCudaDriver) && !IsLaunch(e.op);
+  bool cuda = (layer == Layer::kCudaRuntime || layer == Layer::kCudaDriver) && !IsLaunch(e.op) &&
+              e.op != Op::kGraphNode;
   if (!sched && !cuda) return;
   int64_t sec = e.ts_ns / 1'000'000'000;
   newest_sec_ = std::max(newest_sec_, sec);

@@ -91,7 +91,7 @@ StatusOr<KernelLaunches> ReadKernelLaunches(StoreReader& reader, const SessionWi
       std::string("SELECT q.pid, q.op, COALESCE(s.text, ''), SUM(q.count) FROM op_seconds q "
                   "LEFT JOIN strings s ON s.id = q.name_id WHERE q.session = ?1 AND q.sec >= ?2 "
                   "AND q.sec <= ?3 AND (?5 = 0 OR q.pid = ?5) AND q.op IN (") +
-          kLaunchOpList + ") GROUP BY q.pid, q.op, q.name_id ORDER BY 4 DESC LIMIT ?4",
+          kKernelRunOpList + ") GROUP BY q.pid, q.op, q.name_id ORDER BY 4 DESC LIMIT ?4",
       {window.session, window.begin_ns / 1'000'000'000, (window.end_ns - 1) / 1'000'000'000,
        max_rows, pid},
       [&](sqlite3_stmt* s) {
@@ -217,7 +217,8 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
   RETURN_IF_ERROR(reader.ForEach(
       "SELECT " + raw_columns +
           " FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3 AND op NOT IN (" +
-          kLaunchOpList + "," + std::to_string(static_cast<int>(Op::kCpuSample)) +
+          kLaunchOpList + "," + std::to_string(static_cast<int>(Op::kCpuSample)) + "," +
+          std::to_string(static_cast<int>(Op::kGraphNode)) +
           ") AND (pid IN (SELECT pid FROM processes WHERE session = ?1 AND tracked = 1) "
           "OR op = 210) ORDER BY ts",
       range, [&](sqlite3_stmt* s) { w.events.push_back(ReadRawEvent(s)); }));

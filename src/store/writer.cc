@@ -617,7 +617,8 @@ void StoreWriter::Aggregate(const Event& e) {
   v.total_ns += e.duration_ns;
   v.max_ns = std::max(v.max_ns, e.duration_ns);
   Layer layer = OpLayer(e.op);
-  if ((layer == Layer::kCudaRuntime || layer == Layer::kCudaDriver) && !IsLaunch(e.op)) {
+  if ((layer == Layer::kCudaRuntime || layer == Layer::kCudaDriver) && !IsLaunch(e.op) &&
+      e.op != Op::kGraphNode) {
     if (e.bytes != kNull && e.bytes > 0) v.bytes += e.bytes;
     ++v.log2_hist[LatencyBucket(e.duration_ns)];
   }

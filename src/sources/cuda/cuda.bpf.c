@@ -162,7 +162,9 @@ struct task_state {
   // Launches since the last sampled one, per layer: with one counter a runtime launch and the
   // driver launch nested in it would alternate, and sampling would always pick the same layer.
   __u32 launch_tick[2];
-  __u32 pad;
+  // A stream capture begun on this thread is open (cudaStreamBeginCapture returned success, its
+  // cudaStreamEndCapture has not returned): launches now are nodes of the graph being captured.
+  __u32 capturing;
   // The latest runtime launch (entry-only: the driver launch it makes ends it), for pairing.
   __u64 rt_launch_handle;
   __u64 rt_launch_ts;  // 0 = none pending
@@ -292,6 +294,21 @@ int gw_cuda_enter(struct pt_regs *ctx) {
   return 0;
 }
 
+static __always_inline int is_capture_begin(__u32 fn) {
+  return fn == GW_FN_CUDA_STREAM_BEGIN_CAPTURE || fn == GW_FN_CU_STREAM_BEGIN_CAPTURE;
+}
+
+static __always_inline int is_capture_end(__u32 fn) {
+  return fn == GW_FN_CUDA_STREAM_END_CAPTURE || fn == GW_FN_CU_STREAM_END_CAPTURE;
+}
+
+// Graph calls of the driver that a runtime graph call makes with the same arguments.
+static __always_inline int is_graph_fn(__u32 fn) {
+  return fn == GW_FN_CU_STREAM_BEGIN_CAPTURE || fn == GW_FN_CU_STREAM_END_CAPTURE ||
+         fn == GW_FN_CU_GRAPH_INSTANTIATE || fn == GW_FN_CU_GRAPH_LAUNCH ||
+         fn == GW_FN_CU_GRAPH_LAUNCH_PTSZ;
+}
+
 // Fills the argument fields of a call record from the saved entry arguments.
 static __always_inline void decode_args(struct gw_cuda_call_record *r, __u32 fn, __u64 *a) {
   r->kind = -1;
@@ -357,10 +374,24 @@ static __always_inline void decode_args(struct gw_cuda_call_record *r, __u32 fn,
       break;
     case GW_FN_CUDA_GRAPH_INSTANTIATE:
     case GW_FN_CUDA_GRAPH_INSTANTIATE_WITH_FLAGS:
+    case GW_FN_CU_GRAPH_INSTANTIATE:
       bpf_probe_read_user(&r->dst, sizeof r->dst, (void *)a[0]);  // *pGraphExec
+      r->src = a[1];                                               // the graph
       break;
     case GW_FN_CUDA_GRAPH_LAUNCH:
+    case GW_FN_CUDA_GRAPH_LAUNCH_PTSZ:
+    case GW_FN_CU_GRAPH_LAUNCH:
+    case GW_FN_CU_GRAPH_LAUNCH_PTSZ:
       r->dst = a[0], r->stream = a[1];
+      break;
+    case GW_FN_CUDA_STREAM_BEGIN_CAPTURE:
+    case GW_FN_CU_STREAM_BEGIN_CAPTURE:
+      r->stream = a[0];
+      break;
+    case GW_FN_CUDA_STREAM_END_CAPTURE:
+    case GW_FN_CU_STREAM_END_CAPTURE:
+      r->stream = a[0];
+      bpf_probe_read_user(&r->dst, sizeof r->dst, (void *)a[1]);  // *pGraph
       break;
     case GW_FN_CU_MEMCPY:
     case GW_FN_CU_MEMCPY_HTOD:
@@ -546,6 +577,14 @@ static __always_inline struct entry_slot *finish_call(struct pt_regs *ctx, __u32
   t->depth[layer] = depth - 1;
   if (emit == EMIT_NONE) return s;
   __u64 start = s->ts_ns;
+  if (is_capture_begin(fn) && (__s32)PT_REGS_RC(ctx) == 0) t->capturing = 1;
+  if (is_capture_end(fn)) t->capturing = 0;
+  if (is_graph_fn(fn) && layer == 1 && t->depth[0] > 0) {
+    // The driver half of a runtime graph call in flight on this thread: one graph call, one
+    // row (a graph launch counted twice would count its kernels twice).
+    count_budget(GW_CUDA_BUDGET_NESTED);
+    return s;
+  }
   if (skip_nested_rows && layer == 1 && t->depth[0] > 0) {
     // Made by the runtime call still in flight on this thread, whose row stands for both.
     count_budget(GW_CUDA_BUDGET_NESTED);
@@ -646,7 +685,8 @@ static __always_inline int is_config_launch(__u32 fn) {
 }
 
 // Emits one sampled launch row. Returns 1 when the row was written.
-static __always_inline int emit_sampled_launch(struct pt_regs *ctx, __u32 fn, __u64 handle) {
+static __always_inline int emit_sampled_launch(struct pt_regs *ctx, __u32 fn, __u64 handle,
+                                               __u8 flags) {
   struct gw_cuda_call_record *r = bpf_ringbuf_reserve(&events, sizeof *r, 0);
   if (!r) {
     count_drop(GW_CUDA_DROP_RESERVE);
@@ -654,7 +694,7 @@ static __always_inline int emit_sampled_launch(struct pt_regs *ctx, __u32 fn, __
   }
   __u64 pid_tgid = bpf_get_current_pid_tgid();
   r->type = GW_CUDA_RECORD_CALL;
-  r->flags = GW_CUDA_FLAG_SAMPLED_LAUNCH;
+  r->flags = flags;
   r->fn = fn;
   r->tgid = pid_tgid >> 32;
   r->tid = (__u32)pid_tgid;
@@ -761,10 +801,16 @@ int gw_cuda_launch(struct pt_regs *ctx) {
     note_pair(fn, tgid, stub, handle);
     return 0;
   }
+  if (t->capturing) {
+    // A node of the graph being captured: every one is a row (a capture is a one-off), and
+    // none is a launch (the graph's launches run it).
+    emit_sampled_launch(ctx, fn, handle, GW_CUDA_FLAG_CAPTURED_LAUNCH);
+    return 0;
+  }
   if (launch_sample_every != 0 && ++t->launch_tick[layer] >= launch_sample_every) {
     t->launch_tick[layer] = 0;
     // A sampled launch is a row; the writer counts rows itself, so it is not counted here.
-    if (emit_sampled_launch(ctx, fn, handle)) return 0;
+    if (emit_sampled_launch(ctx, fn, handle, GW_CUDA_FLAG_SAMPLED_LAUNCH)) return 0;
   }
   struct gw_cuda_launch_key key = {.tgid = tgid, .fn = (__u16)fn, .pad = 0, .handle = handle};
   count_call(&key);

@@ -45,6 +45,9 @@ enum gw_cuda_fn {
   GW_FN_CUDA_REGISTER_FUNCTION = 28,    // (fatbin**, hostFun, deviceFun, deviceName, ...)
   GW_FN_CUDA_HOST_REGISTER = 29,        // (ptr, size, flags): starts a pinned range; no row
   GW_FN_CUDA_HOST_UNREGISTER = 30,      // (ptr): ends it; no row
+  GW_FN_CUDA_STREAM_BEGIN_CAPTURE = 31,  // (stream, mode): the thread's launches become nodes
+  GW_FN_CUDA_STREAM_END_CAPTURE = 32,    // (stream, graph*): *graph read at return
+  GW_FN_CUDA_GRAPH_LAUNCH_PTSZ = 33,     // as cudaGraphLaunch, per-thread default stream
   GW_CUDA_DRIVER_BASE = 64,
   // Driver.
   GW_FN_CU_LAUNCH_KERNEL = 64,          // (f, gx, gy, gz, bx, by, bz, shmem, stream, ...)
@@ -68,6 +71,11 @@ enum gw_cuda_fn {
                                         // CUfunction's object names it: driver_names.h)
   GW_FN_CU_LAUNCH_KERNEL_PTSZ = 82,     // as cuLaunchKernel, per-thread default stream
   GW_FN_CU_LAUNCH_KERNEL_EX_PTSZ = 83,
+  GW_FN_CU_STREAM_BEGIN_CAPTURE = 84,   // cuStreamBeginCapture_v2 (stream, mode)
+  GW_FN_CU_STREAM_END_CAPTURE = 85,     // (stream, graph*)
+  GW_FN_CU_GRAPH_INSTANTIATE = 86,      // cuGraphInstantiateWithFlags (exec*, graph, flags)
+  GW_FN_CU_GRAPH_LAUNCH = 87,           // (exec, stream)
+  GW_FN_CU_GRAPH_LAUNCH_PTSZ = 88,
   GW_FN_MAX = 96,
 };
 
@@ -87,6 +95,10 @@ enum gw_cuda_record_type {
 
 // gw_cuda_call_record.flags
 #define GW_CUDA_FLAG_SAMPLED_LAUNCH 1  // a launch sampled from the counted path (no return)
+// A launch made while its thread was capturing a stream (between a successful
+// cudaStreamBeginCapture and its cudaStreamEndCapture): a node of the graph being built, not a
+// kernel run now. Every such launch is a row; none is counted as a launch.
+#define GW_CUDA_FLAG_CAPTURED_LAUNCH 2
 
 // One finished call (entry + return), or one sampled launch (entry only). Which fields a
 // function fills is listed per field; unused fields are 0.
@@ -100,8 +112,9 @@ struct gw_cuda_call_record {
   __u64 ts_ns;       // entry time, bpf_ktime_get_ns (CLOCK_MONOTONIC)
   __u64 duration_ns; // return time - entry time; 0 for sampled launches
   __u64 dst;         // memcpy/memset destination, malloc result (*out at return), free
-                     // pointer, launch function handle, graph exec, name-lookup out value
-  __u64 src;         // memcpy source
+                     // pointer, launch function handle, graph exec (launch, instantiate's
+                     // *out), captured graph (end capture's *out), name-lookup out value
+  __u64 src;         // memcpy source; the graph an instantiation made its exec from
   __u64 bytes;       // memcpy/memset count (2D: width*height), malloc size
   __s64 kind;        // runtime memcpy cudaMemcpyKind; -1 where the function has none
   __u64 stream;      // stream argument (async calls, syncs, launches), event for event syncs

@@ -53,6 +53,7 @@ std::optional<Event> DecodeCudaCall(const gw_cuda_call_record& r, const SessionC
     case GW_FN_CU_LAUNCH_KERNEL_EX_PTSZ:
       e.addr = u64(r.stream);
       e.name_id = kernel_name_id(r.tgid, r.dst, r.fn < GW_CUDA_DRIVER_BASE);
+      if (r.flags & GW_CUDA_FLAG_CAPTURED_LAUNCH) e.op = Op::kGraphNode;
       break;
     case GW_FN_CUDA_MALLOC:
     case GW_FN_CUDA_MALLOC_ASYNC:
@@ -175,10 +176,18 @@ std::optional<Event> DecodeCudaCall(const gw_cuda_call_record& r, const SessionC
     case GW_FN_CU_STREAM_SYNC:
     case GW_FN_CU_EVENT_SYNC:
     case GW_FN_CUDA_GRAPH_LAUNCH:
+    case GW_FN_CUDA_GRAPH_LAUNCH_PTSZ:
+    case GW_FN_CU_GRAPH_LAUNCH:
+    case GW_FN_CU_GRAPH_LAUNCH_PTSZ:
+    case GW_FN_CUDA_STREAM_BEGIN_CAPTURE:
+    case GW_FN_CU_STREAM_BEGIN_CAPTURE:
+    case GW_FN_CUDA_STREAM_END_CAPTURE:
+    case GW_FN_CU_STREAM_END_CAPTURE:
       e.addr = u64(r.stream);
       break;
     case GW_FN_CUDA_GRAPH_INSTANTIATE:
     case GW_FN_CUDA_GRAPH_INSTANTIATE_WITH_FLAGS:
+    case GW_FN_CU_GRAPH_INSTANTIATE:
       if (ok) e.addr = u64(r.dst);
       break;
     case GW_FN_CU_MODULE_GET_FUNCTION:

@@ -94,8 +94,6 @@ int CreateUprobeMultiLink(int prog_fd, const std::string& path,
 }
 
 constexpr UnseenLaunchPath kUnseenDriverLaunches[] = {
-    {"cuGraphLaunch", "CUDA graphs launched through the driver"},
-    {"cuGraphLaunch_ptsz", "CUDA graphs launched through the driver"},
     {"cuLaunchCooperativeKernel", "cooperative kernels"},
     {"cuLaunchCooperativeKernel_ptsz", "cooperative kernels"},
     {"cuLaunchCooperativeKernelMultiDevice", "multi-device cooperative kernels"},
@@ -199,7 +197,12 @@ std::vector<std::string> ProbedLaunchSymbols(CudaLibKind kind) {
   return out;
 }
 
-CudaSource::CudaSource(CudaSourceOptions options) : options_(std::move(options)) {}
+CudaSource::CudaSource(CudaSourceOptions options)
+    : options_(std::move(options)),
+      graphs_([this](const std::string& text) { return context_.sink->InternString(text); },
+              [this](int32_t pid, uint64_t handle, bool host_stub) {
+                return KernelName(static_cast<uint32_t>(pid), handle, host_stub);
+              }) {}
 
 CudaSource::~CudaSource() { Stop(); }
 
@@ -547,7 +550,14 @@ void CudaSource::SetLaunchProbes(bool on) {
   std::lock_guard<std::mutex> lock(attach_mu_);
   if (on == launches_on_) return;
   launches_on_ = on;
-  if (!on) CoverageOff(SessionNs());
+  int64_t now = SessionNs();
+  if (!on) {
+    CoverageOff(now);
+    launch_gaps_.push_back({now, INT64_MAX});
+    if (launch_gaps_.size() > 256) launch_gaps_.pop_front();
+  } else if (!launch_gaps_.empty() && launch_gaps_.back().second == INT64_MAX) {
+    launch_gaps_.back().second = now;
+  }
   // The driver's launch probes are attached before the runtime's and detached after them, so
   // every runtime launch counted has its driver launch probed: the nesting proof
   // (DetachNestedRuntimeLaunches) sees only launches that can pair.
@@ -707,7 +717,8 @@ int64_t CudaSource::Poll() {
   int64_t now_sec = context_.clock.ToSession(static_cast<uint64_t>(MonotonicNs())) / 1000000000;
   if (now_sec > current_sec_ || stop_flush_pending_) {
     if (launch_phase_ >= 0) {
-      bool next_on = LaunchSecond(now_sec) && !stopped_;
+      // An open stream capture keeps the launch probes on: its graph's kernels are its launches.
+      bool next_on = (LaunchSecond(now_sec) || graphs_.AnyCaptureOpen()) && !stopped_;
       if (!next_on) SetLaunchProbes(false);  // before the flush: nothing counted after it
       // A detached probe can still fire for a moment (the kernel releases a closed link after
       // a grace period): the launches it counts then belong to the counting second before, so
@@ -725,6 +736,10 @@ int64_t CudaSource::Poll() {
       }
     }
     if (stopped_) SetLaunchProbes(false);
+    // Kernels run by graph launches (graph_kernels), by the second of each launch.
+    if (std::vector<OpCount> graph_counts = graphs_.TakeCounts(); !graph_counts.empty()) {
+      context_.sink->OnOpCounts(graph_counts);
+    }
     // A second's aggregates are complete once the next second is over (a call is filed under
     // the second it entered in); at the stop, every second.
     FlushCallAggregates(now_sec - 1, stop_flush_pending_);
@@ -865,12 +880,54 @@ int64_t CudaSource::KernelNameId(uint32_t tgid, uint64_t handle, bool host_stub)
   return id;
 }
 
+bool CudaSource::LaunchProbesOnThroughout(int64_t from_ns, int64_t to_ns) const {
+  std::lock_guard<std::mutex> lock(attach_mu_);
+  for (const auto& [off, on] : launch_gaps_) {
+    if (off <= to_ns && on >= from_ns) return false;
+  }
+  return true;
+}
+
+void CudaSource::TrackGraphs(const gw_cuda_call_record& r, Event* e) {
+  auto pid = static_cast<int32_t>(r.tgid);
+  auto tid = static_cast<int32_t>(r.tid);
+  switch (r.fn) {
+    case GW_FN_CUDA_STREAM_BEGIN_CAPTURE:
+    case GW_FN_CU_STREAM_BEGIN_CAPTURE:
+      if (r.ret == 0) graphs_.CaptureBegin(pid, tid, e->ts_ns);
+      break;
+    case GW_FN_CUDA_STREAM_END_CAPTURE:
+    case GW_FN_CU_STREAM_END_CAPTURE: {
+      int64_t since = graphs_.OpenCaptureSince(pid, tid);
+      bool complete =
+          since >= 0 && LaunchProbesOnThroughout(since, e->ts_ns + e->duration_ns);
+      graphs_.CaptureEnd(pid, tid, r.ret == 0 ? r.dst : 0, complete);
+      break;
+    }
+    case GW_FN_CUDA_GRAPH_INSTANTIATE:
+    case GW_FN_CUDA_GRAPH_INSTANTIATE_WITH_FLAGS:
+    case GW_FN_CU_GRAPH_INSTANTIATE:
+      if (r.ret == 0) graphs_.Instantiate(pid, r.src, r.dst);
+      break;
+    case GW_FN_CUDA_GRAPH_LAUNCH:
+    case GW_FN_CUDA_GRAPH_LAUNCH_PTSZ:
+    case GW_FN_CU_GRAPH_LAUNCH:
+    case GW_FN_CU_GRAPH_LAUNCH_PTSZ:
+      if (r.ret == 0) e->name_id = graphs_.Launch(pid, r.dst, e->ts_ns / 1'000'000'000);
+      break;
+    default:
+      if (e->op == Op::kGraphNode) graphs_.CapturedLaunch(pid, tid, r.dst, r.fn < GW_CUDA_DRIVER_BASE);
+      break;
+  }
+}
+
 void CudaSource::HandleCall(const gw_cuda_call_record& r) {
   std::optional<Event> e = DecodeCudaCall(r, context_.clock, Process(r.tgid).memory,
                                           [this](uint32_t tgid, uint64_t handle, bool host_stub) {
                                             return KernelNameId(tgid, handle, host_stub);
                                           });
   if (!e) return;
+  TrackGraphs(r, &*e);
   batch_.push_back(*e);
   if (batch_.size() >= 4096) FlushEvents();
 }
@@ -1052,6 +1109,7 @@ void CudaSource::ForgetExitedProcesses() {
       continue;
     }
     if (stub_symbols_) stub_symbols_->ForgetProcess(static_cast<int32_t>(it->first));
+    graphs_.Forget(static_cast<int32_t>(it->first));
     it = processes_.erase(it);
   }
   // Launch counters of exited processes were flushed just before: delete them in the kernel.

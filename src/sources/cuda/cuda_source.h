@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,6 +21,7 @@
 #include "base/scoped.h"
 #include "base/status.h"
 #include "discover/cuda_libs.h"
+#include "sources/cuda/cuda_graphs.h"
 #include "sources/cuda/driver_names.h"
 #include "sources/source.h"
 #include "store/event.h"
@@ -141,6 +143,11 @@ class CudaSource : public Source {
 
   static int OnRecord(void* self, void* data, size_t size);
   void HandleCall(const ::gw_cuda_call_record& record);
+  // Graph calls and captured launches into graphs_; a graph launch's row gets its label.
+  void TrackGraphs(const ::gw_cuda_call_record& record, Event* e);
+  // Whether the launch probes stayed attached over [from_ns, to_ns] (session ns): a capture
+  // then saw every launch it put into its graph. attach_mu_ not held.
+  bool LaunchProbesOnThroughout(int64_t from_ns, int64_t to_ns) const;
   void HandleName(const ::gw_cuda_name_record& record);
   void FlushEvents();
   // Sends the in-kernel counts since the last flush: launches filed under `launch_sec` (the
@@ -212,6 +219,10 @@ class CudaSource : public Source {
   int64_t covered_on_since_ns_ = -1;     // launch probes attached since (session ns); -1: off
   std::map<int64_t, int64_t> covered_ns_;  // covered time not yet filed, by second
   int64_t covered_off_ns_ = -1;           // when coverage last ended (session ns)
+  // The latest times the launch probes were detached: [off, on) in session ns (on = INT64_MAX
+  // while off), the last 256. attach_mu_.
+  std::deque<std::pair<int64_t, int64_t>> launch_gaps_;
+  GraphTracker graphs_;  // decoder state, Poll() only
 };
 
 }  // namespace gw
