@@ -40,13 +40,14 @@ else
   echo "note - $SIM_NVML not built: simulated NVML checks skipped"
 fi
 
-# Launch paths: what is probed, and the simulated driver's cuGraphLaunch, which is not.
+# Launch paths: what is probed, graph launches of both layers included (issue 33: the driver's
+# cuGraphLaunch was reported as not seen).
 SIM_LIB="$(dirname "$GPUWHY")/sim/lib"
 if [ -f "$SIM_LIB/libcuda.so.1" ]; then
   out=$("$GPUWHY" check --cuda-lib "$SIM_LIB" 2>&1)
-  echo "$out" | grep -q '^✓ launches .*libcudart probed: cudaLaunchKernel, ' && pass "runtime launch paths" || fail "runtime launch paths: $out"
-  echo "$out" | grep -q 'launches through cuGraphLaunch (CUDA graphs launched through the driver) are not seen' \
-    && pass "unprobed cuGraphLaunch named" || fail "cuGraphLaunch not named: $out"
+  echo "$out" | grep -q '^✓ launches .*libcudart probed: cudaLaunchKernel, .*cudaGraphLaunch' && pass "runtime launch paths" || fail "runtime launch paths: $out"
+  echo "$out" | grep -q 'libcuda probed: .*cuGraphLaunch' && ! echo "$out" | grep -q 'cuGraphLaunch.*not seen' \
+    && pass "cuGraphLaunch probed" || fail "cuGraphLaunch not probed: $out"
 fi
 
 out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$GPUWHY" check 2>&1); rc=$?

@@ -7,7 +7,15 @@
 #   3. --launch-duty 1 with two CPU burners beside it: exact, not an estimate (before: 3,776 of
 #      4,672: the job's first launches ran before its libcudart was attached), or short by no
 #      more than the drops the trace reports;
-#   4. MCP top_kernels and explain --json give the same figure.
+#   4. MCP top_kernels and explain --json give the same figure;
+#   5. a job that captures its step's 8 kernels into a CUDA graph once and replays it
+#      (--graph): each graph launch counts as 8 kernels (graph_kernels = 8 x the sim's
+#      cudaGraphLaunch count, exactly), the graph is named with its kernels in the kernel table,
+#      the 8 captured launches are graph_node rows and not launches, one row per graph launch
+#      (the runtime's call and the driver's cuGraphLaunch it makes are one), and `check` no longer
+#      says graph launches are not seen;
+#   6. re-captured every 20 steps (--graph-recapture): one graph_node row per captured kernel
+#      and one instantiation per capture, against the sim's counters.
 # Usage: launch_count_e2e.sh GPUWHY SIM_BIN
 set -uo pipefail
 GPUWHY=$1 SIM_BIN=$2
@@ -74,5 +82,46 @@ if run every --launch-duty 1 -- "$SIM_BIN/gw_train_loop" --duration 5; then
   fi
 fi
 wait
+
+# ---- 5. CUDA Graphs: a step's kernels captured once and replayed --------------------------
+sim_count() {  # sim_count NAME API: calls of API in the job's libcudart
+  awk -v api="$2" '$1 == api {n += $2} END {print n + 0}' "$WORK/$1.counts"/libcudart.*.counts
+}
+if run graph --launch-duty 1 -- "$SIM_BIN/gw_train_loop" --duration 4 --graph; then
+  graph_launches=$(sim_count graph cudaGraphLaunch)
+  kernels=$(q "$WORK/graph.db" "SELECT COALESCE(SUM(count), 0) FROM op_seconds WHERE op = 'graph_kernels'")
+  nodes=$(q "$WORK/graph.db" "SELECT COUNT(*) FROM events WHERE op = 'graph_node'")
+  rows=$(q "$WORK/graph.db" "SELECT COUNT(*) FROM events WHERE op = 'cudaGraphLaunch'")
+  [ "$graph_launches" -gt 10 ] && [ "$kernels" -eq $((8 * graph_launches)) ] \
+    && pass "graph launches: $kernels kernels run for $graph_launches launches of an 8-kernel graph" \
+    || fail "graph_kernels $kernels for $graph_launches graph launches of 8 kernels"
+  [ "$rows" -eq "$graph_launches" ] && pass "one cudaGraphLaunch row per graph launch ($rows)" \
+    || fail "$rows cudaGraphLaunch rows for $graph_launches graph launches"
+  [ "$nodes" -eq 8 ] && pass "the 8 captured launches are graph_node rows" \
+    || fail "$nodes graph_node rows, want 8"
+  # Kernels run: the direct launches the sim counted less the 8 captured, plus the graph's.
+  direct=$(( truth - 8 ))
+  [ "$est" -eq $(( direct + 8 * graph_launches )) ] \
+    && pass "explain's launch figure counts the graph's kernels: $est" \
+    || fail "explain says $est launches; want $direct direct + $((8 * graph_launches)) through the graph"
+  "$GPUWHY" explain --db "$WORK/graph.db" > "$WORK/graph.txt" 2>&1
+  grep -q "graph 1 (8 kernels: " "$WORK/graph.txt" && grep -q "run by CUDA Graph launches" "$WORK/graph.txt" \
+    && pass "the kernel table names the graph and its kernels" \
+    || fail "no named graph in the kernel table" "$(grep -A6 'Top kernels' "$WORK/graph.txt")"
+fi
+"$GPUWHY" check > "$WORK/check.txt" 2>&1
+grep -qi "graph.*not seen\|not seen.*graph" "$WORK/check.txt" \
+  && fail "check still says graph launches are not seen" "$(grep -i graph "$WORK/check.txt")" \
+  || pass "check no longer reports graph launches as unseen"
+
+# ---- 6. re-captured every 20 steps -----------------------------------------------------------
+if run recapture --launch-duty 1 -- "$SIM_BIN/gw_train_loop" --duration 3 --graph-recapture 20; then
+  captures=$(sim_count recapture cudaStreamEndCapture)
+  nodes=$(q "$WORK/recapture.db" "SELECT COUNT(*) FROM events WHERE op = 'graph_node'")
+  inst=$(q "$WORK/recapture.db" "SELECT COUNT(*) FROM events WHERE op = 'cudaGraphInstantiate'")
+  [ "$captures" -gt 2 ] && [ "$nodes" -eq $((8 * captures)) ] && [ "$inst" -eq "$captures" ] \
+    && pass "re-captured $captures times: $nodes graph_node rows, $inst instantiations" \
+    || fail "$captures captures: $nodes graph_node rows (want $((8 * captures))), $inst instantiations"
+fi
 
 e2e_finish launch_count_e2e

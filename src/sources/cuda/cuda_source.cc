@@ -192,7 +192,10 @@ std::vector<UnseenLaunchPath> UnseenLaunchPaths(const std::string& path, CudaLib
 std::vector<std::string> ProbedLaunchSymbols(CudaLibKind kind) {
   std::vector<std::string> out;
   for (const ProbeSpec& spec : Probes()) {
-    if (spec.library == kind && spec.probe == ProbeClass::kLaunch) out.push_back(spec.symbol);
+    bool graph = spec.op == Op::kCudaGraphLaunch;  // a launch of a graph's kernels
+    if (spec.library == kind && (spec.probe == ProbeClass::kLaunch || graph)) {
+      out.push_back(spec.symbol);
+    }
   }
   return out;
 }
