@@ -63,6 +63,9 @@ std::string FormatFactor(double x) {
 }
 
 std::string ShortKernelName(const std::string& name, size_t max) {
+  // A CUDA graph's label (sources/cuda/cuda_graphs.h) is already short: its parentheses list
+  // the graph's kernels, not a parameter list.
+  if (name.rfind("graph ", 0) == 0) return name;
   std::string s = name;
   if (s.rfind("void ", 0) == 0) s = s.substr(5);
   // The parameter list: the last '(' at bracket depth 0, when the name ends with its ')'.

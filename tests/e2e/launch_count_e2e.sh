@@ -89,7 +89,7 @@ sim_count() {  # sim_count NAME API: calls of API in the job's libcudart
 }
 if run graph --launch-duty 1 -- "$SIM_BIN/gw_train_loop" --duration 4 --graph; then
   graph_launches=$(sim_count graph cudaGraphLaunch)
-  kernels=$(q "$WORK/graph.db" "SELECT COALESCE(SUM(count), 0) FROM op_seconds WHERE op = 'graph_kernels'")
+  kernels=$(q "$WORK/graph.db" "SELECT COALESCE(SUM(count), 0) FROM op_seconds WHERE op = 27")  # graph_kernels
   nodes=$(q "$WORK/graph.db" "SELECT COUNT(*) FROM events WHERE op = 'graph_node'")
   rows=$(q "$WORK/graph.db" "SELECT COUNT(*) FROM events WHERE op = 'cudaGraphLaunch'")
   [ "$graph_launches" -gt 10 ] && [ "$kernels" -eq $((8 * graph_launches)) ] \
