@@ -11,6 +11,23 @@ int gw_bare_entry(struct pt_regs *ctx) { return 0; }
 SEC("uretprobe")
 int gw_bare_return(struct pt_regs *ctx) { return 0; }
 
+// --count: an independent tally of calls, one slot per symbol (the attach cookie), for checking
+// gpuwhy's launch counts against (no pairing, no ring buffer: entries only).
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 64);
+  __type(key, __u32);
+  __type(value, __u64);
+} call_counts SEC(".maps");
+
+SEC("uprobe")
+int gw_count_entry(struct pt_regs *ctx) {
+  __u32 slot = (__u32)bpf_get_attach_cookie(ctx);
+  __u64 *n = bpf_map_lookup_elem(&call_counts, &slot);
+  if (n) __sync_fetch_and_add(n, 1);
+  return 0;
+}
+
 // --sched: the same hooks as gpuwhy's host source for wake-up causality, doing nothing.
 SEC("tp_btf/sched_switch")
 int BPF_PROG(gw_bare_switch) { return 0; }

@@ -2,7 +2,11 @@
 // call is implemented by calling Driver API functions of libcuda.so.1 on the same thread
 // (through the PLT, so probes on the driver see the nested calls): cudaMalloc → cuMemAlloc_v2,
 // cudaLaunchKernel → cuLibraryGetKernel + cuKernelGetFunction on first use, then cuLaunchKernel.
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -128,11 +132,26 @@ cudaError_t ResolveFunction(const void* host_fun, CUfunction* out) {
   return cudaSuccess;
 }
 
+// GWSIM_LAUNCH_STALL_EVERY=N: every Nth runtime launch (the first excepted) stalls 6 ms between
+// its entry and the driver launch it makes, as a thread preempted there on a busy host would
+// (tests: a tracer must still count that launch once).
+bool StallThisLaunch() {
+  static const long every = [] {
+    const char* v = getenv("GWSIM_LAUNCH_STALL_EVERY");
+    return v != nullptr ? strtol(v, nullptr, 10) : 0L;
+  }();
+  static std::atomic<long> launches{0};
+  if (every <= 0) return false;
+  long n = launches.fetch_add(1, std::memory_order_relaxed) + 1;
+  return n > 1 && n % every == 0;
+}
+
 cudaError_t LaunchOn(const void* func, dim3 grid, dim3 block, void** args, size_t shared_mem,
                      CUstream stream) {
   GWSIM_ENSURE_CONTEXT();
   CUfunction f = nullptr;
   if (cudaError_t e = ResolveFunction(func, &f); e != cudaSuccess) return Record(e);
+  if (StallThisLaunch()) usleep(6000);
   return Record(cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z,
                                static_cast<unsigned>(shared_mem), stream, args, nullptr));
 }

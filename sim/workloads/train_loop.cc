@@ -131,6 +131,7 @@ struct Options {
   bool report = false;
   bool graph = false;       // the step's kernels captured once into a CUDA graph, then replayed
   long graph_recapture = 0;  // capture and instantiate the graph again every N steps (0: never)
+  double capture_cpu_ms = 0;  // CPU time the main thread spends inside each capture
 };
 
 void Usage(FILE* out) {
@@ -171,6 +172,8 @@ void Usage(FILE* out) {
           "  --graph               capture the step's kernels into a CUDA graph once and launch\n"
           "                        the graph each step (--shape simple only)\n"
           "  --graph-recapture N   capture and instantiate the graph again every N steps\n"
+          "  --capture-cpu-ms MS   the main thread computes MS ms of CPU time inside each\n"
+          "                        capture (a framework running the step's code to record it)\n"
           "                        (dynamic shapes under torch.compile's reduce-overhead)\n"
           "  --report              print throughput at exit:\n"
           "                        gw_train_loop: steps=N seconds=S steps_per_s=X "
@@ -235,6 +238,7 @@ enum OptionId {
   kOptReport,
   kOptGraph,
   kOptGraphRecapture,
+  kOptCaptureCpuMs,
   kOptHelp,
 };
 
@@ -268,6 +272,7 @@ int ParseOptions(int argc, char** argv, Options* o) {
       {"report", no_argument, nullptr, kOptReport},
       {"graph", no_argument, nullptr, kOptGraph},
       {"graph-recapture", required_argument, nullptr, kOptGraphRecapture},
+      {"capture-cpu-ms", required_argument, nullptr, kOptCaptureCpuMs},
       {"help", no_argument, nullptr, kOptHelp},
       {nullptr, 0, nullptr, 0},
   };
@@ -369,6 +374,9 @@ int ParseOptions(int argc, char** argv, Options* o) {
         ok = ParseInt(optarg, &n) && n > 0;
         o->graph_recapture = n;
         o->graph = true;
+        break;
+      case kOptCaptureCpuMs:
+        ok = ParseDouble(optarg, &o->capture_cpu_ms) && o->capture_cpu_ms >= 0;
         break;
       case kOptHelp:
       case 'h':
@@ -809,6 +817,16 @@ struct PendingSlot {
 
 bool GiveBack(const PendingSlot& p) { return WriteAll(p.worker->free_fd, &p.slot, sizeof(p.slot)); }
 
+// --capture-cpu-ms: the main thread's CPU time inside a capture (always true: a step goes on).
+bool CaptureWork(const Options& o) {
+  double start = ThreadCpuMs();
+  volatile uint64_t x = 88172645463325252ull;
+  while (ThreadCpuMs() - start < o.capture_cpu_ms && !g_stop) {
+    for (int k = 0; k < 4096; ++k) x = x * 6364136223846793005ull + 1442695040888963407ull;
+  }
+  return true;
+}
+
 // The step's K kernels, launched on `stream` (or put into a graph while it captures).
 bool LaunchStepKernels(const Options& o, Trainer& t, uint64_t* kernel_ns, cudaStream_t stream) {
   for (int k = 0; k < o.kernels_per_step; ++k) {
@@ -919,6 +937,7 @@ bool RunSteps(Trainer& t, std::vector<Worker>& workers, long* steps_done, double
         if (!Check(cudaStreamBeginCapture(capture_stream, cudaStreamCaptureModeThreadLocal),
                    "cudaStreamBeginCapture") ||
             !LaunchStepKernels(o, t, &kernel_ns, capture_stream) ||
+            !CaptureWork(o) ||
             !Check(cudaStreamEndCapture(capture_stream, &graph), "cudaStreamEndCapture") ||
             !Check(cudaGraphInstantiateWithFlags(&graph_exec, graph, 0),
                    "cudaGraphInstantiateWithFlags") ||

@@ -1257,6 +1257,53 @@ TEST(BudgetTest, IdleGpuWhileTheMainThreadComputesIsHostCompute) {
   EXPECT_EQ(fixes.find("taskset"), std::string::npos) << fixes;
 }
 
+// CUDA Graphs recorded again every 2 s in steady state: each capture is 300 ms of the main
+// thread's computing with the GPU idle, each instantiation 50 ms. graph-recapture takes their
+// share of host_compute's lost seconds (and host-compute keeps the rest); captures during the
+// first tenth of the session (warm-up) are cold-start's and do not count.
+TEST(GraphRecaptureTest, RepeatedCapturesTakeTheirShareOfTheComputing) {
+  Builder b;
+  AddUtil(b.w, [](int64_t) { return 40.0; });
+  int64_t captures = 0;
+  for (int64_t t = 1 * kSec; t < b.w.to - kSec; t += 2 * kSec) {
+    b.Add(Call(kMain, Op::kCudaStreamBeginCapture, t, 5'000));
+    b.Add(Call(kMain, Op::kCudaStreamEndCapture, t + 300 * kMs - 10'000, 10'000));
+    b.Add(Call(kMain, Op::kCudaGraphInstantiate, t + 300 * kMs, 50 * kMs));
+    if (t >= 10 * kSec) ++captures;
+  }
+  Report r = b.Run();
+  const Finding* g = Find(r, "graph-recapture");
+  ASSERT_NE(g, nullptr);
+  const Finding* h = Find(r, "host-compute");
+  ASSERT_NE(h, nullptr);
+  // 44 steady captures (t = 11 … 97 s) of 350 ms: 15.4 s of the main thread's ~100 s running;
+  // host_compute lost 60 s, so ~9.3 s of it is the captures'.
+  EXPECT_EQ(captures, 44);
+  double share = captures * 0.35 / (b.w.to / 1e9);
+  EXPECT_NEAR(g->lost_s, LostS(r, BudgetCause::kHostCompute) * share, 0.3);
+  EXPECT_NEAR(g->lost_s + h->lost_s, LostS(r, BudgetCause::kHostCompute), 0.05);
+  std::string text = ReportToText(r);
+  EXPECT_NE(text.find("44 stream captures and 44 graph instantiations after warm-up"),
+            std::string::npos)
+      << text;
+  std::string fixes;
+  for (const std::string& x : g->fix) fixes += x + "\n";
+  EXPECT_NE(fixes.find("bucket"), std::string::npos) << fixes;
+}
+
+// A job that records its graphs once while it warms up and then replays them has no finding.
+TEST(GraphRecaptureTest, CapturesDuringWarmUpAreNotRecapture) {
+  Builder b;
+  AddUtil(b.w, [](int64_t) { return 40.0; });
+  for (int64_t t = 1 * kSec; t < 9 * kSec; t += 2 * kSec) {
+    b.Add(Call(kMain, Op::kCudaStreamBeginCapture, t, 5'000));
+    b.Add(Call(kMain, Op::kCudaStreamEndCapture, t + 300 * kMs, 10'000));
+    b.Add(Call(kMain, Op::kCudaGraphInstantiate, t + 400 * kMs, 50 * kMs));
+  }
+  Report r = b.Run();
+  EXPECT_EQ(Find(r, "graph-recapture"), nullptr);
+}
+
 // Waits explain idle time before the computing does: contention holding the main thread 60 ms of
 // every 100 while the GPU idles 68% is contention's, not the computing's.
 TEST(BudgetTest, WaitsExplainIdleTimeBeforeComputing) {

@@ -291,6 +291,7 @@ constexpr RuleSpec kRules[] = {
     {"launch-bound", rules::LaunchBound, kNoBlame, FC::kRunning, "", kMainOnly, kAlone},
     // Also emits "malloc-churn".
     {"allocator-spikes", rules::AllocatorSpikes, kNoBlame, FC::kRunning, "", kMainOnly, kAlone},
+    {"graph-recapture", rules::GraphRecapture, kNoBlame, FC::kRunning, "", kMainOnly, kAlone},
     {"cold-start", rules::ColdStart, kNoBlame, FC::kRunning, "", kMainOnly, kAlone},
     {"gpu-sharing", rules::GpuSharing, kNoBlame, FC::kSync, "", kMainOnly, kAlone},
     {"oom-kill", rules::OomKills, kNoBlame, FC::kRunning, "", kMainOnly, kAlone},

@@ -120,6 +120,18 @@ bool SyncDrainsThePipeline(const Facts& f);
 double AllocatorSeconds(const Facts& f);
 double AllocatorLostS(const Facts& f);
 void LaunchBound(const Facts& f, std::vector<Finding>* out);
+// The main process's CUDA Graph captures (begin to end on one thread) and instantiations after
+// warm-up (the first tenth of the session is start-up), and the GPU idle seconds they explain:
+// their share of host_compute's lost seconds beside the allocator's (graph-recapture's lost time).
+struct GraphCaptureTotals {
+  int64_t captures = 0;
+  int64_t instantiations = 0;
+  int64_t capture_ns = 0;
+  int64_t instantiate_ns = 0;
+};
+GraphCaptureTotals GraphCaptures(const Facts& f);
+double GraphCaptureLostS(const Facts& f);
+void GraphRecapture(const Facts& f, std::vector<Finding>* out);
 void AllocatorSpikes(const Facts& f, std::vector<Finding>* out);
 void ColdStart(const Facts& f, std::vector<Finding>* out);
 void GpuSharing(const Facts& f, std::vector<Finding>* out);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -468,6 +469,106 @@ void AllocatorSpikes(const Facts& f, std::vector<Finding>* out) {
   }
 }
 
+namespace {
+
+// The main process's captures begun and instantiations made in [from, to).
+GraphCaptureTotals GraphCapturesIn(const Facts& f, int64_t from, int64_t to) {
+  GraphCaptureTotals t;
+  std::map<int32_t, int64_t> open;  // tid -> begin ts
+  for (const RawEvent& e : f.events) {
+    if (e.pid != f.main_pid) continue;
+    if (e.op == Op::kCudaStreamBeginCapture) {
+      if (e.ret == 0 || e.ret == kNull) open[e.tid] = e.ts;
+    } else if (e.op == Op::kCudaStreamEndCapture) {
+      auto it = open.find(e.tid);
+      if (it == open.end()) continue;  // begun before the window
+      int64_t begin = it->second;
+      open.erase(it);
+      if (begin < from || begin >= to) continue;
+      ++t.captures;
+      t.capture_ns += SaturatingSub(SaturatingAdd(e.ts, e.duration), begin);
+    } else if (e.op == Op::kCudaGraphInstantiate) {
+      if (e.ts < from || e.ts >= to) continue;
+      ++t.instantiations;
+      t.instantiate_ns += e.duration;
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+GraphCaptureTotals GraphCaptures(const Facts& f) {
+  // Steady state only: the graphs a job records while it warms up are its start-up (cold-start).
+  int64_t warm_end = SaturatingAdd(f.w->session_first_ts,
+                                   SaturatingSub(f.w->session_last_ts, f.w->session_first_ts) / 10);
+  return GraphCapturesIn(f, warm_end, std::numeric_limits<int64_t>::max());
+}
+
+double GraphCaptureLostS(const Facts& f) {
+  // Capturing, the main thread runs the step's Python and queues nothing the GPU runs: its
+  // computing then idles the GPU (the budget's host_compute); capture and instantiation's part is
+  // their share of the main thread's time on the CPU, as the allocator's is.
+  GraphCaptureTotals t = GraphCaptures(f);
+  double running = Sec(At(f.main_totals, FeedCause::kRunning));
+  if (running <= 0 || t.captures + t.instantiations < th::kGraphRecaptureMinCount) return 0;
+  double host = BudgetLostS(f, BudgetCause::kHostCompute);
+  double lost = host * std::min(1.0, Sec(t.capture_ns + t.instantiate_ns) / running);
+  return std::min(lost, std::max(0.0, host - AllocatorLostS(f)));
+}
+
+void GraphRecapture(const Facts& f, std::vector<Finding>* out) {
+  GraphCaptureTotals t = GraphCaptures(f);
+  if (t.captures + t.instantiations < th::kGraphRecaptureMinCount) return;
+  double lost = GraphCaptureLostS(f);
+  std::optional<Severity> sev = Ladder(Share(lost, f.budget.window_s));
+  if (!sev) return;
+  double spent = Sec(t.capture_ns + t.instantiate_ns);
+  int64_t n = std::max(t.captures, t.instantiations);
+  Finding x;
+  x.rule = "graph-recapture";
+  x.severity = *sev;
+  x.cause = "CUDA Graphs recorded again and again";
+  x.effect = "GPU idle while the host captures and instantiates graphs instead of replaying them";
+  x.lost_s = lost;
+  x.root.push_back(Fmt("%lld stream %s and %lld graph %s after warm-up, one every %s s: "
+                       "%s s of the main thread (%s s capturing, %s s instantiating)",
+                       static_cast<long long>(t.captures),
+                       t.captures == 1 ? "capture" : "captures",
+                       static_cast<long long>(t.instantiations),
+                       t.instantiations == 1 ? "instantiation" : "instantiations",
+                       FormatSeconds(f.window_s / static_cast<double>(n)).c_str(),
+                       FormatSeconds(spent).c_str(), FormatSeconds(Sec(t.capture_ns)).c_str(),
+                       FormatSeconds(Sec(t.instantiate_ns)).c_str()));
+  x.root.push_back(Fmt("GPU idle while the main thread captured and instantiated: %s s (their "
+                       "share of its computing on the critical path)",
+                       FormatSeconds(lost).c_str()));
+  x.effects.push_back(
+      "A CUDA Graph replays only the shapes it was recorded with: each new input shape records "
+      "and instantiates another graph (torch.compile mode=\"reduce-overhead\" also runs the "
+      "new shape once without a graph first)");
+  x.fix.push_back(
+      "give the graphed code static shapes: pad or bucket variable-size inputs (sequence "
+      "lengths, the last short batch: DataLoader(drop_last=True)) to a few sizes");
+  x.fix.push_back(
+      "torch.compile: TORCH_LOGS=recompiles names the inputs whose shapes change; "
+      "torch._inductor.config.triton.cudagraph_skip_dynamic_graphs = True runs dynamic-shape "
+      "graphs without CUDA Graphs");
+  x.metrics.push_back({"captures", static_cast<double>(t.captures), "count"});
+  x.metrics.push_back({"instantiations", static_cast<double>(t.instantiations), "count"});
+  x.metrics.push_back({"capture_s", Sec(t.capture_ns), "s"});
+  x.metrics.push_back({"instantiate_s", Sec(t.instantiate_ns), "s"});
+  x.metrics.push_back({"lost_s", lost, "s"});
+  SetEvidence(&x, {{"graph captures and instantiations of the main process",
+                    Sql(f, "SELECT timestamp, tid, op, ROUND(duration_ns / 1e6, 2) AS ms FROM "
+                           "{EVENTS} WHERE {IN_S}pid = {P} AND op IN (" +
+                               OpNames({Op::kCudaStreamBeginCapture, Op::kCudaStreamEndCapture,
+                                        Op::kCudaGraphInstantiate}) +
+                               ") AND timestamp >= {F} AND timestamp < {T} ORDER BY timestamp")},
+                   Throughput(f)});
+  out->push_back(std::move(x));
+}
+
 void ColdStart(const Facts& f, std::vector<Finding>* out) {
   // Only meaningful when the window covers the start of the session.
   if (f.w->from > f.w->session_first_ts + 1'000'000'000) return;
@@ -526,6 +627,16 @@ void ColdStart(const Facts& f, std::vector<Finding>* out) {
     x.root.push_back(Fmt("%s: %s calls, %s s during warm-up",
                          std::string(OpName(slow[i].second)).c_str(), FormatCount(v.first).c_str(),
                          FormatSeconds(Sec(v.second)).c_str()));
+  }
+  GraphCaptureTotals graphs =
+      GraphCapturesIn(f, std::numeric_limits<int64_t>::min(), ready);
+  if (graphs.captures + graphs.instantiations > 0) {
+    x.root.push_back(Fmt("CUDA Graphs: %lld stream captures (%s s) and %lld instantiations (%s s) "
+                         "during warm-up",
+                         static_cast<long long>(graphs.captures),
+                         FormatSeconds(Sec(graphs.capture_ns)).c_str(),
+                         static_cast<long long>(graphs.instantiations),
+                         FormatSeconds(Sec(graphs.instantiate_ns)).c_str()));
   }
   x.effects.push_back(Fmt("GPU throughput below half of steady state for the first %s s",
                           FormatSeconds(Sec(cold_ns)).c_str()));

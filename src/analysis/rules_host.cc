@@ -98,9 +98,10 @@ std::string ProfileFix(const Facts& f, const char* who) {
 
 void HostCompute(const Facts& f, std::vector<Finding>* out) {
   // A sync-heavy loop's computing seconds are sync-heavy's; the allocator's part of the main
-  // thread's, malloc-churn's (one cause per second).
+  // thread's, malloc-churn's; graph capture's, graph-recapture's (one cause per second).
   if (SyncDrainsThePipeline(f)) return;
-  double main_lost = BudgetLostS(f, BudgetCause::kHostCompute) - AllocatorLostS(f);
+  double main_lost = BudgetLostS(f, BudgetCause::kHostCompute) - AllocatorLostS(f) -
+                     GraphCaptureLostS(f);
   double helper_lost = BudgetLostS(f, BudgetCause::kHelperCompute);
   double lost = main_lost + helper_lost;
   double launches = LaunchesPerSecond(f);

@@ -85,6 +85,10 @@ inline constexpr int64_t kMallocSpikeMinNs = 20'000'000;  // and at least 20 ms 
 inline constexpr int kMallocSpikeMinCount = 3;
 inline constexpr double kPeriodJitterShare = 0.2;  // gaps within ±20% of the median gap
 
+// CUDA Graphs recorded again and again: at least this many captures + instantiations after
+// warm-up (and lost time on the finding ladder).
+inline constexpr int64_t kGraphRecaptureMinCount = 4;
+
 // Cold start: time from the first CUDA call until the per-second CUDA op rate first reaches
 // this share of the steady-state median.
 inline constexpr double kColdStartSteadyShare = 0.5;

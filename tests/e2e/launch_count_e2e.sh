@@ -7,6 +7,8 @@
 #   3. --launch-duty 1 with two CPU burners beside it: exact, not an estimate (before: 3,776 of
 #      4,672: the job's first launches ran before its libcudart was attached), or short by no
 #      more than the drops the trace reports;
+#      3b. every 50th launch stalled 6 ms inside the runtime call before its driver launch (a
+#      preempted thread): still counted once;
 #   4. MCP top_kernels and explain --json give the same figure;
 #   5. a job that captures its step's 8 kernels into a CUDA graph once and replays it
 #      (--graph): each graph launch counts as 8 kernels (graph_kernels = 8 x the sim's
@@ -15,7 +17,9 @@
 #      (the runtime's call and the driver's cuGraphLaunch it makes are one), and `check` no longer
 #      says graph launches are not seen;
 #   6. re-captured every 20 steps (--graph-recapture): one graph_node row per captured kernel
-#      and one instantiation per capture, against the sim's counters.
+#      and one instantiation per capture, against the sim's counters;
+#   7. re-captured every 4th step with 40 ms of CPU inside each capture: the graph-recapture
+#      finding's lost time against the captures' known cost; none for a graph captured once.
 # Usage: launch_count_e2e.sh GPUWHY SIM_BIN
 set -uo pipefail
 GPUWHY=$1 SIM_BIN=$2
@@ -82,6 +86,12 @@ if run every --launch-duty 1 -- "$SIM_BIN/gw_train_loop" --duration 5; then
   fi
 fi
 wait
+# 3b. Every 50th launch stalls 6 ms between the runtime's entry and the driver launch it makes
+# (a thread preempted there): each still counts once (before: the driver launch counted again).
+if GWSIM_LAUNCH_STALL_EVERY=50 run stalled --launch-duty 1 -- "$SIM_BIN/gw_train_loop" --duration 3; then
+  [ "$est" -eq "$truth" ] && pass "launches stalled inside the runtime call count once: $est" \
+    || fail "with launches stalled inside the runtime call: $est counted for $truth"
+fi
 
 # ---- 5. CUDA Graphs: a step's kernels captured once and replayed --------------------------
 sim_count() {  # sim_count NAME API: calls of API in the job's libcudart
@@ -122,6 +132,37 @@ if run recapture --launch-duty 1 -- "$SIM_BIN/gw_train_loop" --duration 3 --grap
   [ "$captures" -gt 2 ] && [ "$nodes" -eq $((8 * captures)) ] && [ "$inst" -eq "$captures" ] \
     && pass "re-captured $captures times: $nodes graph_node rows, $inst instantiations" \
     || fail "$captures captures: $nodes graph_node rows (want $((8 * captures))), $inst instantiations"
+fi
+
+# ---- 7. re-captured often enough to cost time: the graph-recapture finding --------------------
+# Every 4th step records the graph again with 40 ms of the main thread's CPU inside the capture
+# (a framework running the step to record it). The GPU idles meanwhile: graph-recapture's lost
+# time is those captures' seconds after warm-up (the sim's capture count x 40 ms, less the first
+# tenth of the session), within ±35%; a graph captured once (section 5) has no such finding.
+# The simulated NVML gives the budget its GPU samples (the sim device's real busy time).
+NVML="$SIM_BIN/../lib/libnvidia-ml.so.1"
+export GWSIM_GPU_STATE_DIR="$WORK/gpustate"
+mkdir -m 1777 "$GWSIM_GPU_STATE_DIR"
+if run costly --launch-duty 1 --nvml-lib "$NVML" -- "$SIM_BIN/gw_train_loop" --duration 8 \
+    --graph-recapture 4 --capture-cpu-ms 40; then
+  captures=$(sim_count costly cudaStreamEndCapture)
+  read -r lost sev fix < <(python3 -c '
+import json, sys
+for x in json.load(open(sys.argv[1]))["findings"]:
+    if x["rule"] == "graph-recapture":
+        print(x["lost_s"], x["severity"], int(any("bucket" in f for f in x["fix"])))
+        break
+else:
+    print("none none 0")' "$WORK/costly.json")
+  python3 -c 'import sys; n, l = int(sys.argv[1]), float(sys.argv[2]); want = n * 0.040 * 0.9
+sys.exit(0 if n > 20 and abs(l - want) <= 0.35 * want else 1)' "$captures" "${lost/none/0}" \
+    && [ "$fix" = 1 ] \
+    && pass "graph-recapture ($sev): $lost s lost for $captures captures of 40 ms" \
+    || fail "graph-recapture: lost '$lost' ($sev) for $captures captures of 40 ms (want ~$captures x 36 ms), bucket fix $fix" \
+      "$("$GPUWHY" explain --db "$WORK/costly.db" | head -40)"
+  grep -q '"rule": *"graph-recapture"' "$WORK/graph.json" \
+    && fail "a graph captured once is reported as re-captured" \
+    || pass "no graph-recapture finding for a graph captured once"
 fi
 
 e2e_finish launch_count_e2e

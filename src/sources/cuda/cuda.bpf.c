@@ -719,12 +719,18 @@ static __always_inline int emit_sampled_launch(struct pt_regs *ctx, __u32 fn, __
   return 1;
 }
 
+// Whether runtime stub `stub` of process `tgid` is known to launch driver function `function`.
+static __always_inline bool paired(__u32 tgid, __u64 stub, __u64 function) {
+  struct gw_cuda_pair_key key = {.tgid = tgid, .pad = 0, .stub = stub};
+  __u64 *known = bpf_map_lookup_elem(&launch_pairs, &key);
+  return known && *known == function;
+}
+
 // A runtime launch of host stub `stub` reached driver function `function`: tell user space
 // once per stub, which then names the stub after the function.
 static __always_inline void note_pair(__u32 fn, __u32 tgid, __u64 stub, __u64 function) {
+  if (paired(tgid, stub, function)) return;
   struct gw_cuda_pair_key key = {.tgid = tgid, .pad = 0, .stub = stub};
-  __u64 *known = bpf_map_lookup_elem(&launch_pairs, &key);
-  if (known && *known == function) return;
   struct gw_cuda_name_record *r = bpf_ringbuf_reserve(&events, sizeof *r, 0);
   if (!r) {
     count_drop(GW_CUDA_DROP_RESERVE);
@@ -793,8 +799,11 @@ int gw_cuda_launch(struct pt_regs *ctx) {
     t->rt_launch_handle = handle;
     t->rt_launch_ts = now;
     count_nesting(GW_CUDA_NEST_RUNTIME);
-  } else if (t->rt_launch_ts != 0 && now - t->rt_launch_ts < launch_nest_ns) {
-    // The runtime launch already counted (or sampled) this launch.
+  } else if (t->rt_launch_ts != 0 &&
+             (now - t->rt_launch_ts < launch_nest_ns || paired(tgid, t->rt_launch_handle, handle))) {
+    // The runtime launch already counted (or sampled) this launch: the driver launch came at
+    // once, or later (the thread was preempted in between) of the function that runtime stub is
+    // known to launch.
     __u64 stub = t->rt_launch_handle;
     t->rt_launch_ts = 0;
     count_nesting(GW_CUDA_NEST_PAIRED);
