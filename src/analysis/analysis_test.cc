@@ -1375,6 +1375,64 @@ TEST(CpuProfileTest, SamplesInsideCudaSyncsAreAWaitNotALine) {
   EXPECT_EQ(p->sites[0].count, 1000);
 }
 
+// A checkpoint written by the main thread every 2 s: 300 ms blocked on I/O (fsync) and 500 ms on
+// the CPU under torch.save (200 ms of it in the kernel under write(), 300 ms pickling), with the
+// GPU idle throughout. main-thread-io claims the blocked seconds and the writing CPU's share of
+// host_compute; the loop's own CPU stays host-compute's. A function that writes a line now and
+// then is no writer.
+TEST(CpuProfileTest, TheMainThreadsCheckpointCpuIsTheCheckpoints) {
+  Builder b;
+  b.w.profile_hz = 100;
+  AddUtil(b.w, [](int64_t) { return 40.0; });
+  b.w.stack_frames[1] = {Native("__GI___libc_write", "/lib/libc.so.6"),
+                         Py("_save", "/t/torch/serialization.py", 900),
+                         Py("save", "/t/torch/serialization.py", 650), Py("main", "/t/train.py", 40)};
+  b.w.stack_frames[2] = {Native("save_global", "/usr/bin/python3"),
+                         Py("_save", "/t/torch/serialization.py", 880),
+                         Py("save", "/t/torch/serialization.py", 650), Py("main", "/t/train.py", 40)};
+  b.w.stack_frames[3] = {Py("forward", "/t/model.py", 12), Py("main", "/t/train.py", 30)};
+  // The loop logs a line with write() now and then: not a writer.
+  b.w.stack_frames[4] = {Native("write", "/lib/libc.so.6"), Py("log", "/t/train.py", 70),
+                         Py("main", "/t/train.py", 35)};
+  b.w.stack_frames[5] = {Native("format_line", "/usr/bin/python3"), Py("log", "/t/train.py", 66),
+                         Py("main", "/t/train.py", 35)};
+  for (int64_t t = 0; t < b.w.to; t += 10 * kMs) {
+    int64_t phase = t % (2 * kSec);
+    int64_t stack = 3;
+    bool kernel = false;
+    if (phase < 200 * kMs) {
+      stack = 1, kernel = true;
+    } else if (phase < 500 * kMs) {
+      stack = 2;
+    } else if (phase >= 800 * kMs && phase < 1700 * kMs && phase % (50 * kMs) == 0) {
+      stack = phase == 1000 * kMs ? 4 : 5;  // 1 of its 18 samples in write()
+      kernel = stack == 4;
+    }
+    if (phase >= 500 * kMs && phase < 800 * kMs) continue;  // blocked in fsync: no sample
+    b.w.cpu_samples.push_back({t, kMain, kMain, stack, kernel});
+  }
+  for (int64_t t = 0; t < b.w.to; t += 2 * kSec) {
+    b.Add(Sw(kMain, t + 500 * kMs, 300 * kMs, SwitchKind::kBlockedIo, 0));
+  }
+  WriterProfile p = WriterSamples(b.w, kMain);
+  EXPECT_EQ(p.write_samples, 50 * 20 + 50);   // torch.save's and the log's write() samples
+  EXPECT_EQ(p.writer_samples, 50 * 50 + 50);  // under _save, and the log's own write()s
+  EXPECT_EQ(p.function, "_save");
+  Report r = b.Run();
+  const Finding* io = Find(r, "main-thread-io");
+  ASSERT_NE(io, nullptr);
+  const Finding* host = Find(r, "host-compute");
+  ASSERT_NE(host, nullptr);
+  double blocked = LostS(r, BudgetCause::kProcessIo);
+  EXPECT_NEAR(blocked, 15, 0.5);  // 50 fsyncs of 300 ms
+  // The writing CPU: 25.5 s of the main thread's ~85 s on the CPU, that share of host_compute.
+  double host_lost = LostS(r, BudgetCause::kHostCompute);
+  EXPECT_NEAR(io->lost_s - blocked, host_lost * 25.5 / 85, 2.0);
+  EXPECT_NEAR(io->lost_s + host->lost_s, blocked + host_lost, 0.05);
+  std::string text = ReportToText(r);
+  EXPECT_NE(text.find("serialization.py:900 in _save"), std::string::npos) << text;
+}
+
 // The GIL's timed waits (a timer ends most of them) go to the sibling that ran through them. A
 // thread asleep across the whole window leaves no row and reads as running on its timeline; the
 // on-CPU profile, which never sampled it, says it was not: the holder is the sampled thread.

@@ -37,7 +37,122 @@ bool Material(const CpuProfileSection& p) {
   return working_s / static_cast<double>(p.tids.size()) >= th::kProfileShowShare * p.window_s;
 }
 
+// The CUDA syncs of some threads, by start: a sample inside one is the CPU spinning on the GPU.
+class SyncSpans {
+ public:
+  SyncSpans(const WindowData& w, const std::set<int32_t>& tids) {
+    for (const std::vector<RawEvent>* rows : {&w.carry_in, &w.events}) {
+      for (const RawEvent& e : *rows) {
+        if (IsSync(e.op) && e.duration > 0 && tids.count(e.tid)) {
+          spans_[e.tid].push_back({e.ts, e.ts + e.duration});
+        }
+      }
+    }
+    for (auto& [tid, v] : spans_) std::sort(v.begin(), v.end());
+  }
+  bool Contains(const CpuSampleRow& s) const {
+    auto it = spans_.find(s.tid);
+    if (it == spans_.end()) return false;
+    auto next = std::upper_bound(it->second.begin(), it->second.end(),
+                                 std::make_pair(s.ts_ns, std::numeric_limits<int64_t>::max()));
+    return next != it->second.begin() && s.ts_ns < std::prev(next)->second;
+  }
+
+ private:
+  std::map<int32_t, std::vector<std::pair<int64_t, int64_t>>> spans_;
+};
+
+// libc's file-writing calls, as the symbolizer may name them (__GI___libc_write, __write,
+// write): a sample in the kernel under one is the kernel writing (copying into the page cache,
+// flushing).
+bool IsWriteCall(std::string name) {
+  for (bool again = true; again;) {
+    again = false;
+    size_t n = name.find_first_not_of('_');
+    if (n != 0 && n != std::string::npos) name.erase(0, n), again = true;
+    for (const char* prefix : {"GI_", "libc_"}) {
+      if (name.rfind(prefix, 0) == 0) name.erase(0, std::string(prefix).size()), again = true;
+    }
+  }
+  static const std::set<std::string> kWrites = {
+      "write", "pwrite", "pwrite64", "writev", "pwritev", "pwritev2", "write_nocancel",
+      "fsync", "fdatasync", "sync_file_range", "msync", "copy_file_range", "sendfile"};
+  return kWrites.count(name) > 0;
+}
+
 }  // namespace
+
+WriterProfile WriterSamples(const WindowData& w, int32_t tid) {
+  WriterProfile out;
+  if (w.profile_hz <= 0 || w.cpu_samples.empty() || tid == 0) return out;
+  SyncSpans syncs(w, {tid});
+  auto frames_of = [&](const CpuSampleRow& s) -> const std::vector<StackFrameRow>* {
+    auto it = w.stack_frames.find(s.stack_id);
+    return s.stack_id == 0 || it == w.stack_frames.end() ? nullptr : &it->second;
+  };
+  auto key = [](const StackFrameRow& f) { return f.file + "\n" + f.function; };
+  // Pass 1: samples in the kernel under a write call, and the Python function nearest to each.
+  std::map<std::string, int64_t> write_samples;  // innermost Python function -> samples
+  std::map<std::string, StackFrameRow> frame_of;
+  std::vector<const CpuSampleRow*> working;
+  for (const CpuSampleRow& s : w.cpu_samples) {
+    if (s.tid != tid || syncs.Contains(s)) continue;
+    working.push_back(&s);
+    const std::vector<StackFrameRow>* frames = frames_of(s);
+    if (!s.in_kernel || frames == nullptr || frames->empty() || frames->front().python ||
+        !IsWriteCall(frames->front().function)) {
+      continue;
+    }
+    ++out.write_samples;
+    for (const StackFrameRow& f : *frames) {
+      if (!f.python || f.function.empty()) continue;
+      ++write_samples[key(f)];
+      frame_of.emplace(key(f), f);
+      break;
+    }
+  }
+  out.working_samples = static_cast<int64_t>(working.size());
+  if (out.write_samples == 0) return out;
+  // Pass 2: every sample under those functions is the writer's (serializing what it writes),
+  // when at least th::kWriterMinWriteShare of the function's samples are in write calls (a loop
+  // that writes a line now and then is not a writer).
+  std::map<std::string, int64_t> under;
+  for (const CpuSampleRow* s : working) {
+    const std::vector<StackFrameRow>* frames = frames_of(*s);
+    if (frames == nullptr) continue;
+    std::set<std::string> seen;
+    for (const StackFrameRow& f : *frames) {
+      if (f.python && write_samples.count(key(f)) && seen.insert(key(f)).second) ++under[key(f)];
+    }
+  }
+  std::set<std::string> writers;
+  int64_t best = 0;
+  for (const auto& [k, n] : under) {
+    if (static_cast<double>(write_samples[k]) < th::kWriterMinWriteShare * static_cast<double>(n)) {
+      continue;
+    }
+    writers.insert(k);
+    if (n > best) {
+      best = n;
+      const StackFrameRow& f = frame_of[k];
+      out.function = f.function;
+      out.location = Fmt("%s:%lld", f.file.c_str(), static_cast<long long>(f.line));
+    }
+  }
+  for (const CpuSampleRow* s : working) {
+    const std::vector<StackFrameRow>* frames = frames_of(*s);
+    bool writer = false;
+    if (frames != nullptr && !frames->empty()) {
+      writer = s->in_kernel && !frames->front().python && IsWriteCall(frames->front().function);
+      for (size_t i = 0; !writer && i < frames->size(); ++i) {
+        writer = (*frames)[i].python && writers.count(key((*frames)[i])) > 0;
+      }
+    }
+    if (writer) ++out.writer_samples;
+  }
+  out.writer_s = static_cast<double>(out.writer_samples) / static_cast<double>(w.profile_hz);
+  return out;
+}
 
 std::string GilHolderTitle(int32_t tid) { return Fmt("thread %d (the GIL holder)", tid); }
 
@@ -55,28 +170,12 @@ std::optional<CpuProfileSection> ProfileThreads(const WindowData& w,
   };
   std::map<std::string, Site> sites;
   std::unordered_map<int64_t, StackSite> site_of;  // stack id → site
-  // The threads' CUDA syncs, by start: a sample inside one is the CPU spinning on the GPU.
-  std::map<int32_t, std::vector<std::pair<int64_t, int64_t>>> syncs;
-  for (const std::vector<RawEvent>* rows : {&w.carry_in, &w.events}) {
-    for (const RawEvent& e : *rows) {
-      if (IsSync(e.op) && e.duration > 0 && want.count(e.tid)) {
-        syncs[e.tid].push_back({e.ts, e.ts + e.duration});
-      }
-    }
-  }
-  for (auto& [tid, v] : syncs) std::sort(v.begin(), v.end());
-  auto in_sync = [&](const CpuSampleRow& s) {
-    auto it = syncs.find(s.tid);
-    if (it == syncs.end()) return false;
-    auto next = std::upper_bound(it->second.begin(), it->second.end(),
-                                 std::make_pair(s.ts_ns, std::numeric_limits<int64_t>::max()));
-    return next != it->second.begin() && s.ts_ns < std::prev(next)->second;
-  };
+  SyncSpans syncs(w, want);
   for (const CpuSampleRow& s : w.cpu_samples) {
     if (!want.count(s.tid)) continue;
     ++p.samples;
     if (s.in_kernel) ++p.kernel_samples;
-    if (in_sync(s)) {
+    if (syncs.Contains(s)) {
       ++p.sync_samples;
       continue;
     }

@@ -98,10 +98,11 @@ std::string ProfileFix(const Facts& f, const char* who) {
 
 void HostCompute(const Facts& f, std::vector<Finding>* out) {
   // A sync-heavy loop's computing seconds are sync-heavy's; the allocator's part of the main
-  // thread's, malloc-churn's; graph capture's, graph-recapture's (one cause per second).
+  // thread's, malloc-churn's; graph capture's, graph-recapture's; its file writing's,
+  // main-thread-io's (one cause per second).
   if (SyncDrainsThePipeline(f)) return;
   double main_lost = BudgetLostS(f, BudgetCause::kHostCompute) - AllocatorLostS(f) -
-                     GraphCaptureLostS(f);
+                     GraphCaptureLostS(f) - WriterLostS(f);
   double helper_lost = BudgetLostS(f, BudgetCause::kHelperCompute);
   double lost = main_lost + helper_lost;
   double launches = LaunchesPerSecond(f);
@@ -454,10 +455,30 @@ void CpuQuota(const Facts& f, std::vector<Finding>* out) {
   out->push_back(std::move(x));
 }
 
+double WriterLostS(const Facts& f) {
+  // Writing, the main thread is on the CPU (copying into the page cache, serializing): the
+  // budget's host_compute; the writes' part is their share of its time on the CPU, after the
+  // allocator's and graph capture's.
+  if (f.w == nullptr || f.main_tid == 0) return 0;
+  WriterProfile p = WriterSamples(*f.w, f.main_tid);
+  double running = Sec(At(f.main_totals, FeedCause::kRunning));
+  if (running <= 0 || p.writer_samples == 0) return 0;
+  double host = BudgetLostS(f, BudgetCause::kHostCompute);
+  double lost = host * std::min(1.0, p.writer_s / running);
+  lost = std::min(lost, std::max(0.0, host - AllocatorLostS(f) - GraphCaptureLostS(f)));
+  // Only where main-thread-io reports (the process also blocked on its I/O): else host-compute
+  // keeps these seconds.
+  double blocked = BudgetLostS(f, BudgetCause::kProcessIo);
+  if (blocked <= 0 || !Ladder(Share(blocked + lost, f.budget.window_s))) return 0;
+  return lost;
+}
+
 void ProcessIo(const Facts& f, std::vector<Finding>* out) {
-  double lost = BudgetLostS(f, BudgetCause::kProcessIo);
+  double blocked = BudgetLostS(f, BudgetCause::kProcessIo);
+  double writing = WriterLostS(f);
+  double lost = blocked + writing;
   std::optional<Severity> sev = Ladder(Share(lost, f.budget.window_s));
-  if (!sev) return;
+  if (!sev || blocked <= 0) return;
   // The training process's slow file syscalls (read/write rows) and the block requests it issued
   // itself (writes mostly leave through the kernel's flusher threads, not the process).
   double read_bytes = 0, write_bytes = 0, read_ns = 0, write_ns = 0;
@@ -488,6 +509,19 @@ void ProcessIo(const Facts& f, std::vector<Finding>* out) {
   x.lost_s = lost;
   x.root.push_back("Training process's own threads blocked on I/O: " +
                    IdleLine(f, BudgetCause::kProcessIo));
+  if (writing > 0) {
+    WriterProfile p = WriterSamples(*f.w, f.main_tid);
+    std::string who = p.function.empty() ? std::string("")
+                                         : Fmt(" (%s in %s)", p.location.c_str(),
+                                               p.function.c_str());
+    x.root.push_back(Fmt("Main thread on the CPU writing: %s s in write calls and the code that "
+                         "made them%s, %lld of its %lld profile samples; GPU idle meanwhile: %s s",
+                         FormatSeconds(p.writer_s).c_str(), who.c_str(),
+                         static_cast<long long>(p.writer_samples),
+                         static_cast<long long>(p.working_samples),
+                         FormatSeconds(writing).c_str()));
+    x.metrics.push_back({"writing_cpu_s", p.writer_s, "s"});
+  }
   if (writes_n + syncs > 0) {
     x.root.push_back(Fmt("%s slow write calls and %s fsync/fdatasync calls: %s s, %s written",
                          FormatCount(writes_n).c_str(), FormatCount(syncs).c_str(),

@@ -85,6 +85,10 @@ inline constexpr int64_t kMallocSpikeMinNs = 20'000'000;  // and at least 20 ms 
 inline constexpr int kMallocSpikeMinCount = 3;
 inline constexpr double kPeriodJitterShare = 0.2;  // gaps within ±20% of the median gap
 
+// A Python function is a file writer (its CPU time is the writes': main-thread-io) when at least
+// this share of its on-CPU samples are in the kernel under write calls.
+inline constexpr double kWriterMinWriteShare = 0.10;
+
 // CUDA Graphs recorded again and again: at least this many captures + instantiations after
 // warm-up (and lost time on the finding ladder).
 inline constexpr int64_t kGraphRecaptureMinCount = 4;
