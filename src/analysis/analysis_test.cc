@@ -878,6 +878,102 @@ TEST(FailureTest, OomAndAllocFailuresAreHigh) {
   EXPECT_EQ(Find(r, "alloc-failure")->severity, Severity::kHigh);
 }
 
+// ---- Containers (issue 36) -------------------------------------------------------------------
+
+// A job in a container: the pin fix gives the host's pids and the pids in the container, the
+// report lists the container with each pid's namespace pid.
+TEST(ContainerTest, PinFixAndReportNameTheContainerAndItsPids) {
+  const std::string id(64, 'c');
+  const std::string uid = "1b2c3d4e-5f60-4a7b-8c9d-0e1f2a3b4c5d";
+  Builder b;
+  b.Proc(900, 1, "ffmpeg", false);
+  for (int i = 0; i < 2; ++i) b.Proc(101 + i, kMain, "pt_data_worker:" + std::to_string(i), true);
+  b.w.process_cgroups.push_back(
+      {kMain, "/kubepods/burstable/pod" + uid + "/" + id, 0, id, uid, "", 1});
+  b.w.process_cgroups.push_back(
+      {101, "/kubepods/burstable/pod" + uid + "/" + id, 0, id, uid, "", 7});
+  b.w.process_cgroups.push_back(
+      {102, "/kubepods/burstable/pod" + uid + "/" + id, 0, id, uid, "", 8});
+  b.Preempt(30 * kSec, 900);
+  Report r = b.Run();
+  const Finding* f = Find(r, "cpu-contention");
+  ASSERT_NE(f, nullptr);
+  std::string fixes;
+  for (const std::string& s : f->fix) fixes += s + "\n";
+  EXPECT_NE(fixes.find("for p in 100 101 102; do taskset -apc 0-2 $p; done (host pids; in the "
+                       "container cccccccccccc: for p in 1 7 8; do taskset -apc 0-2 $p; done)"),
+            std::string::npos)
+      << fixes;
+  ASSERT_EQ(r.containers.size(), 1u);
+  EXPECT_EQ(r.containers[0].container_id, id);
+  EXPECT_EQ(r.containers[0].pod_uid, uid);
+  ASSERT_GE(r.containers[0].pids.size(), 3u);
+  EXPECT_EQ(r.containers[0].pids[0], (std::pair<int32_t, int32_t>{kMain, 1}));
+  std::string text = ReportToText(r);
+  EXPECT_NE(text.find("Container: " + id + " (pod " + uid +
+                      "): pids 100 is 1 in the container, "
+                      "101 is 7, 102 is 8"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ns_pid"), std::string::npos) << text;
+  nlohmann::ordered_json j = ReportJson(r);
+  EXPECT_EQ(j["containers"][0]["container_id"], id);
+  EXPECT_EQ(j["top_processes"][0]["ns_pid"], 1);
+}
+
+// A host job: no container line, no extra columns, no container keys.
+TEST(ContainerTest, HostJobOutputIsUnchanged) {
+  Builder b;
+  b.Proc(900, 1, "ffmpeg", false);
+  b.w.process_cgroups.push_back({kMain, "/user.slice", 0, "", "", "", kMain});
+  b.Preempt(30 * kSec, 900);
+  Report r = b.Run();
+  EXPECT_TRUE(r.containers.empty());
+  std::string text = ReportToText(r);
+  EXPECT_EQ(text.find("Container:"), std::string::npos);
+  EXPECT_EQ(text.find("ns_pid"), std::string::npos);
+  EXPECT_FALSE(ReportJson(r).contains("containers"));
+}
+
+// The job's memory cgroup reached its limit: memory-limit (LOW) names the limit and the
+// container; an OOM kill in it names the container in oom-kill's cause.
+TEST(ContainerTest, MemoryLimitAndOomKillNameTheContainer) {
+  const std::string id(64, 'd');
+  Builder b;
+  b.w.process_cgroups.push_back({kMain, "/docker/" + id, 0, id, "", "docker", 1});
+  for (int64_t s = 0; s <= 20; ++s) {
+    CgroupMemorySample m;
+    m.ts_ns = s * kSec;
+    m.cgroup = "/docker/" + id;
+    m.version = 1;
+    m.max_bytes = 128ll << 20;
+    m.usage_bytes = (120ll << 20) + s;
+    m.events_max = s * 50;
+    m.events_oom_kill = s >= 10 ? 1 : 0;
+    b.w.cgroup_memory.push_back(m);
+  }
+  RawEvent oom = Call(kMain + 5, Op::kOomKill, 10 * kSec, 0);
+  b.Add(oom);
+  Report r = b.Run();
+  const Finding* lim = Find(r, "memory-limit");
+  ASSERT_NE(lim, nullptr);
+  EXPECT_EQ(lim->severity, Severity::kLow);
+  std::string root;
+  for (const std::string& s : lim->root) root += s + "\n";
+  EXPECT_NE(root.find("cgroup /docker/" + id + " (container dddddddddddd) is limited to"),
+            std::string::npos)
+      << root;
+  EXPECT_NE(root.find("(memory.limit_in_bytes)"), std::string::npos) << root;
+  EXPECT_NE(root.find("reached its limit 1,000 times"), std::string::npos) << root;
+  const Finding* kill = Find(r, "oom-kill");
+  ASSERT_NE(kill, nullptr);
+  EXPECT_EQ(kill->cause, "Out-of-memory kills in container dddddddddddd at its memory limit");
+  bool raise = false;
+  for (const std::string& s : kill->fix)
+    raise |= s.find("raise the memory limit of container") == 0;
+  EXPECT_TRUE(raise);
+}
+
 // ---- Evidence SQL ----------------------------------------------------------------------------
 
 // The newest session reads the `events` view with no session filter, as the brief writes SQL;

@@ -270,6 +270,11 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
         p.cpu_taken_from_feeders_s = static_cast<double>(h->second) / 1e9;
       }
       if (auto c = f.cuda_calls.find(pid); c != f.cuda_calls.end()) p.cuda_calls = c->second;
+      if (const ProcessCgroup* pc = ContainerOf(w, pid)) {
+        p.container_id = pc->container_id;
+        p.pod_uid = pc->pod_uid;
+        p.ns_pid = pc->ns_pid;
+      }
       stats.push_back(p);
     };
     add(f.main_pid);
@@ -291,6 +296,29 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
       }
     }
     r.top_processes = std::move(stats);
+    // The containers and pods of the tracked processes, the job's first.
+    std::map<std::pair<std::string, std::string>, size_t> index;
+    auto add_container = [&](int32_t pid) {
+      const ProcessCgroup* pc = ContainerOf(w, pid);
+      if (pc == nullptr || (pc->container_id.empty() && pc->pod_uid.empty())) return;
+      auto [it, fresh] = index.insert({{pc->container_id, pc->pod_uid}, r.containers.size()});
+      if (fresh) {
+        r.containers.push_back(
+            {pc->runtime, pc->container_id, pc->pod_uid, pc->pod_name, pc->pod_namespace, {}});
+      }
+      ContainerInfo& c = r.containers[it->second];
+      if (c.pod_name.empty()) c.pod_name = pc->pod_name;
+      if (c.pod_namespace.empty()) c.pod_namespace = pc->pod_namespace;
+      auto& pids = c.pids;
+      if (pids.size() < 64) pids.push_back({pid, pc->ns_pid});
+    };
+    add_container(f.main_pid);
+    for (int32_t pid : f.worker_pids) add_container(pid);
+    std::set<int32_t> listed(f.worker_pids.begin(), f.worker_pids.end());
+    listed.insert(f.main_pid);
+    for (const ProcessCgroup& pc : w.process_cgroups) {
+      if (listed.insert(pc.pid).second) add_container(pc.pid);
+    }
     std::set<int32_t> feeders(f.cuda_pids.begin(), f.cuda_pids.end());
     feeders.insert(f.worker_pids.begin(), f.worker_pids.end());
     AddCallerSections(w, feeders, &r);

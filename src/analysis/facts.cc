@@ -663,6 +663,38 @@ int64_t UsableCpus(const Facts& f) {
   return f.cores > 0 ? std::min(f.cores, quota) : quota;
 }
 
+const ProcessCgroup* ContainerOf(const WindowData& w, int32_t pid) {
+  // Rows are by pid, then ts: the last row of the pid is where it was seen last.
+  auto it = std::upper_bound(w.process_cgroups.begin(), w.process_cgroups.end(), pid,
+                             [](int32_t p, const ProcessCgroup& pc) { return p < pc.pid; });
+  if (it == w.process_cgroups.begin() || (it - 1)->pid != pid) return nullptr;
+  const ProcessCgroup& pc = *(it - 1);
+  if (pc.container_id.empty() && pc.pod_uid.empty() && (pc.ns_pid <= 0 || pc.ns_pid == pid)) {
+    return nullptr;
+  }
+  return &pc;
+}
+
+std::string JobContainerLabel(const Facts& f) {
+  const ProcessCgroup* pc = ContainerOf(*f.w, f.main_pid);
+  if (pc == nullptr) return "";
+  if (!pc->container_id.empty()) return "container " + pc->container_id.substr(0, 12);
+  if (!pc->pod_uid.empty()) return "pod " + pc->pod_uid;
+  return "";
+}
+
+std::string NamespacePids(const WindowData& w, const std::vector<int32_t>& pids) {
+  std::string out;
+  bool differs = false;
+  for (int32_t pid : pids) {
+    const ProcessCgroup* pc = ContainerOf(w, pid);
+    int32_t ns = pc != nullptr && pc->ns_pid > 0 ? pc->ns_pid : 0;
+    if (ns > 0 && ns != pid) differs = true;
+    out += (out.empty() ? "" : " ") + (ns > 0 ? std::to_string(ns) : std::string("?"));
+  }
+  return differs ? out : "";
+}
+
 std::optional<int64_t> RecommendedWorkers(const Facts& f) {
   int64_t workers = static_cast<int64_t>(f.worker_pids.size());
   int64_t cpus = UsableCpus(f);
@@ -1235,6 +1267,49 @@ void MeasureCpuQuota(const WindowData& w, Facts* f) {
   f->quota = std::move(q);
 }
 
+// ---- The memory limit of the job's memory cgroup: every cgroup sampled was a tracked
+// process's own memory cgroup or an ancestor with a limit (cgroup_memory.h). Of those with a
+// limit, the one whose limit acted most (its events over the window), then the tightest.
+void MeasureMemoryLimit(const WindowData& w, Facts* f) {
+  std::optional<MemoryLimit> best;
+  auto delta = [](int64_t a, int64_t b) {
+    return a == kNull || b == kNull ? 0 : std::max<int64_t>(0, b - a);
+  };
+  for (size_t i = 0; i < w.cgroup_memory.size();) {
+    size_t j = i;
+    while (j < w.cgroup_memory.size() && w.cgroup_memory[j].cgroup == w.cgroup_memory[i].cgroup) {
+      ++j;
+    }
+    const CgroupMemorySample& first = w.cgroup_memory[i];
+    const CgroupMemorySample& last = w.cgroup_memory[j - 1];
+    if (last.max_bytes != kNull || last.high_bytes != kNull) {
+      MemoryLimit m;
+      m.cgroup = last.cgroup;
+      m.version = last.version;
+      m.max_bytes = last.max_bytes;
+      m.high_bytes = last.high_bytes;
+      for (size_t k = i; k < j; ++k) {
+        if (w.cgroup_memory[k].usage_bytes != kNull) {
+          m.usage_peak = std::max(m.usage_peak, w.cgroup_memory[k].usage_bytes);
+        }
+      }
+      m.events_high = delta(first.events_high, last.events_high);
+      m.events_max = delta(first.events_max, last.events_max);
+      m.events_oom = delta(first.events_oom, last.events_oom);
+      m.events_oom_kill = delta(first.events_oom_kill, last.events_oom_kill);
+      if (first.major_faults != kNull && last.major_faults != kNull) {
+        m.major_faults = delta(first.major_faults, last.major_faults);
+      }
+      if (!best || m.hits() > best->hits() ||
+          (m.hits() == best->hits() && m.limit() < best->limit())) {
+        best = std::move(m);
+      }
+    }
+    i = j;
+  }
+  f->memory_limit = std::move(best);
+}
+
 // ---- Per-call attribution of slow syncs (thresholds::kSlowSyncFactor × the baseline p50):
 // the syncing thread's time by cause, who held its CPU, the workers' state meanwhile.
 void AttributeSlowSyncs(const std::vector<const RawEvent*>& syncs, Facts* f) {
@@ -1270,6 +1345,7 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
   std::map<int32_t, ThreadTimeline> tls = BuildTimelines(w, rows, &f);
   PickWorkerThreads(rows, tls, &f);
   MeasureCpuQuota(w, &f);
+  MeasureMemoryLimit(w, &f);
   // Run-queue time of every feeding thread by who held the CPU.
   for (const auto& [tid, tl] : tls) RunqHoldersIn(f, tl, w.from, w.to, &f.runq_holders);
   FindCompetitors(w, &f);

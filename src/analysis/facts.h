@@ -92,6 +92,25 @@ struct CpuQuota {
   }
 };
 
+// The memory limit of the job's memory cgroup (cgroup_memory_samples): of the cgroups its
+// processes' memory was charged to and their ancestors that set a limit, the one whose limit
+// acted most over the window (its events), else the tightest.
+struct MemoryLimit {
+  std::string cgroup;
+  int32_t version = 2;
+  int64_t max_bytes = kNull;   // memory.max / memory.limit_in_bytes
+  int64_t high_bytes = kNull;  // memory.high (v2)
+  int64_t usage_peak = kNull;  // the highest usage sampled in the window
+  // Over the window (differences of the cumulative counters; 0 where not kept).
+  int64_t events_high = 0;  // went over memory.high: throttled and reclaimed
+  int64_t events_max = 0;   // hit memory.max (v1: failcnt, charges refused at the limit)
+  int64_t events_oom = 0;
+  int64_t events_oom_kill = 0;
+  int64_t major_faults = kNull;  // the cgroup's major faults (memory.stat)
+  int64_t hits() const { return events_high + events_max + events_oom + events_oom_kill; }
+  int64_t limit() const { return max_bytes != kNull ? max_bytes : high_bytes; }
+};
+
 struct Facts {
   const WindowData* w = nullptr;
   // The job's lifetime inside the window (the main process's, clipped to the window): every
@@ -141,6 +160,7 @@ struct Facts {
   // Feeders' run-queue time by CPU holder (kQuotaHolder: while the job's cgroup was throttled).
   std::map<int32_t, int64_t> runq_holders;
   std::optional<CpuQuota> quota;  // the CPU limit of the job's cgroup, when one is set
+  std::optional<MemoryLimit> memory_limit;  // the memory limit of the job's cgroup, when one is set
   std::vector<Competitor> competitors;      // biggest first, above the floor
   // Feeders' run-queue time held by gpuwhy's own tracer, when above the competitors' floor: on a
   // small host the tracer itself takes CPU from the job, which a finding must say, not hide.
@@ -198,6 +218,14 @@ BudgetTimes PathDetailOverlap(const Facts& f, int64_t a, int64_t b);
 // Whether a process is the job itself: the main process or one of its DataLoader workers (not
 // the programs it started).
 bool IsOwnPid(const Facts& f, int32_t pid);
+// The container, pod and namespace pid of a process (process_cgroups, its latest row); nullptr
+// when it was not seen in a container, a pod or a PID namespace of its own.
+const ProcessCgroup* ContainerOf(const WindowData& w, int32_t pid);
+// "container 3f4a9c1e2b7d" / "pod 1b2c…" / "" for the job's main process: what a finding names.
+std::string JobContainerLabel(const Facts& f);
+// The pids inside their PID namespace of `pids`, space-separated, when at least one differs from
+// the host pid; "" when none does (the host pids are the ones to use).
+std::string NamespacePids(const WindowData& w, const std::vector<int32_t>& pids);
 
 int64_t Percentile(std::vector<int64_t> v, double p);        // nearest-rank, 0 for empty
 std::string ProcessLabel(const WindowData& w, int32_t pid);  // "name (PID n)"

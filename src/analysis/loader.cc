@@ -56,6 +56,7 @@ StatusOr<WindowData> LoadWindow(StoreReader& reader, const WindowRequest& reques
   w.gpu_process_samples = std::move(rows.gpu_process_samples);
   w.cgroup_cpu = std::move(rows.cgroup_cpu);
   w.process_cgroups = std::move(rows.process_cgroups);
+  w.cgroup_memory = std::move(rows.cgroup_memory);
   return w;
 }
 

@@ -250,6 +250,37 @@ std::string BudgetText(const GpuBudget& b) {
   return out + "\n";
 }
 
+// "Container: docker 3f4a9c1e2b7d… (pod 1b2c…): pid 4242 is 1 in the container, 4250 is 7"
+std::string ContainerLine(const ContainerInfo& c) {
+  std::string out =
+      c.container_id.empty()
+          ? "Pod: " + c.pod_uid
+          : "Container: " + (c.runtime.empty() ? "" : c.runtime + " ") + c.container_id;
+  // The pod as kubectl names it (namespace/name) where its environment said, and its UID.
+  std::string pod = c.pod_name.empty()        ? ""
+                    : c.pod_namespace.empty() ? c.pod_name
+                                              : c.pod_namespace + "/" + c.pod_name;
+  if (!c.container_id.empty() && !c.pod_uid.empty()) {
+    out += " (pod " + (pod.empty() ? "" : pod + ", UID ") + c.pod_uid + ")";
+  } else if (c.container_id.empty() && !pod.empty()) {
+    out += " (" + pod + ")";
+  }
+  std::string pids;
+  bool renumbered = false;
+  for (size_t i = 0; i < c.pids.size() && i < 8; ++i) {
+    auto [pid, ns] = c.pids[i];
+    pids += (pids.empty() ? "" : ", ") + std::to_string(pid);
+    if (ns > 0 && ns != pid) {
+      pids += Fmt(i == 0 ? " is %d in the container" : " is %d", ns);
+      renumbered = true;
+    }
+  }
+  if (c.pids.size() > 8) pids += Fmt(", … (%zu processes)", c.pids.size());
+  out += ": pid" + std::string(c.pids.size() == 1 ? " " : "s ") + pids;
+  if (!renumbered) out += " (the same pids in the container)";
+  return out;
+}
+
 }  // namespace
 
 std::string ReportToText(const Report& r) {
@@ -265,6 +296,7 @@ std::string ReportToText(const Report& r) {
     out += Fmt("System Context: no system snapshots (%lld cores)\n",
                static_cast<long long>(r.system.cores));
   }
+  for (const ContainerInfo& c : r.containers) out += ContainerLine(c) + "\n";
   for (const GpuSummary& g : r.gpus) out += "  " + GpuLine(g) + "\n";
   if (!r.gpu_verdict.empty()) out += "  → " + r.gpu_verdict + "\n";
   out += "\n" + BudgetText(r.budget);
@@ -344,10 +376,34 @@ std::string ReportToText(const Report& r) {
     Table t;
     t.columns = {"process", "pid",    "role",           "switches",  "off_cpu_s",
                  "idle_s",  "runq_s", "worst_stall_ms", "took_cpu_s"};
+    // In containers: the pid there and the container (its short id, as docker ps prints it).
+    bool contained = false;
     for (const ProcessStat& p : r.top_processes) {
-      t.rows.push_back({p.name, static_cast<int64_t>(p.pid), p.role, p.context_switches,
-                        Fmt("%.1f", p.off_cpu_s), Fmt("%.1f", p.idle_s), Fmt("%.1f", p.runq_s),
-                        Fmt("%.1f", p.worst_stall_ms), Fmt("%.1f", p.cpu_taken_from_feeders_s)});
+      contained |=
+          !p.container_id.empty() || !p.pod_uid.empty() || (p.ns_pid > 0 && p.ns_pid != p.pid);
+    }
+    if (contained) {
+      t.columns.insert(t.columns.begin() + 2, "ns_pid");
+      t.columns.insert(t.columns.begin() + 3, "container");
+    }
+    for (const ProcessStat& p : r.top_processes) {
+      std::vector<Cell> row = {p.name,
+                               static_cast<int64_t>(p.pid),
+                               p.role,
+                               p.context_switches,
+                               Fmt("%.1f", p.off_cpu_s),
+                               Fmt("%.1f", p.idle_s),
+                               Fmt("%.1f", p.runq_s),
+                               Fmt("%.1f", p.worst_stall_ms),
+                               Fmt("%.1f", p.cpu_taken_from_feeders_s)};
+      if (contained) {
+        row.insert(row.begin() + 2,
+                   p.ns_pid > 0 ? Cell(static_cast<int64_t>(p.ns_pid)) : Cell(std::string("-")));
+        row.insert(row.begin() + 3, !p.container_id.empty() ? p.container_id.substr(0, 12)
+                                    : !p.pod_uid.empty()    ? "pod " + p.pod_uid.substr(0, 8)
+                                                            : std::string("-"));
+      }
+      t.rows.push_back(std::move(row));
     }
     out += Indent(FormatTable(t, TableFormat::kText), "  ");
     out += "  idle_s: asleep waiting for work (woken by its parent: a DataLoader worker waiting "
@@ -488,8 +544,28 @@ nlohmann::ordered_json ReportJson(const Report& r) {
                      {"worst_stall_ms", R(p.worst_stall_ms)},
                      {"took_cpu_from_feeders_s", R(p.cpu_taken_from_feeders_s)},
                      {"cuda_calls", p.cuda_calls}});
+    // Only where known, so output for a host job is unchanged.
+    if (p.ns_pid > 0) procs.back()["ns_pid"] = p.ns_pid;
+    if (!p.container_id.empty()) procs.back()["container_id"] = p.container_id;
+    if (!p.pod_uid.empty()) procs.back()["pod_uid"] = p.pod_uid;
   }
   j["top_processes"] = procs;
+  if (!r.containers.empty()) {
+    ordered_json containers = ordered_json::array();
+    for (const ContainerInfo& c : r.containers) {
+      ordered_json pids = ordered_json::array();
+      for (auto [pid, ns] : c.pids) {
+        pids.push_back({{"pid", pid}, {"ns_pid", ns > 0 ? ordered_json(ns) : ordered_json()}});
+      }
+      containers.push_back({{"runtime", c.runtime},
+                            {"container_id", c.container_id},
+                            {"pod_uid", c.pod_uid},
+                            {"pod_name", c.pod_name},
+                            {"pod_namespace", c.pod_namespace},
+                            {"processes", pids}});
+    }
+    j["containers"] = containers;
+  }
   ordered_json callers = ordered_json::array();
   for (const CallerSection& c : r.callers) callers.push_back(SectionJson(c));
   j["callers"] = callers;

@@ -229,6 +229,21 @@ struct ProcessStat {
   double idle_s = 0;  // asleep waiting for work: sleeps its parent process ended
   double cpu_taken_from_feeders_s = 0;  // time it ran while a feeding thread waited for a CPU
   int64_t cuda_calls = 0;
+  // Schema 12 (process_cgroups): its container (full id) and pod, and its pid inside its own PID
+  // namespace (0 = unknown); empty/0 outside containers.
+  std::string container_id;
+  std::string pod_uid;
+  int32_t ns_pid = 0;
+};
+
+// A container or pod the job's tracked processes ran in (process_cgroups).
+struct ContainerInfo {
+  std::string runtime;       // docker, containerd, cri-o, podman, "" = unknown
+  std::string container_id;  // full id; "" = a pod's cgroup, not a container's
+  std::string pod_uid;
+  std::string pod_name;  // from the downward-API environment; "" = not given
+  std::string pod_namespace;
+  std::vector<std::pair<int32_t, int32_t>> pids;  // (host pid, pid in the container; 0 = unknown)
 };
 
 struct SystemContext {
@@ -346,6 +361,7 @@ struct Report {
   GpuBudget budget;               // where the job's GPU time went (rendered first)
   std::vector<FeedTimeGroup> feed_time;
   std::vector<ProcessStat> top_processes;  // by off-CPU time, training and workers first
+  std::vector<ContainerInfo> containers;   // the tracked processes' containers and pods
   int64_t events = 0;                      // raw rows in the window (all pids)
   std::vector<std::string> notes;          // data caveats: drops, missing sources, sampled launches
   bool evidence = false;                   // copied from options: ReportToText prints evidence SQL

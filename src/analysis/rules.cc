@@ -285,6 +285,7 @@ constexpr RuleSpec kRules[] = {
      "while the main thread waited for I/O", kFeeders, kStory},
     {"memory-pressure", rules::MemoryPressure, kBlames, FC::kPageFault,
      "while the main thread waited on page faults", kFeeders, kStory},
+    {"memory-limit", rules::MemoryLimitHit, kNoBlame, FC::kPageFault, "", kMainOnly, kAlone},
     {"memcpy-bottleneck", rules::MemcpyBottleneck, kBlames, FC::kMemcpy,
      "while the main thread was in host copies", kMainOnly, kAlone},
     {"sync-heavy", rules::SyncHeavy, kNoBlame, FC::kSync, "", kMainOnly, kAlone},

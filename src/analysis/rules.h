@@ -114,6 +114,8 @@ void ProcessIo(const Facts& f, std::vector<Finding>* out);
 void IoBottleneck(const Facts& f, std::vector<Finding>* out);
 void MemoryPressure(const Facts& f, std::vector<Finding>* out);
 void OomKills(const Facts& f, std::vector<Finding>* out);
+// The job's cgroup memory limit acted but cost too little for memory-pressure (LOW).
+void MemoryLimitHit(const Facts& f, std::vector<Finding>* out);
 // rules_cuda.cc
 void MemcpyBottleneck(const Facts& f, std::vector<Finding>* out);
 void SyncHeavy(const Facts& f, std::vector<Finding>* out);

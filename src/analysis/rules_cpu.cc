@@ -277,8 +277,21 @@ void CpuContention(const Facts& f, std::vector<Finding>* out) {
   std::string rest = confined ? CpuList(OtherCpus(f)) : "";
   int64_t k = TrainingCores(f);
   if (!confined && pinning_helps) {
-    x.fix.push_back(Fmt("pin the job to dedicated cores: for p in %s; do taskset -apc %s $p; done",
-                        FeederPids(f).c_str(), job_cpus.c_str()));
+    std::vector<int32_t> feeders = {f.main_pid};
+    feeders.insert(feeders.end(), f.worker_pids.begin(), f.worker_pids.end());
+    std::string inside = NamespacePids(*f.w, feeders);
+    std::string where = JobContainerLabel(f);
+    // The host's pids work from the host; in the container (docker exec, kubectl exec) the same
+    // processes have other pids.
+    x.fix.push_back(
+        Fmt("pin the job to dedicated cores: for p in %s; do taskset -apc %s $p; done%s",
+            FeederPids(f).c_str(), job_cpus.c_str(),
+            inside.empty()
+                ? ""
+                : Fmt(" (host pids; in the %s: for p in %s; do taskset "
+                      "-apc %s $p; done)",
+                      where.empty() ? "container" : where.c_str(), inside.c_str(), job_cpus.c_str())
+                      .c_str()));
     if (k < f.cores) rest = CoreRange(k, f.cores - 1);
   } else if (confined) {
     x.contributing.push_back(Fmt("The job already runs on CPUs %s only (pinned, or a cpuset): "

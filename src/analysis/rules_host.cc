@@ -383,7 +383,10 @@ void CpuQuota(const Facts& f, std::vector<Finding>* out) {
                 static_cast<long long>(q.period_us))
           : Fmt("cpu.cfs_quota_us %lld per cpu.cfs_period_us %lld",
                 static_cast<long long>(q.quota_us), static_cast<long long>(q.period_us));
-  x.root.push_back(Fmt("cgroup %s is limited to %.2f CPUs (%s)", q.cgroup.c_str(), q.cpus(),
+  // In a container: which one, as docker ps / crictl ps name it.
+  std::string where = JobContainerLabel(f);
+  x.root.push_back(Fmt("cgroup %s%s is limited to %.2f CPUs (%s)", q.cgroup.c_str(),
+                       where.empty() ? "" : (" (" + where + ")").c_str(), q.cpus(),
                        setting.c_str()));
   x.root.push_back(Fmt("Throttled in %s of %s periods (%s) over %s s; its run queues were "
                        "throttled %s CPU-seconds",

@@ -10,8 +10,89 @@
 #include "analysis/budget.h"
 #include "analysis/format.h"
 #include "analysis/rules.h"
+#include "base/text.h"
 
 namespace gw::rules {
+
+namespace {
+
+// "cgroup /docker/3f4a… (container 3f4a9c1e2b7d) is limited to 256 MB (memory.limit_in_bytes)"
+std::string LimitLine(const Facts& f, const MemoryLimit& m) {
+  std::string label = JobContainerLabel(f);
+  std::string setting;
+  if (m.max_bytes != kNull) {
+    setting = FormatBytes(static_cast<double>(m.max_bytes)) +
+              (m.version == 2 ? " (memory.max)" : " (memory.limit_in_bytes)");
+  }
+  if (m.high_bytes != kNull) {
+    setting += (setting.empty() ? "" : ", ") + FormatBytes(static_cast<double>(m.high_bytes)) +
+               " above which it is throttled (memory.high)";
+  }
+  std::string line = "cgroup " + m.cgroup + (label.empty() ? "" : " (" + label + ")") +
+                     " is limited to " + setting;
+  if (m.usage_peak != kNull) {
+    line += "; it used up to " + FormatBytes(static_cast<double>(m.usage_peak));
+  }
+  return line;
+}
+
+// "hit its limit 1,204 times, 2 OOM kills" — what the limit did over the window.
+std::string LimitEventsLine(const MemoryLimit& m) {
+  std::vector<std::string> parts;
+  if (m.events_max > 0) {
+    parts.push_back(Fmt("reached its limit %s times (%s)", FormatCount(m.events_max).c_str(),
+                        m.version == 2 ? "memory.events max: reclaimed in the allocating task"
+                                       : "memory.failcnt: charges refused, reclaimed in the "
+                                         "allocating task"));
+  }
+  if (m.events_high > 0) {
+    parts.push_back(Fmt("went over memory.high %s times (throttled and reclaimed)",
+                        FormatCount(m.events_high).c_str()));
+  }
+  if (m.events_oom > 0) {
+    parts.push_back(
+        Fmt("%s allocations failed at the limit (oom)", FormatCount(m.events_oom).c_str()));
+  }
+  if (m.events_oom_kill > 0) {
+    parts.push_back(Plural(m.events_oom_kill, "process killed by the OOM killer",
+                           "processes killed by the OOM killer"));
+  }
+  if (m.major_faults != kNull && m.major_faults > 0) {
+    parts.push_back(Fmt("%s major faults in the cgroup", FormatCount(m.major_faults).c_str()));
+  }
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
+  return out;
+}
+
+std::string RaiseLimitFix(const Facts& f, const MemoryLimit& m) {
+  std::string path = ShellQuote((m.version == 2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory") +
+                                (m.cgroup == "/" ? std::string() : m.cgroup));
+  std::string label = JobContainerLabel(f);
+  return Fmt(
+      "raise the memory limit of %s: Kubernetes resources.limits.memory, docker run "
+      "--memory; on the host: echo %s > %s/%s",
+      label.empty() ? "the job's cgroup" : label.c_str(), m.version == 2 ? "max" : "-1",
+      path.c_str(),
+      m.version == 2 ? (m.max_bytes != kNull ? "memory.max" : "memory.high")
+                     : "memory.limit_in_bytes");
+}
+
+EvidenceQuery LimitEvidence(const Facts& f) {
+  return {
+      "the job's memory cgroups' limits and events over the window (cgroup_memory_samples; "
+      "counters are cumulative)",
+      Sql(f,
+          "SELECT cgroup, MAX(max_bytes) AS max_bytes, MAX(high_bytes) AS high_bytes, "
+          "MAX(usage_bytes) AS usage_peak_bytes, MAX(events_max) - MIN(events_max) AS "
+          "limit_hits, MAX(events_high) - MIN(events_high) AS high_events, "
+          "MAX(events_oom) - MIN(events_oom) AS ooms, MAX(events_oom_kill) - "
+          "MIN(events_oom_kill) AS oom_kills, MAX(major_faults) - MIN(major_faults) AS "
+          "major_faults FROM cgroup_memory_samples WHERE session = {S} AND ts >= {F} AND "
+          "ts <= {T} GROUP BY cgroup ORDER BY limit_hits DESC")};
+}
+
+}  // namespace
 
 void IoBottleneck(const Facts& f, std::vector<Finding>* out) {
   // The workers' I/O that held batches up; the training process's own is main-thread-io.
@@ -142,13 +223,17 @@ void MemoryPressure(const Facts& f, std::vector<Finding>* out) {
   double share = Share(lost_s, f.budget.window_s);
   std::optional<Severity> sev = Ladder(share);
   double faults_per_s = static_cast<double>(major) / std::max(1.0, f.window_s);
+  const std::optional<MemoryLimit>& limit = f.memory_limit;
+  bool limited = limit && limit->hits() > 0;
   bool pressure = swap_max >= th::kSwapUsedBytesMin || faults_per_s >= th::kMajorFaultsPerSecMin ||
-                  reclaim_n > 0;
+                  reclaim_n > 0 || limited;
   if (!sev || !pressure) return;
   Finding x;
   x.rule = "memory-pressure";
   x.severity = *sev;
-  x.cause = "Host memory pressure";
+  // A job at its cgroup's memory limit is reclaimed and faults against that limit, whatever the
+  // host has free.
+  x.cause = limited ? "Memory pressure at the job's cgroup memory limit" : "Host memory pressure";
   x.effect = "feeders stalled in page faults";
   x.lost_s = lost_s;
   int64_t wf = At(f.worker_totals, FeedCause::kPageFault);
@@ -164,6 +249,11 @@ void MemoryPressure(const Facts& f, std::vector<Finding>* out) {
   if (swap_max > 0 || mem_max > 0) {
     x.root.push_back(Fmt("Memory up to %.1f%% used, swap up to %s", mem_max,
                          FormatBytes(static_cast<double>(swap_max)).c_str()));
+  }
+  if (limited) {
+    x.root.push_back(LimitLine(f, *limit));
+    x.root.push_back("Its limit " + LimitEventsLine(*limit));
+    x.fix.push_back(RaiseLimitFix(f, *limit));
   }
   AddThroughputEffect(f, &x);
   AddSyncEffect(f, &x);
@@ -204,6 +294,47 @@ void MemoryPressure(const Facts& f, std::vector<Finding>* out) {
                 "major_faults_per_s FROM system_snapshots WHERE session = {S} AND ts >= {F} AND ts "
                 "< {T} ORDER BY ts")},
            SwitchKinds(f)});
+  if (limited) x.evidence.push_back(LimitEvidence(f));
+  out->push_back(std::move(x));
+}
+
+// The job's cgroup memory limit acted (reclaim at the limit, memory.high throttling, OOM) in the
+// window, though page faults cost the feeders too little time for memory-pressure: the limit is
+// named, LOW unless it killed a process (oom-kill has those).
+void MemoryLimitHit(const Facts& f, std::vector<Finding>* out) {
+  const std::optional<MemoryLimit>& limit = f.memory_limit;
+  if (!limit || limit->hits() == 0) return;
+  for (const Finding& other : *out) {
+    if (other.rule == "memory-pressure") return;  // it names the limit already
+  }
+  Finding x;
+  x.rule = "memory-limit";
+  x.severity = Severity::kLow;
+  x.cause = "The job's cgroup memory limit was reached";
+  x.effect = "memory reclaimed inside the job's cgroup";
+  x.lost_s = BudgetLostS(f, BudgetCause::kPageFault);
+  x.root.push_back(LimitLine(f, *limit));
+  x.root.push_back("Over the window it " + LimitEventsLine(*limit));
+  if (x.lost_s > 0) {
+    x.effects.push_back(
+        Fmt("The feeders lost %s s in page faults (too little for "
+            "memory-pressure)",
+            FormatSeconds(x.lost_s).c_str()));
+  } else {
+    x.effects.push_back(
+        "No GPU time measured lost to page faults: the reclaim took page cache "
+        "or memory the job did not wait on");
+  }
+  x.fix.push_back(RaiseLimitFix(f, *limit));
+  x.fix.push_back(
+      "or use less: fewer DataLoader workers or a smaller prefetch_factor (each holds batches), "
+      "a memory-mapped dataset instead of per-worker copies");
+  x.metrics.push_back({"limit_bytes", static_cast<double>(limit->limit()), "bytes"});
+  x.metrics.push_back({"limit_hits", static_cast<double>(limit->events_max), "count"});
+  x.metrics.push_back({"high_events", static_cast<double>(limit->events_high), "count"});
+  x.metrics.push_back({"oom_kills", static_cast<double>(limit->events_oom_kill), "count"});
+  x.metrics.push_back({"lost_s", x.lost_s, "s"});
+  SetEvidence(&x, {LimitEvidence(f)});
   out->push_back(std::move(x));
 }
 
@@ -221,10 +352,29 @@ void OomKills(const Facts& f, std::vector<Finding>* out) {
   std::string victims;
   for (size_t i = 0; i < kills.size() && i < 5; ++i) {
     victims += (victims.empty() ? "" : ", ") + ProcessLabel(*f.w, kills[i]->pid);
+    if (const ProcessCgroup* pc = ContainerOf(*f.w, kills[i]->pid)) {
+      if (!pc->container_id.empty())
+        victims += " in container " + pc->container_id.substr(0, 12);
+      else if (!pc->pod_uid.empty())
+        victims += " in pod " + pc->pod_uid;
+      if (pc->ns_pid > 0 && pc->ns_pid != kills[i]->pid) {
+        victims += Fmt(" (pid %d there)", pc->ns_pid);
+      }
+    }
   }
   x.root.push_back(Fmt("%s: %s",
                        Plural(static_cast<int64_t>(kills.size()), "OOM kill", "OOM kills").c_str(),
                        victims.c_str()));
+  // Inside a container: the kill was its memory limit's, not the host's.
+  const std::optional<MemoryLimit>& limit = f.memory_limit;
+  if (limit && limit->events_oom_kill > 0) {
+    std::string label = JobContainerLabel(f);
+    x.cause = label.empty() ? "Out-of-memory kills at the job's cgroup memory limit"
+                            : "Out-of-memory kills in " + label + " at its memory limit";
+    x.root.push_back(LimitLine(f, *limit));
+    x.root.push_back("Over the window it " + LimitEventsLine(*limit));
+    x.fix.push_back(RaiseLimitFix(f, *limit));
+  }
   x.fix.push_back(
       "reduce host memory per DataLoader worker (memory-mapped datasets), or run fewer "
       "workers");
@@ -239,6 +389,7 @@ void OomKills(const Facts& f, std::vector<Finding>* out) {
                             std::string(OpName(Op::kOomKill)) +
                             "' AND e.timestamp >= {F} AND e.timestamp < {T} ORDER BY "
                             "e.timestamp")}});
+  if (limit && limit->events_oom_kill > 0) x.evidence.push_back(LimitEvidence(f));
   out->push_back(std::move(x));
 }
 

@@ -62,6 +62,8 @@ struct WindowData {
   // cgroups the session's processes were seen in (by pid, then ts).
   std::vector<CgroupCpuSample> cgroup_cpu;
   std::vector<ProcessCgroup> process_cgroups;
+  // memory cgroup samples (schema 12), ordered like cgroup_cpu.
+  std::vector<CgroupMemorySample> cgroup_memory;
 };
 
 }  // namespace gw

@@ -3,8 +3,9 @@
 // not link the capture loop (or libbpf).
 //
 // Threads: OnEvents, OnProcess, OnOpCounts and OnDrops are called from the drain thread,
-// OnGpuSamples from the NVML sampler's thread. Calls are on the hot path: an observer does a
-// few increments per event, allocates nothing per event and never blocks for long.
+// OnGpuSamples from the NVML sampler's thread, OnProcessCgroups from the 1 Hz sampler's. Calls are
+// on the hot path: an observer does a few increments per event, allocates nothing per event and
+// never blocks for long.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +33,10 @@ class EventObserver {
   // Once, before any event: launches are counted one second in `n` (trace --launch-duty), so a
   // launch seen (a sampled row or a count) stands for `n` launches.
   virtual void OnLaunchDuty(uint32_t n) { (void)n; }
+  // Processes seen in a cgroup for the first time (or moved), with their container, pod and
+  // namespace pid, about once a second from the 1 Hz sampler's thread (schema 12's
+  // process_cgroups rows).
+  virtual void OnProcessCgroups(const std::vector<ProcessCgroup>& processes) { (void)processes; }
 };
 
 }  // namespace gw

@@ -119,6 +119,7 @@ Status Tracer::Start() {
   context.sink = this;
   context.pids = options_.pids;
   context.comms = options_.comms;
+  context.pids_if_alive = options_.pids_if_alive;
   context.cuda_libs = options_.cuda_libs;
   // In the registry's order: a source that owns the tracked set shares it with the ones after.
   for (RegisteredSource& r : sources) {
@@ -148,8 +149,12 @@ Status Tracer::Start() {
         }
         return std::vector<int32_t>{};
       },
-      [this](std::vector<CgroupCpuSample> samples, std::vector<ProcessCgroup> moved) {
-        if (writer_) writer_->AppendCgroupSamples(std::move(samples), std::move(moved));
+      [this](std::vector<CgroupCpuSample> samples, std::vector<ProcessCgroup> moved,
+             std::vector<CgroupMemorySample> memory) {
+        if (options_.observer && !moved.empty()) options_.observer->OnProcessCgroups(moved);
+        if (writer_) {
+          writer_->AppendCgroupSamples(std::move(samples), std::move(moved), std::move(memory));
+        }
       });
   sampler_->Start();
   StartGpuSampler();

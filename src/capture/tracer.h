@@ -50,6 +50,8 @@ struct TracerOptions {
   int64_t duration_ns = 0;  // 0: until Ctrl-C / SIGTERM
   std::vector<int32_t> pids;
   std::vector<std::string> comms;
+  // trace --container/--pod: what ran there at start; one gone by then is skipped (SourceContext).
+  std::vector<int32_t> pids_if_alive;
   std::string db_path;
   bool record = true;          // false: no database, live view / JSON only
   int64_t max_db_bytes = 0;

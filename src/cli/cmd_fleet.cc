@@ -149,6 +149,7 @@ int RunFleet(const Args& args) {
     RemoteSession session;
     std::optional<Finding> top;
     size_t findings = 0;
+    std::vector<ContainerInfo> containers;  // the job's containers and pods (docs/containers.md)
     std::string error;
   };
   std::vector<NodeRow> nodes;
@@ -179,6 +180,7 @@ int RunFleet(const Args& args) {
       row.error = report.status().message();
     } else {
       row.findings = report->findings.size();
+      row.containers = report->containers;
       // Most severe first; LOW findings are not a node's cause.
       if (!report->findings.empty() && report->findings[0].severity != Severity::kLow) {
         row.top = report->findings[0];
@@ -209,6 +211,18 @@ int RunFleet(const Args& args) {
         j["top"] = nullptr;
       }
       if (!n.error.empty()) j["error"] = n.error;
+      if (!n.containers.empty()) {
+        nlohmann::json cs = nlohmann::json::array();
+        for (const ContainerInfo& c : n.containers) {
+          cs.push_back({{"runtime", c.runtime},
+                        {"container_id", c.container_id},
+                        {"pod_uid", c.pod_uid},
+                        {"pod_name", c.pod_name},
+                        {"pod_namespace", c.pod_namespace},
+                        {"processes", c.pids.size()}});
+        }
+        j["containers"] = cs;
+      }
       out.push_back(j);
     }
     std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -222,6 +236,12 @@ int RunFleet(const Args& args) {
                        : n.top ? "[" + std::string(SeverityName(n.top->severity)) + "] " +
                                      n.top->cause + " → " + n.top->effect
                                : "nothing above LOW";
+    // The job's container (or pod), as explain names it: which job on the node this is.
+    if (!n.containers.empty()) {
+      const ContainerInfo& c = n.containers[0];
+      what += !c.container_id.empty() ? " (container " + c.container_id.substr(0, 12) + ")"
+                                      : " (pod " + c.pod_uid + ")";
+    }
     what = TerminalSafe(what);  // process names in a finding come from the traced hosts
     table.rows.push_back({static_cast<int64_t>(++rank), n.session.node,
                           n.top ? Cell(n.top->lost_s) : Cell(std::monostate{}), what,

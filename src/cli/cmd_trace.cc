@@ -25,6 +25,7 @@
 #include "clickhouse/schema.h"
 #include "clickhouse/sink.h"
 #include "discover/cuda_libs.h"
+#include "sources/system/container.h"
 #include "sources/system/host_info.h"
 #include "store/window.h"
 
@@ -223,7 +224,7 @@ int RunTrace(const Args& all_args) {
                 "terminal signals are passed on), none of root's open files, and only the "
                 "locale,\nterminal, PATH and GPU/ML/Python variables of the environment (see "
                 "--keep-env). Without\n-- COMMAND: attaches to running jobs (--pid, --comm, "
-                "or every CUDA process).");
+                "--container, --pod, or every CUDA process).");
   flags.Add({"duration", FlagKind::kDuration, "DUR",
              "stop after this long (120s, 2m; more than 0); "
              "default: until Ctrl-C, SIGTERM or SIGHUP",
@@ -232,6 +233,15 @@ int RunTrace(const Args& all_args) {
              "trace only these processes and their descendants (repeatable)", ""});
   flags.Add({"comm", FlagKind::kString, "NAME[,NAME]",
              "trace only processes with this command name and their descendants (repeatable)", ""});
+  flags.Add({"container", FlagKind::kString, "ID[,ID]",
+             "trace only the processes of this container (its id or a unique prefix, as docker "
+             "ps or crictl ps print it; read from each process's cgroup) and their descendants "
+             "(repeatable)",
+             ""});
+  flags.Add({"pod", FlagKind::kString, "UID[,UID]",
+             "trace only the processes of this Kubernetes pod (its UID: kubectl get pod NAME -o "
+             "jsonpath='{.metadata.uid}') and their descendants (repeatable)",
+             ""});
   AddDbFlag(flags);
   flags.Add({"record", FlagKind::kBool, "", "write events to the database", "true"});
   flags.Add({"max-db", FlagKind::kSize, "SIZE",
@@ -345,6 +355,39 @@ int RunTrace(const Args& all_args) {
   if (Status st = CollectRepeated(args, "comm", &options.comms); !st.ok()) return ReportError(st);
   if (Status st = CollectRepeated(args, "cuda-lib", &options.cuda_libs); !st.ok()) {
     return ReportError(st);
+  }
+  // --container and --pod become the pids of the processes in them now; their children are
+  // tracked as --pid's are.
+  std::vector<std::string> container_texts, pod_texts, containers, pods;
+  if (Status st = CollectRepeated(args, "container", &container_texts); !st.ok()) {
+    return ReportError(st);
+  }
+  if (Status st = CollectRepeated(args, "pod", &pod_texts); !st.ok()) return ReportError(st);
+  for (const std::string& text : container_texts) {
+    StatusOr<std::string> id = NormalizeContainerId(text);
+    if (!id.ok()) return ReportError(id.status());
+    containers.push_back(*id);
+  }
+  for (const std::string& text : pod_texts) {
+    StatusOr<std::string> uid = NormalizePodUid(text);
+    if (!uid.ok()) return ReportError(uid.status());
+    pods.push_back(*uid);
+  }
+  if (!command.empty() && (!containers.empty() || !pods.empty())) {
+    return ReportError(InvalidArgument(
+        "-- COMMAND traces that job and its descendants; --container and --pod are for jobs "
+        "already running — use one or the other"));
+  }
+  if (!containers.empty() || !pods.empty()) {
+    StatusOr<ContainerMatch> match = FindContainerProcesses("/proc", containers, pods);
+    if (!match.ok()) return ReportError(match.status());
+    options.pids_if_alive = match->pids;
+    std::string what;
+    for (const std::string& c : match->containers) what += " container " + c.substr(0, 12);
+    for (const std::string& p : match->pods) what += " pod " + p;
+    if (!flags.GetBool("quiet", false) && !flags.GetBool("json", false)) {
+      std::fprintf(stderr, "gpuwhy trace:%s: %zu processes\n", what.c_str(), match->pids.size());
+    }
   }
   for (const std::string& text : pid_texts) {
     StatusOr<int64_t> pid = ParseInt(text);
@@ -502,10 +545,12 @@ int RunTrace(const Args& all_args) {
     };
   }
 
-  if (!command.empty() && (!options.pids.empty() || !options.comms.empty())) {
+  if (!command.empty() &&
+      (!options.pids.empty() || !options.pids_if_alive.empty() || !options.comms.empty())) {
     return ReportError(
-        InvalidArgument("-- COMMAND traces that job and its descendants; --pid and "
-                        "--comm are for jobs already running — use one or the other"));
+        InvalidArgument("-- COMMAND traces that job and its descendants; --pid, --comm, "
+                        "--container and --pod are for jobs already running — use one or the "
+                        "other"));
   }
 
   if (Status st = CheckTracePrivileges(); !st.ok()) return ReportError(st);
@@ -623,7 +668,7 @@ int RunTrace(const Args& all_args) {
   if (!summary.ok()) return ReportError(summary.status());
   LiveSnapshot last = tracer->Live();
   if (live && tty) DrawFrame(RenderLiveView(last, TerminalWidth(), TerminalHeight()));
-  bool filtered = !options.pids.empty() || !options.comms.empty();
+  bool filtered = !options.pids.empty() || !options.pids_if_alive.empty() || !options.comms.empty();
   PrintSummary(info, *summary, last, filtered);
   if (*prometheus) (*prometheus)->Finished();             // final values (and --prometheus-linger)
   if (job.has_value() && job_exited) g_job_pid.store(0);  // reaped: its pid may be reused

@@ -353,6 +353,80 @@ StatusOr<ImportResult> ImportRemoteSession(const ClickHouseClient& client,
   }
   if (!samples.empty() || !gprocs.empty()) writer->AppendGpuSamples(samples, gprocs);
 
+  // Schema 12's cgroup rows (docs/containers.md), where this database has their tables (one
+  // made by an older gpuwhy has none until a newer sink connects).
+  ASSIGN_OR_RETURN(
+      std::string cgroup_tables,
+      client.Query("SELECT count() FROM system.tables WHERE database = " + ClickHouseQuote(db) +
+                   " AND name IN ('gw_process_cgroups', 'gw_cgroup_cpu_samples', "
+                   "'gw_cgroup_memory_samples') FORMAT TabSeparated"));
+  if (!cgroup_tables.empty() && cgroup_tables[0] == '3') {
+    ASSIGN_OR_RETURN(std::string pc_text,
+                     client.Query("SELECT pid, ts, cgroup, container_id, pod_uid, runtime, "
+                                  "ns_pid, pod_name, pod_namespace FROM " +
+                                  db + ".gw_process_cgroups" + of_session +
+                                  " ORDER BY pid, ts FORMAT TabSeparated"));
+    std::vector<ProcessCgroup> pcs;
+    for (const TsvRow& r : ParseTsv(pc_text)) {
+      ProcessCgroup x;
+      x.pid = static_cast<int32_t>(Int(r, 0));
+      x.ts_ns = Int(r, 1);
+      x.cgroup = Text(r, 2);
+      x.container_id = Text(r, 3);
+      x.pod_uid = Text(r, 4);
+      x.runtime = Text(r, 5);
+      int64_t ns = Int(r, 6);
+      x.ns_pid = ns == kNull ? 0 : static_cast<int32_t>(ns);
+      x.pod_name = Text(r, 7);
+      x.pod_namespace = Text(r, 8);
+      pcs.push_back(std::move(x));
+    }
+    ASSIGN_OR_RETURN(std::string cpu_text,
+                     client.Query("SELECT ts, cgroup, version, quota_us, period_us, nr_periods, "
+                                  "nr_throttled, throttled_ns, usage_ns FROM " +
+                                  db + ".gw_cgroup_cpu_samples" + of_session +
+                                  " ORDER BY ts FORMAT TabSeparated"));
+    std::vector<CgroupCpuSample> cpus;
+    for (const TsvRow& r : ParseTsv(cpu_text)) {
+      CgroupCpuSample x;
+      x.ts_ns = Int(r, 0);
+      x.cgroup = Text(r, 1);
+      x.version = static_cast<int32_t>(Int(r, 2));
+      x.quota_us = Int(r, 3);
+      x.period_us = Int(r, 4);
+      x.nr_periods = Int(r, 5);
+      x.nr_throttled = Int(r, 6);
+      x.throttled_ns = Int(r, 7);
+      x.usage_ns = Int(r, 8);
+      cpus.push_back(std::move(x));
+    }
+    ASSIGN_OR_RETURN(std::string mem_text,
+                     client.Query("SELECT ts, cgroup, version, max_bytes, high_bytes, "
+                                  "usage_bytes, events_high, events_max, events_oom, "
+                                  "events_oom_kill, major_faults FROM " +
+                                  db + ".gw_cgroup_memory_samples" + of_session +
+                                  " ORDER BY ts FORMAT TabSeparated"));
+    std::vector<CgroupMemorySample> mems;
+    for (const TsvRow& r : ParseTsv(mem_text)) {
+      CgroupMemorySample x;
+      x.ts_ns = Int(r, 0);
+      x.cgroup = Text(r, 1);
+      x.version = static_cast<int32_t>(Int(r, 2));
+      x.max_bytes = Int(r, 3);
+      x.high_bytes = Int(r, 4);
+      x.usage_bytes = Int(r, 5);
+      x.events_high = Int(r, 6);
+      x.events_max = Int(r, 7);
+      x.events_oom = Int(r, 8);
+      x.events_oom_kill = Int(r, 9);
+      x.major_faults = Int(r, 10);
+      mems.push_back(std::move(x));
+    }
+    if (!pcs.empty() || !cpus.empty() || !mems.empty()) {
+      writer->AppendCgroupSamples(std::move(cpus), std::move(pcs), std::move(mems));
+    }
+  }
+
   if (Int(s, 13) != kNull) {
     SessionTotals totals;
     totals.wall_stop_ns = Int(s, 13);

@@ -104,6 +104,23 @@ std::vector<std::string> TableStatements(const std::string& db) {
             "session Int64, ts Int64, gpu Int32, pid Int32, sm_util_pct " + n +
                 ", mem_util_pct " + n,
             "MergeTree() ORDER BY (node, spool, session, ts)"),
+      // Schema 12 (docs/containers.md): new tables, so no column is added to an old one.
+      Table(db, "process_cgroups",
+            "session Int64, pid Int32, ts Int64, cgroup String, container_id Nullable(String), "
+            "pod_uid Nullable(String), runtime Nullable(String), ns_pid " + n +
+                ", pod_name Nullable(String), pod_namespace Nullable(String)",
+            "MergeTree() ORDER BY (node, spool, session, pid, ts)"),
+      Table(db, "cgroup_cpu_samples",
+            "session Int64, ts Int64, cgroup String, version Int32, quota_us " + n +
+                ", period_us " + n + ", nr_periods " + n + ", nr_throttled " + n +
+                ", throttled_ns " + n + ", usage_ns " + n,
+            "MergeTree() ORDER BY (node, spool, session, cgroup, ts)"),
+      Table(db, "cgroup_memory_samples",
+            "session Int64, ts Int64, cgroup String, version Int32, max_bytes " + n +
+                ", high_bytes " + n + ", usage_bytes " + n + ", events_high " + n +
+                ", events_max " + n + ", events_oom " + n + ", events_oom_kill " + n +
+                ", major_faults " + n,
+            "MergeTree() ORDER BY (node, spool, session, cgroup, ts)"),
   };
 }
 

@@ -37,7 +37,11 @@ constexpr const char* kCauseColors[kFeedCauseCount] = {
     "#1f77b4",  // sync
     "#17becf",  // helper work
     "#ff7f0e",  // worker compute
+    "#9467bd",  // another thread held it (the GIL, a lock)
 };
+// Every cause has a colour: a missing one was a null pointer in the feed bars (a report of a
+// recording with GIL hand-offs crashed).
+static_assert(kCauseColors[kFeedCauseCount - 1] != nullptr, "a FeedCause without a colour");
 
 std::string Num(double v, int decimals = 1) {
   char buf[64];
@@ -306,6 +310,26 @@ StatusOr<HtmlReportSummary> WriteHtmlReport(StoreReader& reader, const HtmlRepor
   } else {
     h += "<li>no system snapshots in this window</li>";
   }
+  for (const ContainerInfo& c : r.containers) {
+    std::string pids;
+    for (size_t i = 0; i < c.pids.size() && i < 8; ++i) {
+      pids += (pids.empty() ? "" : ", ") + std::to_string(c.pids[i].first);
+      if (c.pids[i].second > 0 && c.pids[i].second != c.pids[i].first) {
+        pids += " (" + std::to_string(c.pids[i].second) + " in the container)";
+      }
+    }
+    h += "<li>" +
+         HtmlEscape((c.container_id.empty()
+                         ? "pod " + c.pod_uid
+                         : "container " + (c.runtime.empty() ? "" : c.runtime + " ") +
+                               c.container_id + (c.pod_uid.empty() ? "" : " in pod " + c.pod_uid)) +
+                    (c.pod_name.empty()
+                         ? std::string()
+                         : " (" + c.pod_namespace + (c.pod_namespace.empty() ? "" : "/") +
+                               c.pod_name + ")") +
+                    ": pids " + pids) +
+         "</li>";
+  }
   for (const GpuSummary& g : r.gpus) h += "<li>" + HtmlEscape(GpuLine(g)) + "</li>";
   if (!r.gpu_verdict.empty()) h += "<li><b>" + HtmlEscape(r.gpu_verdict) + "</b></li>";
   h += "</ul>\n";
@@ -404,15 +428,34 @@ StatusOr<HtmlReportSummary> WriteHtmlReport(StoreReader& reader, const HtmlRepor
   }
   if (!r.top_processes.empty()) {
     std::vector<std::vector<std::string>> rows;
+    // In containers: the pid there and the container, as the explain text shows them.
+    bool contained = false;
+    for (const ProcessStat& p : r.top_processes) {
+      contained |=
+          !p.container_id.empty() || !p.pod_uid.empty() || (p.ns_pid > 0 && p.ns_pid != p.pid);
+    }
     for (const ProcessStat& p : r.top_processes) {
       rows.push_back({p.name, std::to_string(p.pid), p.role, FormatCount(p.context_switches),
                       Num(p.off_cpu_s), Num(p.idle_s), Num(p.runq_s), Num(p.worst_stall_ms),
                       Num(p.cpu_taken_from_feeders_s)});
+      if (contained) {
+        rows.back().insert(rows.back().begin() + 2, p.ns_pid > 0 ? std::to_string(p.ns_pid) : "-");
+        rows.back().insert(rows.back().begin() + 3, !p.container_id.empty()
+                                                        ? p.container_id.substr(0, 12)
+                                                    : !p.pod_uid.empty() ? "pod " + p.pod_uid
+                                                                         : std::string("-"));
+      }
     }
-    h += "<h2>Processes</h2>\n" +
-         TableHtml({"process", "pid", "role", "switches", "off-CPU s", "idle (waiting for work) s",
-                    "run-queue s", "worst stall ms", "took CPU s"},
-                   rows, "processes");
+    std::vector<std::string> columns = {"process",     "pid",
+                                        "role",        "switches",
+                                        "off-CPU s",   "idle (waiting for work) s",
+                                        "run-queue s", "worst stall ms",
+                                        "took CPU s"};
+    if (contained) {
+      columns.insert(columns.begin() + 2, "pid in container");
+      columns.insert(columns.begin() + 3, "container");
+    }
+    h += "<h2>Processes</h2>\n" + TableHtml(columns, rows, "processes");
   }
   if (!r.notes.empty()) {
     h += "<h2>Notes</h2>\n<ul id=\"notes\">";

@@ -259,6 +259,17 @@ class Exporter {
     auto r = roles_.find(pid);
     if (r != roles_.end() && r->second != "other") name += " [" + r->second + "]";
     auto p = session_.processes.find(pid);
+    // In a container: which one, and the pid it has there (what docker exec / kubectl exec see).
+    if (p != session_.processes.end()) {
+      const ProcessRecord& pr = p->second;
+      std::string where = !pr.container_id.empty() ? "container " + pr.container_id.substr(0, 12)
+                          : !pr.pod_uid.empty()    ? "pod " + pr.pod_uid
+                                                   : "";
+      if (pr.ns_pid > 0 && pr.ns_pid != pid) {
+        where += (where.empty() ? "" : ", ") + ("pid " + std::to_string(pr.ns_pid) + " there");
+      }
+      if (!where.empty()) name += " (" + where + ")";
+    }
     EmitTrack(perfetto::ProcessTrackPacket(
         kProcessTrack | Id32(pid), pid, name,
         p == session_.processes.end() ? std::string() : p->second.cmdline));

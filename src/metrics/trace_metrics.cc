@@ -177,6 +177,21 @@ void TraceMetrics::OnLaunchDuty(uint32_t n) {
   launch_duty_ = std::max<int64_t>(1, n);
 }
 
+void TraceMetrics::OnProcessCgroups(const std::vector<ProcessCgroup>& processes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const ProcessCgroup& pc : processes) {
+    auto it = pid_slot_.find(pc.pid);
+    if (it == pid_slot_.end() || it->second < 0) continue;  // folded series carry no container
+    ProcessMetrics& m = slots_[static_cast<size_t>(it->second)];
+    // Ids are hex and UIDs hex with '-' (container.h); SafeProcessName keeps a label printable
+    // whatever a test feeds in.
+    m.container = SafeProcessName(pc.container_id.substr(0, 12));
+    m.pod_uid = SafeProcessName(pc.pod_uid);
+    m.pod = SafeProcessName(pc.pod_name);
+    m.namespace_name = SafeProcessName(pc.pod_namespace);
+  }
+}
+
 void TraceMetrics::OnProcess(const ProcessInfo& p) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = pid_slot_.find(p.pid);

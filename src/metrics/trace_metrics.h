@@ -73,6 +73,12 @@ struct ProcessMetrics {
   int64_t launches_counted = 0;         // launches the probes saw (not scaled)
   std::vector<LatencyBuckets> latency;  // by LatencyOpSlot: rows with a duration
   int64_t exit_ts_ns = kNull;           // session ns when it exited
+  // Its container (short id, 12 hex digits) and Kubernetes pod UID, from the 1 Hz cgroup read
+  // (OnProcessCgroups); "" outside containers and until the first read.
+  std::string container;
+  std::string pod_uid;
+  std::string pod;  // pod name and namespace from the downward-API environment; "" = not given
+  std::string namespace_name;
   bool Empty() const;
 };
 
@@ -96,6 +102,7 @@ class TraceMetrics : public EventObserver {
   void OnGpuSamples(const std::vector<GpuSample>& samples) override;
   void OnDrops(const DropCounts& drops) override;
   void OnLaunchDuty(uint32_t n) override;
+  void OnProcessCgroups(const std::vector<ProcessCgroup>& processes) override;
 
   MetricsSnapshot Snapshot() const;
   int64_t events() const;  // events decoded so far (cheap: no copy)

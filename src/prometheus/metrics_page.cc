@@ -10,8 +10,16 @@ using Type = ExpositionWriter::Type;
 
 MetricLabels ProcessLabels(const ProcessMetrics& m) {
   switch (m.kind) {
-    case SeriesKind::kProcess:
-      return {{"pid", std::to_string(m.pid)}, {"name", m.name.empty() ? "unknown" : m.name}};
+    case SeriesKind::kProcess: {
+      MetricLabels labels = {{"pid", std::to_string(m.pid)},
+                             {"name", m.name.empty() ? "unknown" : m.name}};
+      // In a container or pod: the same series, two more labels (never more series).
+      if (!m.container.empty()) labels.push_back({"container", m.container});
+      if (!m.pod_uid.empty()) labels.push_back({"pod_uid", m.pod_uid});
+      if (!m.namespace_name.empty()) labels.push_back({"namespace", m.namespace_name});
+      if (!m.pod.empty()) labels.push_back({"pod", m.pod});
+      return labels;
+    }
     case SeriesKind::kOther:
       return {{"pid", "other"}, {"name", "other"}};
     case SeriesKind::kCompetitors:

@@ -106,6 +106,35 @@ ProcessInfo Proc(int32_t pid, const std::string& name, bool tracked) {
 
 std::string Page(const TraceMetrics& m) { return RenderMetricsPage(m.Snapshot(), {}, {}); }
 
+// Issue 36: a process in a container keeps its one series, with container and pod_uid labels;
+// a process outside containers and the folded series get none.
+TEST(TraceMetrics, ContainerLabels) {
+  TraceMetrics m(1);
+  m.OnProcess(Proc(100, "python3", true));
+  m.OnProcess(Proc(101, "worker", true));  // over the cap of 1: folded into other
+  std::vector<Event> ev = {Switch(100, 1'000'000, 0), Switch(101, 1'000'000, 0)};
+  m.OnEvents(ev.data(), ev.size());
+  ProcessCgroup a;
+  a.pid = 100;
+  a.container_id = std::string(64, 'a');
+  a.pod_uid = "1b2c3d4e-5f60-4a7b-8c9d-0e1f2a3b4c5d";
+  a.pod_name = "train-0";
+  a.pod_namespace = "ml";
+  ProcessCgroup b = a;
+  b.pid = 101;
+  m.OnProcessCgroups({a, b});
+  std::string page = Page(m);
+  EXPECT_TRUE(Contains(page,
+                       "gpuwhy_context_switches_total{pid=\"100\",name=\"python3\","
+                       "container=\"aaaaaaaaaaaa\",pod_uid=\"1b2c3d4e-5f60-4a7b-8c9d-"
+                       "0e1f2a3b4c5d\",namespace=\"ml\",pod=\"train-0\"} 1\n"))
+      << page;
+  EXPECT_TRUE(Contains(page, "gpuwhy_context_switches_total{pid=\"other\",name=\"other\"} 1\n"))
+      << page;
+  EXPECT_EQ(page.find("gpuwhy_context_switches_total{pid=\"100\",name=\"python3\"}"),
+            std::string::npos);
+}
+
 TEST(TraceMetrics, CountsPerProcess) {
   TraceMetrics m;
   m.OnProcess(Proc(100, "python3 (train.py)", true));

@@ -61,6 +61,10 @@ struct SourceContext {
   // tracked when non-empty.
   std::vector<int32_t> pids;
   std::vector<std::string> comms;
+  // trace --container/--pod: the processes found in the container at start, tracked (with their
+  // descendants) if still alive when the sources start; one that exited since is skipped, not
+  // an error. A filter like `pids` even when all of them are gone.
+  std::vector<int32_t> pids_if_alive;
   // With --stack or the on-CPU profile: owns the shared stack maps. A source whose BPF program
   // includes sources/stacks/stacks.bpf.h calls stack_registry->ShareMaps(skel->obj) between
   // open and load, so every program dedups into one gw_stacks map the tracer drains.

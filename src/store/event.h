@@ -112,11 +112,37 @@ struct CgroupCpuSample {
   int64_t usage_ns = kNull;      // CPU time its tasks used
 };
 
-// The cgroup (cpu controller's hierarchy) a tracked process was seen in (`process_cgroups`).
+// The cgroup (cpu controller's hierarchy) a tracked process was seen in (`process_cgroups`),
+// and (schema 12) the container and pod its cgroup names and its pid in its own PID namespace.
 struct ProcessCgroup {
   int32_t pid = 0;
   std::string cgroup;
   int64_t ts_ns = 0;  // session ns when it was first seen there
+  std::string container_id{};  // full hex id; "" = not in a container gpuwhy recognizes
+  std::string pod_uid{};       // Kubernetes pod UID; "" = not in a pod
+  std::string runtime{};       // docker, containerd, cri-o, podman; "" = unknown or none
+  int32_t ns_pid = 0;          // innermost NSpid of /proc/PID/status; 0 = unknown
+  // The pod's name and namespace from the process's downward-API environment (POD_NAME,
+  // POD_NAMESPACE; container.h), for a process in a pod; "" = not given.
+  std::string pod_name{};
+  std::string pod_namespace{};
+};
+
+// The memory limit and its events of one cgroup of a tracked process, read once a second
+// (`cgroup_memory_samples`, schema 12): the process's own memory cgroup and each ancestor that
+// sets a limit. Counters are cumulative as the kernel keeps them.
+struct CgroupMemorySample {
+  int64_t ts_ns = 0;
+  std::string cgroup;  // path below the memory hierarchy's mount
+  int32_t version = 2;
+  int64_t max_bytes = kNull;        // v2 memory.max, v1 memory.limit_in_bytes; kNull = no limit
+  int64_t high_bytes = kNull;       // v2 memory.high (throttling above it); kNull = none or v1
+  int64_t usage_bytes = kNull;      // v2 memory.current, v1 memory.usage_in_bytes
+  int64_t events_high = kNull;      // v2 memory.events high: times usage went over memory.high
+  int64_t events_max = kNull;       // v2 memory.events max; v1 memory.failcnt (charges refused)
+  int64_t events_oom = kNull;       // v2 memory.events oom: allocations that failed at the limit
+  int64_t events_oom_kill = kNull;  // processes the OOM killer ended in it (v1 memory.oom_control)
+  int64_t major_faults = kNull;     // memory.stat pgmajfault (v1 total_pgmajfault)
 };
 
 // A GPU NVML reported at the start of a session (`gpu_devices`).

@@ -209,6 +209,81 @@ std::string OutboxEncoder::GpuProcessSamples(const std::vector<GpuProcessSample>
   return out;
 }
 
+// session, pid, ts, cgroup, container_id, pod_uid, runtime, ns_pid, pod_name, pod_namespace
+std::string OutboxEncoder::ProcessCgroups(const std::vector<ProcessCgroup>& rows) const {
+  std::string out;
+  for (const ProcessCgroup& x : rows) {
+    TsvInt(out, session_);
+    Tab(out);
+    TsvInt(out, x.pid);
+    Tab(out);
+    TsvInt(out, x.ts_ns);
+    Tab(out);
+    TsvText(out, x.cgroup);
+    Tab(out);
+    TsvNullableText(out, x.container_id);
+    Tab(out);
+    TsvNullableText(out, x.pod_uid);
+    Tab(out);
+    TsvNullableText(out, x.runtime);
+    Tab(out);
+    TsvInt(out, x.ns_pid > 0 ? x.ns_pid : kNull);
+    Tab(out);
+    TsvNullableText(out, x.pod_name);
+    Tab(out);
+    TsvNullableText(out, x.pod_namespace);
+    out += '\n';
+  }
+  return out;
+}
+
+// session, ts, cgroup, version, quota_us, period_us, nr_periods, nr_throttled, throttled_ns,
+// usage_ns
+std::string OutboxEncoder::CgroupCpuSamples(const std::vector<CgroupCpuSample>& rows) const {
+  std::string out;
+  for (const CgroupCpuSample& x : rows) {
+    TsvInt(out, session_);
+    Tab(out);
+    TsvInt(out, x.ts_ns);
+    Tab(out);
+    TsvText(out, x.cgroup);
+    Tab(out);
+    TsvInt(out, x.version);
+    Tab(out);
+    for (int64_t v : {x.quota_us, x.period_us, x.nr_periods, x.nr_throttled, x.throttled_ns}) {
+      TsvInt(out, v);
+      Tab(out);
+    }
+    TsvInt(out, x.usage_ns);
+    out += '\n';
+  }
+  return out;
+}
+
+// session, ts, cgroup, version, max_bytes, high_bytes, usage_bytes, events_high, events_max,
+// events_oom, events_oom_kill, major_faults
+std::string OutboxEncoder::CgroupMemorySamples(const std::vector<CgroupMemorySample>& rows) const {
+  std::string out;
+  for (const CgroupMemorySample& x : rows) {
+    TsvInt(out, session_);
+    Tab(out);
+    TsvInt(out, x.ts_ns);
+    Tab(out);
+    TsvText(out, x.cgroup);
+    Tab(out);
+    TsvInt(out, x.version);
+    Tab(out);
+    for (int64_t v : {x.max_bytes, x.high_bytes, x.usage_bytes, x.events_high, x.events_max,
+                      x.events_oom, x.events_oom_kill}) {
+      TsvInt(out, v);
+      Tab(out);
+    }
+    TsvInt(out, x.major_faults);
+    out += '\n';
+  }
+  return out;
+}
+
 // session, id, pid, location, frames
 std::string OutboxEncoder::Stack(int64_t id, int32_t pid, const std::string& location,
                                  const std::string& frames_json) const {

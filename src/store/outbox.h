@@ -37,6 +37,10 @@ inline constexpr char kOutboxStacks[] = "stacks";
 inline constexpr char kOutboxGpuDevices[] = "gpu_devices";
 inline constexpr char kOutboxGpuSamples[] = "gpu_samples";
 inline constexpr char kOutboxGpuProcessSamples[] = "gpu_process_samples";
+// Schema 12: the cgroup rows of the 1 Hz sampler (docs/containers.md).
+inline constexpr char kOutboxProcessCgroups[] = "process_cgroups";
+inline constexpr char kOutboxCgroupCpuSamples[] = "cgroup_cpu_samples";
+inline constexpr char kOutboxCgroupMemorySamples[] = "cgroup_memory_samples";
 
 struct OutboxEntry {
   int64_t id = 0;  // increasing, never reused in a file (AUTOINCREMENT)
@@ -78,6 +82,9 @@ class OutboxEncoder {
   std::string GpuDevices(const std::vector<GpuDevice>& devices) const;
   std::string GpuSamples(const std::vector<GpuSample>& samples) const;
   std::string GpuProcessSamples(const std::vector<GpuProcessSample>& samples) const;
+  std::string ProcessCgroups(const std::vector<ProcessCgroup>& rows) const;
+  std::string CgroupCpuSamples(const std::vector<CgroupCpuSample>& rows) const;
+  std::string CgroupMemorySamples(const std::vector<CgroupMemorySample>& rows) const;
   std::string Stack(int64_t id, int32_t pid, const std::string& location,
                     const std::string& frames_json) const;
   // The session row; totals are NULL until EndSession.

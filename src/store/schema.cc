@@ -298,6 +298,28 @@ constexpr const char* kMigrationV11 = R"sql(
 ALTER TABLE sessions ADD COLUMN profile_hz INTEGER;
 )sql";
 
+// Version 12 (additive): who a tracked process is inside its container (its container and pod,
+// from its cgroup path, and its pid in its own PID namespace), and the memory limit and events
+// of the tracked processes' memory cgroups, read once a second.
+constexpr const char* kMigrationV12 = R"sql(
+ALTER TABLE process_cgroups ADD COLUMN container_id TEXT;
+ALTER TABLE process_cgroups ADD COLUMN pod_uid TEXT;
+ALTER TABLE process_cgroups ADD COLUMN runtime TEXT;
+ALTER TABLE process_cgroups ADD COLUMN ns_pid INTEGER;
+ALTER TABLE process_cgroups ADD COLUMN pod_name TEXT;
+ALTER TABLE process_cgroups ADD COLUMN pod_namespace TEXT;
+CREATE TABLE cgroup_memory_samples(
+  session INTEGER NOT NULL,
+  ts INTEGER NOT NULL,
+  cgroup TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  max_bytes INTEGER, high_bytes INTEGER, usage_bytes INTEGER,
+  events_high INTEGER, events_max INTEGER, events_oom INTEGER, events_oom_kill INTEGER,
+  major_faults INTEGER,
+  PRIMARY KEY(session, ts, cgroup)
+) WITHOUT ROWID;
+)sql";
+
 // Moves the rows of a plain event_rows table (schema < 9) into chunks, session by session in
 // key order, and puts the virtual table in its place.
 Status MigrateToChunks(sqlite3* db, const MigrationProgress& progress) {
@@ -424,6 +446,7 @@ Status CreateOrMigrateSchema(sqlite3* db, const MigrationProgress& progress) {
     if (version < 9) RETURN_IF_ERROR(MigrateToChunks(db, progress));
     if (version < 10) RETURN_IF_ERROR(Exec(db, kMigrationV10));
     if (version < 11) RETURN_IF_ERROR(Exec(db, kMigrationV11));
+    if (version < 12) RETURN_IF_ERROR(Exec(db, kMigrationV12));
     RETURN_IF_ERROR(Exec(db, "UPDATE meta SET value='" + std::to_string(kSchemaVersion) +
                                  "' WHERE key='schema_version'"));
     return WriteOpNames(db);

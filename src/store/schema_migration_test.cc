@@ -40,7 +40,8 @@ class SchemaMigrationTest : public ::testing::Test {
 // columns (with the views that show them) and sessions.tracer_pid, version 4 the NVML tables
 // version 5 sessions.launches_once, version 6 sessions.launch_duty, version 7 thread_rollups,
 // version 8 op_latency, op_seconds.bytes and their views, and version 9 moved the events into
-// chunks, version 10 added the cgroup tables, version 11 sessions.profile_hz: a v1 file is the
+// chunks, version 10 added the cgroup tables, version 11 sessions.profile_hz, version 12 the
+// container columns of process_cgroups and cgroup_memory_samples: a v1 file is the
 // current file without them, with a plain event_rows table (seq 0, 1,
 // … per timestamp), version 1's views and schema_version 1.
 void DowngradeToV1(sqlite3* db) {
@@ -48,6 +49,7 @@ void DowngradeToV1(sqlite3* db) {
                    "DROP TABLE gpu_devices; DROP TABLE gpu_samples; DROP TABLE gpu_process_samples; "
                    "DROP TABLE thread_rollups; DROP TABLE op_latency; "
                    "DROP TABLE cgroup_cpu_samples; DROP TABLE process_cgroups; "
+                   "DROP TABLE cgroup_memory_samples; "
                    "DROP VIEW op_latency_hist; DROP VIEW op_stats_seconds; "
                    "ALTER TABLE op_seconds DROP COLUMN bytes; "
                    "CREATE VIEW op_stats_seconds AS SELECT q.session AS session, q.sec AS sec, "

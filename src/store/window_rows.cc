@@ -48,7 +48,7 @@ std::string RawColumns(bool wakers) {
 }  // namespace
 
 Status ReadProcesses(StoreReader& reader, int64_t session, std::map<int32_t, ProcessRecord>* out) {
-  return reader.ForEach(
+  RETURN_IF_ERROR(reader.ForEach(
       "SELECT pid, COALESCE(ppid, 0), name, COALESCE(cmdline, ''), tracked, first_ts, exit_ts, "
       "exit_code FROM processes WHERE session = ?1",
       {session}, [&](sqlite3_stmt* s) {
@@ -62,6 +62,20 @@ Status ReadProcesses(StoreReader& reader, int64_t session, std::map<int32_t, Pro
         p.exit_ts = ColInt(s, 6);
         p.exit_code = ColInt(s, 7);
         (*out)[p.pid] = std::move(p);
+      }));
+  ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
+  if (version < 12) return Status::Ok();
+  // Rows by ts: the last one of a pid is where it was seen last.
+  return reader.ForEach(
+      "SELECT pid, container_id, pod_uid, ns_pid FROM process_cgroups WHERE session = ?1 ORDER "
+      "BY pid, ts",
+      {session}, [&](sqlite3_stmt* s) {
+        auto it = out->find(static_cast<int32_t>(sqlite3_column_int64(s, 0)));
+        if (it == out->end()) return;
+        it->second.container_id = ColLine(s, 1);
+        it->second.pod_uid = ColLine(s, 2);
+        int64_t ns = ColInt(s, 3);
+        it->second.ns_pid = ns == kNull ? 0 : static_cast<int32_t>(ns);
       });
 }
 
@@ -428,13 +442,46 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
           w.cgroup_cpu.push_back(std::move(x));
         }));
     RETURN_IF_ERROR(reader.ForEach(
-        "SELECT pid, ts, cgroup FROM process_cgroups WHERE session = ?1 ORDER BY pid, ts",
+        version >= 12 ? "SELECT pid, ts, cgroup, container_id, pod_uid, runtime, ns_pid, "
+                        "pod_name, pod_namespace FROM process_cgroups WHERE session = ?1 ORDER "
+                        "BY pid, ts"
+                      : "SELECT pid, ts, cgroup, NULL, NULL, NULL, NULL, NULL, NULL FROM "
+                        "process_cgroups WHERE session = ?1 ORDER BY pid, ts",
         {session}, [&](sqlite3_stmt* s) {
           ProcessCgroup x;
           x.pid = static_cast<int32_t>(sqlite3_column_int64(s, 0));
           x.ts_ns = sqlite3_column_int64(s, 1);
           x.cgroup = ColLine(s, 2);
+          x.container_id = ColLine(s, 3);
+          x.pod_uid = ColLine(s, 4);
+          x.runtime = ColLine(s, 5);
+          int64_t ns_pid = ColInt(s, 6);
+          x.ns_pid = ns_pid == kNull ? 0 : static_cast<int32_t>(ns_pid);
+          x.pod_name = ColLine(s, 7);
+          x.pod_namespace = ColLine(s, 8);
           w.process_cgroups.push_back(std::move(x));
+        }));
+  }
+  if (version >= 12) {
+    RETURN_IF_ERROR(reader.ForEach(
+        "SELECT ts, cgroup, version, max_bytes, high_bytes, usage_bytes, events_high, "
+        "events_max, events_oom, events_oom_kill, major_faults FROM cgroup_memory_samples "
+        "WHERE session = ?1 AND ts < ?3 AND ts >= COALESCE((SELECT MAX(ts) FROM "
+        "cgroup_memory_samples WHERE session = ?1 AND ts < ?2), ?2) ORDER BY cgroup, ts",
+        {session, window.begin_ns, window.end_ns}, [&](sqlite3_stmt* s) {
+          CgroupMemorySample x;
+          x.ts_ns = sqlite3_column_int64(s, 0);
+          x.cgroup = ColLine(s, 1);
+          x.version = static_cast<int32_t>(sqlite3_column_int64(s, 2));
+          x.max_bytes = ColInt(s, 3);
+          x.high_bytes = ColInt(s, 4);
+          x.usage_bytes = ColInt(s, 5);
+          x.events_high = ColInt(s, 6);
+          x.events_max = ColInt(s, 7);
+          x.events_oom = ColInt(s, 8);
+          x.events_oom_kill = ColInt(s, 9);
+          x.major_faults = ColInt(s, 10);
+          w.cgroup_memory.push_back(std::move(x));
         }));
   }
 

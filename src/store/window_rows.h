@@ -47,6 +47,11 @@ struct ProcessRecord {
   int64_t first_ts = kNull;
   int64_t exit_ts = kNull;
   int64_t exit_code = kNull;
+  // Schema 12 (process_cgroups, the last row of the pid): its container and pod, and its pid in
+  // its own PID namespace; ""/0 when unknown or not in one.
+  std::string container_id{};
+  std::string pod_uid{};
+  int32_t ns_pid = 0;
 };
 
 // One row of op_seconds summed over name_id.
@@ -176,6 +181,8 @@ struct WindowRows {
   // end (by cgroup, then ts), and the cgroups the session's processes were seen in (by pid, ts).
   std::vector<CgroupCpuSample> cgroup_cpu;
   std::vector<ProcessCgroup> process_cgroups;
+  // Schema 12: memory cgroup samples, the same way (by cgroup, then ts).
+  std::vector<CgroupMemorySample> cgroup_memory;
 };
 
 // The session's first CUDA call (session ns): where the job starts. kNull when it made none.

@@ -33,6 +33,15 @@ void BindText(sqlite3_stmt* stmt, int index, const std::string& text) {
   sqlite3_bind_text(stmt, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
 }
 
+// Text that may be absent: "" is stored as NULL.
+void BindOptional(sqlite3_stmt* stmt, int index, const std::string& text) {
+  if (text.empty()) {
+    sqlite3_bind_null(stmt, index);
+  } else {
+    BindText(stmt, index, text);
+  }
+}
+
 Status StepDone(sqlite3* db, sqlite3_stmt* stmt, const char* what) {
   int rc = sqlite3_step(stmt);
   sqlite3_reset(stmt);
@@ -261,8 +270,16 @@ Status StoreWriter::PrepareStatements() {
                                "version, quota_us, period_us, nr_periods, nr_throttled, "
                                "throttled_ns, usage_ns) VALUES (?,?,?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(insert_process_cgroup_,
-                   Prepare(db, "INSERT OR REPLACE INTO process_cgroups(session, pid, ts, cgroup) "
-                               "VALUES (?,?,?,?)"));
+                   Prepare(db,
+                           "INSERT OR REPLACE INTO process_cgroups(session, pid, ts, cgroup, "
+                           "container_id, pod_uid, runtime, ns_pid, pod_name, pod_namespace) "
+                           "VALUES (?,?,?,?,?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(insert_cgroup_memory_,
+                   Prepare(db,
+                           "INSERT OR REPLACE INTO cgroup_memory_samples(session, ts, cgroup, "
+                           "version, max_bytes, high_bytes, usage_bytes, events_high, "
+                           "events_max, events_oom, events_oom_kill, major_faults) VALUES "
+                           "(?,?,?,?,?,?,?,?,?,?,?,?)"));
   return Status::Ok();
 }
 
@@ -392,7 +409,8 @@ void StoreWriter::AppendGpuDevices(const std::vector<GpuDevice>& devices) {
 }
 
 void StoreWriter::AppendCgroupSamples(std::vector<CgroupCpuSample> samples,
-                                      std::vector<ProcessCgroup> processes) {
+                                      std::vector<ProcessCgroup> processes,
+                                      std::vector<CgroupMemorySample> memory) {
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return;
   auto& c = pending_gpu_.cgroup_cpu;
@@ -400,6 +418,8 @@ void StoreWriter::AppendCgroupSamples(std::vector<CgroupCpuSample> samples,
   auto& p = pending_gpu_.process_cgroups;
   p.insert(p.end(), std::make_move_iterator(processes.begin()),
            std::make_move_iterator(processes.end()));
+  auto& m = pending_gpu_.cgroup_memory;
+  m.insert(m.end(), std::make_move_iterator(memory.begin()), std::make_move_iterator(memory.end()));
   ++enqueued_seq_;
 }
 
@@ -482,7 +502,29 @@ Status StoreWriter::InsertSamples(const PendingSamples& gpu) {
     sqlite3_bind_int64(u, 2, x.pid);
     sqlite3_bind_int64(u, 3, x.ts_ns);
     BindText(u, 4, x.cgroup);
+    BindOptional(u, 5, x.container_id);
+    BindOptional(u, 6, x.pod_uid);
+    BindOptional(u, 7, x.runtime);
+    BindOptional(u, 8, x.ns_pid > 0 ? x.ns_pid : kNull);
+    BindOptional(u, 9, x.pod_name);
+    BindOptional(u, 10, x.pod_namespace);
     RETURN_IF_ERROR(StepDone(db, u, "insert process cgroup"));
+  }
+  for (const CgroupMemorySample& x : gpu.cgroup_memory) {
+    sqlite3_stmt* u = insert_cgroup_memory_.get();
+    sqlite3_bind_int64(u, 1, session_id_);
+    sqlite3_bind_int64(u, 2, x.ts_ns);
+    BindText(u, 3, x.cgroup);
+    sqlite3_bind_int(u, 4, x.version);
+    BindOptional(u, 5, x.max_bytes);
+    BindOptional(u, 6, x.high_bytes);
+    BindOptional(u, 7, x.usage_bytes);
+    BindOptional(u, 8, x.events_high);
+    BindOptional(u, 9, x.events_max);
+    BindOptional(u, 10, x.events_oom);
+    BindOptional(u, 11, x.events_oom_kill);
+    BindOptional(u, 12, x.major_faults);
+    RETURN_IF_ERROR(StepDone(db, u, "insert cgroup memory sample"));
   }
   return Status::Ok();
 }
@@ -529,6 +571,7 @@ Status StoreWriter::Close() {
   insert_gpu_process_.Reset();
   insert_cgroup_cpu_.Reset();
   insert_process_cgroup_.Reset();
+  insert_cgroup_memory_.Reset();
   insert_outbox_.Reset();
   // Folding the WAL back into the main file leaves one self-contained file for readers.
   ScopedFsIdentity as_owner(location_);  // closing removes the -wal: the owner's to remove
@@ -834,8 +877,14 @@ Status StoreWriter::SpoolBatch(const std::vector<Event>& events,
                         outbox_encoder_.GpuDevices(batch_gpu_.devices)));
   RETURN_IF_ERROR(spool(kOutboxGpuSamples, batch_gpu_.samples.size(),
                         outbox_encoder_.GpuSamples(batch_gpu_.samples)));
-  return spool(kOutboxGpuProcessSamples, batch_gpu_.processes.size(),
-               outbox_encoder_.GpuProcessSamples(batch_gpu_.processes));
+  RETURN_IF_ERROR(spool(kOutboxGpuProcessSamples, batch_gpu_.processes.size(),
+                        outbox_encoder_.GpuProcessSamples(batch_gpu_.processes)));
+  RETURN_IF_ERROR(spool(kOutboxProcessCgroups, batch_gpu_.process_cgroups.size(),
+                        outbox_encoder_.ProcessCgroups(batch_gpu_.process_cgroups)));
+  RETURN_IF_ERROR(spool(kOutboxCgroupCpuSamples, batch_gpu_.cgroup_cpu.size(),
+                        outbox_encoder_.CgroupCpuSamples(batch_gpu_.cgroup_cpu)));
+  return spool(kOutboxCgroupMemorySamples, batch_gpu_.cgroup_memory.size(),
+               outbox_encoder_.CgroupMemorySamples(batch_gpu_.cgroup_memory));
 }
 
 StatusOr<std::vector<OutboxEntry>> StoreWriter::ReadOutbox(int64_t after_id, int64_t max_bytes) {
@@ -939,7 +988,8 @@ StatusOr<int64_t> StoreWriter::PruneOldestRaw(sqlite3* db, int64_t oldest) {
   Status st = events.ok() ? Exec(db, "DELETE " + older) : events.status();
   int64_t deleted = events.ok() ? *events : 0;
   if (st.ok()) {
-    for (const char* table : {"gpu_samples", "gpu_process_samples", "cgroup_cpu_samples"}) {
+    for (const char* table :
+         {"gpu_samples", "gpu_process_samples", "cgroup_cpu_samples", "cgroup_memory_samples"}) {
       if (st.ok()) {
         st = Exec(db, std::string("DELETE FROM ") + table + " WHERE session < " + sess +
                           " OR (session = " + sess + " AND ts < " + cut + ")");
@@ -1056,7 +1106,7 @@ StatusOr<StoreWriter::RemovedSessions> StoreWriter::RemoveSessions(
   for (const char* table : {"op_seconds", "op_latency", "thread_rollups", "processes",
                             "system_snapshots",
                             "stacks", "gpu_devices", "gpu_samples", "gpu_process_samples",
-                            "cgroup_cpu_samples", "process_cgroups"}) {
+                            "cgroup_cpu_samples", "process_cgroups", "cgroup_memory_samples"}) {
     if (st.ok()) st = Exec(db, std::string("DELETE FROM ") + table + " WHERE session" + in);
   }
   if (st.ok()) {

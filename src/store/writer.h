@@ -96,8 +96,11 @@ class StoreWriter {
                         const std::vector<GpuProcessSample>& processes);
   // Schema 10: the tracked processes' cgroup CPU quota and throttling (cgroup_cpu_samples) and
   // the cgroup each was seen in (process_cgroups).
+  // Schema 12: process_cgroups also holds the container, pod and namespace pid, and the memory
+  // cgroups' limits and events go to cgroup_memory_samples.
   void AppendCgroupSamples(std::vector<CgroupCpuSample> samples,
-                           std::vector<ProcessCgroup> processes);
+                           std::vector<ProcessCgroup> processes,
+                           std::vector<CgroupMemorySample> memory = {});
 
   // Blocks until everything appended so far is committed. Returns the first write error.
   Status Flush();
@@ -165,7 +168,7 @@ class StoreWriter {
   ScopedStmt upsert_thread_rollup_;
   ScopedStmt insert_stack_;
   ScopedStmt insert_gpu_device_, insert_gpu_sample_, insert_gpu_process_;
-  ScopedStmt insert_cgroup_cpu_, insert_process_cgroup_;
+  ScopedStmt insert_cgroup_cpu_, insert_process_cgroup_, insert_cgroup_memory_;
   int64_t session_id_ = 0;
 
   std::mutex db_mu_;  // serializes all SQLite use of db_ (writer thread vs session calls)
@@ -192,9 +195,10 @@ class StoreWriter {
     std::vector<GpuProcessSample> processes;
     std::vector<CgroupCpuSample> cgroup_cpu;
     std::vector<ProcessCgroup> process_cgroups;
+    std::vector<CgroupMemorySample> cgroup_memory;
     bool empty() const {
       return devices.empty() && samples.empty() && processes.empty() && cgroup_cpu.empty() &&
-             process_cgroups.empty();
+             process_cgroups.empty() && cgroup_memory.empty();
     }
   };
   PendingSamples pending_gpu_;  // guarded by mu_

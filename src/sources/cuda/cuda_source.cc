@@ -223,7 +223,8 @@ StatusOr<std::unique_ptr<CudaSource>> CudaSource::Create(CudaSourceOptions optio
 
 Status CudaSource::Configure(const SourceContext& context) {
   cuda_bpf* skel = skel_.get();
-  skel->rodata->filter_tracked = (!context.pids.empty() || !context.comms.empty()) ? 1 : 0;
+  skel->rodata->filter_tracked =
+      (!context.pids.empty() || !context.pids_if_alive.empty() || !context.comms.empty()) ? 1 : 0;
   skel->rodata->launch_sample_every = options_.launch_sample_every;
   if (options_.row_budget) {
     skel->rodata->skip_nested_rows = 1;

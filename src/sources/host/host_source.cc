@@ -317,6 +317,10 @@ Status HostSource::Start(const SourceContext& context) {
       }
       RETURN_IF_ERROR(Track(pid, GW_TRACKED_FILTER));
     }
+    for (int32_t pid : context_.pids_if_alive) {
+      if (!std::ifstream(options_.proc_root + "/" + std::to_string(pid) + "/stat").good()) continue;
+      RETURN_IF_ERROR(Track(pid, GW_TRACKED_FILTER));
+    }
     SeedFromProc();
   }
   return Status::Ok();
@@ -397,7 +401,8 @@ std::vector<int32_t> HostSource::TrackedPids() const { return MapKeys(tracked_fd
 std::vector<int32_t> HostSource::CompetitorPids() const { return MapKeys(competitors_fd_); }
 
 void HostSource::SeedFromProc() {
-  bool filtered = !context_.pids.empty() || !context_.comms.empty();
+  bool filtered =
+      !context_.pids.empty() || !context_.pids_if_alive.empty() || !context_.comms.empty();
   // --pid alone: the listed processes and their descendants were tracked at Start and forks
   // join in BPF; no other process can qualify, so nothing in /proc is read every second.
   if (filtered && context_.comms.empty()) return;

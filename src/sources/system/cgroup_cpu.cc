@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "base/text.h"
+#include "sources/system/container.h"
 #include "sources/system/host_info.h"
 
 namespace gw {
@@ -17,18 +18,6 @@ bool HasOption(const std::string& list, const std::string& want) {
     if (item == want) return true;
   }
   return false;
-}
-
-// A cgroup path as the kernel prints it: absolute, no "." or ".." parts, no newline. Anything
-// else (a damaged or hostile file under a test root) is not followed.
-bool SafeCgroupPath(const std::string& p) {
-  if (p.empty() || p[0] != '/' || p.size() > 4096) return false;
-  std::istringstream in(p);
-  std::string part;
-  while (std::getline(in, part, '/')) {
-    if (part == "." || part == "..") return false;
-  }
-  return p.find('\n') == std::string::npos && p.find('\0') == std::string::npos;
 }
 
 std::optional<int64_t> ToInt(const std::string& s) {
@@ -88,10 +77,12 @@ CgroupMounts ParseCgroupMounts(const std::string& mountinfo) {
       std::string name;
       while (c >> name) {
         if (name == "cpu") m.v2 = point;
+        if (name == "memory") m.v2_memory = point;
       }
     } else if (fstype == "cgroup") {
       if (HasOption(super, "cpu") && m.v1_cpu.empty()) m.v1_cpu = point;
       if (HasOption(super, "cpuacct") && m.v1_cpuacct.empty()) m.v1_cpuacct = point;
+      if (HasOption(super, "memory") && m.v1_memory.empty()) m.v1_memory = point;
     }
   }
   return m;
@@ -107,7 +98,7 @@ std::optional<CpuCgroup> ParseProcCgroup(const std::string& text, const CgroupMo
     if (b == std::string::npos) continue;
     std::string controllers = line.substr(a + 1, b - a - 1);
     std::string path = line.substr(b + 1);
-    if (!SafeCgroupPath(path)) continue;
+    if (!IsPlainCgroupPath(path)) continue;
     if (controllers.empty() && line.compare(0, a, "0") == 0) {
       v2 = CpuCgroup{2, path};
     } else if (!mounts.v1_cpu.empty() && HasOption(controllers, "cpu")) {
@@ -171,13 +162,31 @@ std::vector<CgroupCpuSample> CgroupCpuReader::Read(const std::vector<int32_t>& p
   std::set<std::string> seen;  // "<version><path>" already sampled this round
   std::map<int32_t, std::string> now;
   for (int32_t pid : pids) {
-    std::optional<CpuCgroup> cg = ParseProcCgroup(
-        ReadSmallFile(proc_root_ + "/" + std::to_string(pid) + "/cgroup"), mounts_);
+    std::string dir = proc_root_ + "/" + std::to_string(pid);
+    std::string text = ReadSmallFile(dir + "/cgroup");
+    std::optional<CpuCgroup> cg = ParseProcCgroup(text, mounts_);
     if (!cg) continue;
     now[pid] = cg->path;
     auto last = last_.find(pid);
     if (moved && (last == last_.end() || last->second != cg->path)) {
-      moved->push_back({pid, cg->path, ts_ns});
+      // Who the process is to the user: its container and pod, and its pid in there.
+      ContainerIdentity id = ParseContainerProcCgroup(text);
+      ProcessCgroup pc;
+      pc.pid = pid;
+      pc.cgroup = cg->path;
+      pc.ts_ns = ts_ns;
+      pc.container_id = id.container_id;
+      pc.pod_uid = id.pod_uid;
+      pc.runtime = id.runtime;
+      pc.ns_pid = ParseNsPid(ReadSmallFile(dir + "/status"));
+      if (!pc.pod_uid.empty()) {
+        // The pod's name and namespace where its spec passes them (downward API). environ may
+        // hold secrets: only POD_NAME/POD_NAMESPACE are looked at, the image is dropped here.
+        PodMetadata meta = ParseDownwardApiEnv(ReadSmallFile(dir + "/environ"));
+        pc.pod_name = std::move(meta.name);
+        pc.pod_namespace = std::move(meta.namespace_name);
+      }
+      moved->push_back(std::move(pc));
     }
     // The process's own cgroup always (its usage is the job's), then each ancestor that sets a
     // quota: a limit is often on the pod or a parent slice, not on the leaf.

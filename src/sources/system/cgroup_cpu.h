@@ -13,11 +13,14 @@
 
 namespace gw {
 
-// Where the cpu controller's hierarchies are mounted (from mountinfo); empty = not mounted.
+// Where the cpu and memory controllers' hierarchies are mounted (from mountinfo); empty = not
+// mounted.
 struct CgroupMounts {
   std::string v2;          // the unified hierarchy, if the cpu controller is enabled in it
   std::string v1_cpu;      // the v1 hierarchy holding the cpu controller
   std::string v1_cpuacct;  // the v1 hierarchy holding cpuacct (often the same)
+  std::string v2_memory;   // the unified hierarchy, if the memory controller is enabled in it
+  std::string v1_memory;   // the v1 hierarchy holding the memory controller
 };
 CgroupMounts ParseCgroupMounts(const std::string& mountinfo);
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "sources/system/cgroup_cpu.h"
+#include "sources/system/cgroup_memory.h"
 #include "sources/system/host_info.h"
 
 namespace gw {
@@ -109,7 +110,11 @@ void SystemSampler::Run() {
   int64_t cores = sysconf(_SC_NPROCESSORS_ONLN);
   ProcCounters prev = ReadProcCounters();
   std::optional<CgroupCpuReader> cgroups;
-  if (cgroup_sink_) cgroups.emplace();
+  std::optional<CgroupMemoryReader> memory;
+  if (cgroup_sink_) {
+    cgroups.emplace();
+    memory.emplace();
+  }
   auto prev_time = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   while (!cv_.wait_for(lock, std::chrono::milliseconds(interval_ms_), [&] { return stop_; })) {
@@ -126,10 +131,14 @@ void SystemSampler::Run() {
     prev_time = now_time;
     lock.unlock();
     sink_(s);
-    if (cgroups && cgroups->available()) {
+    if (cgroups && (cgroups->available() || memory->available())) {
+      std::vector<int32_t> pids = cgroup_pids_();
       std::vector<ProcessCgroup> moved;
-      std::vector<CgroupCpuSample> samples = cgroups->Read(cgroup_pids_(), s.ts_ns, &moved);
-      if (!samples.empty() || !moved.empty()) cgroup_sink_(std::move(samples), std::move(moved));
+      std::vector<CgroupCpuSample> samples = cgroups->Read(pids, s.ts_ns, &moved);
+      std::vector<CgroupMemorySample> mem = memory->Read(pids, s.ts_ns);
+      if (!samples.empty() || !moved.empty() || !mem.empty()) {
+        cgroup_sink_(std::move(samples), std::move(moved), std::move(mem));
+      }
     }
     lock.lock();
   }

@@ -1,7 +1,8 @@
 // SystemSampler: a 1 Hz sampler of /proc (CPU, memory, load, swap, faults, context switches)
 // feeding system_snapshots. Used by trace and the live demo; explain reads its rows for the
 // "System Context" line. With SampleCgroups, also the tracked processes' cgroup CPU quota and
-// throttling (cgroup_cpu.h) on the same tick.
+// throttling (cgroup_cpu.h), container identity (container.h) and memory limit and events
+// (cgroup_memory.h) on the same tick.
 #pragma once
 
 #include <atomic>
@@ -44,8 +45,9 @@ class SystemSampler {
   SystemSampler(Sink sink, std::function<int64_t()> clock_ns, int64_t interval_ms = 1000);
   ~SystemSampler();
   // Also read the CPU quota and throttling of the cgroups of `pids()` each tick (before Start).
-  using CgroupSink =
-      std::function<void(std::vector<CgroupCpuSample>, std::vector<ProcessCgroup>)>;
+  // Also their memory limits and events (cgroup_memory.h).
+  using CgroupSink = std::function<void(std::vector<CgroupCpuSample>, std::vector<ProcessCgroup>,
+                                        std::vector<CgroupMemorySample>)>;
   void SampleCgroups(std::function<std::vector<int32_t>()> pids, CgroupSink sink);
   void Start();
   void Stop();
