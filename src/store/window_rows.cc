@@ -344,6 +344,29 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
   }
 
   RETURN_IF_ERROR(reader.ForEach(
+      "SELECT r.ts, r.duration_ns, r.pid, r.tid, r.op, r.ret, r.bytes, r.kind, r.other_pid, "
+      "r.addr, COALESCE(s.text, '') FROM event_rows r LEFT JOIN strings s ON s.id = r.name_id "
+      "WHERE r.session = ?1 AND r.ts < ?3 AND r.op BETWEEN " +
+          std::to_string(static_cast<int>(Op::kNcclAllReduce)) + " AND " +
+          std::to_string(static_cast<int>(Op::kNcclCommDestroy)) + " AND (r.ts >= ?2 OR r.op = " +
+          std::to_string(static_cast<int>(Op::kNcclCommInit)) + ") ORDER BY r.ts",
+      range, [&](sqlite3_stmt* s) {
+        NcclCallRow x;
+        x.ts = sqlite3_column_int64(s, 0);
+        x.duration = sqlite3_column_int64(s, 1);
+        x.pid = static_cast<int32_t>(sqlite3_column_int64(s, 2));
+        x.tid = static_cast<int32_t>(sqlite3_column_int64(s, 3));
+        x.op = OpFromId(sqlite3_column_int64(s, 4)).value_or(Op::kNcclAllReduce);
+        x.ret = ColInt(s, 5);
+        x.bytes = ColInt(s, 6);
+        x.kind = ColInt(s, 7);
+        x.seq = ColInt(s, 8);
+        x.stream = ColInt(s, 9);
+        x.comm = ColLine(s, 10);
+        w.nccl_calls.push_back(std::move(x));
+      }));
+
+  RETURN_IF_ERROR(reader.ForEach(
       "SELECT op, pid, stack_id, COUNT(*), SUM(duration_ns), MAX(duration_ns), "
       "SUM(op = 200 AND kind = 0) FROM event_rows WHERE session = ?1 AND ts >= ?2 AND ts < ?3 "
       "AND stack_id IS NOT NULL GROUP BY op, pid, stack_id",

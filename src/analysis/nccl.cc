@@ -1,0 +1,189 @@
+#include "analysis/nccl.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+#include <utility>
+
+#include "analysis/thresholds.h"
+
+namespace gw {
+
+namespace th = thresholds;
+
+int64_t MedianNs(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
+  size_t mid = (v.size() - 1) / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  return v[mid];
+}
+
+int64_t MadNs(const std::vector<int64_t>& v) {
+  if (v.empty()) return 0;
+  int64_t m = MedianNs(v);
+  std::vector<int64_t> dev;
+  dev.reserve(v.size());
+  for (int64_t x : v) dev.push_back(std::llabs(x - m));
+  return MedianNs(std::move(dev));
+}
+
+namespace {
+
+struct Enqueue {
+  int64_t ts = 0;
+  Op op = Op::kNcclAllReduce;
+};
+
+// One communicator's rows: its ranks (pid → rank) and its collectives by sequence number.
+struct CommRows {
+  int64_t nranks = 0;
+  std::map<int32_t, int64_t> rank_of;
+  std::map<int64_t, std::map<int32_t, Enqueue>> by_seq;
+};
+
+}  // namespace
+
+NcclJob AnalyzeNccl(const std::vector<NcclCallRow>& calls, const std::vector<RawEvent>& syncs) {
+  NcclJob job;
+  std::map<std::string, CommRows> comms;
+  for (const NcclCallRow& c : calls) {
+    if (c.op == Op::kNcclCommInit && c.ret == 0 && !c.comm.empty()) {
+      CommRows& rows = comms[c.comm];
+      if (c.bytes != kNull) rows.nranks = c.bytes;
+      if (c.kind != kNull) rows.rank_of[c.pid] = c.kind;
+    }
+  }
+  for (const NcclCallRow& c : calls) {
+    if (!IsNcclCollective(c.op) || (c.ret != kNull && c.ret != 0) || c.seq == kNull) continue;
+    auto it = comms.find(c.comm);
+    if (it == comms.end()) {
+      ++job.unaligned_rows;  // trace attached after the communicator was made
+      continue;
+    }
+    // The first row of a sequence number per rank (a repeat would be a second communicator
+    // at a reused handle, which the BPF side restarts from 1).
+    it->second.by_seq[c.seq].emplace(c.pid, Enqueue{c.ts, c.op});
+  }
+
+  // Sync rows per pid, by ts.
+  std::map<int32_t, std::vector<const RawEvent*>> syncs_of;
+  for (const RawEvent& e : syncs) {
+    if (IsSync(e.op)) syncs_of[e.pid].push_back(&e);
+  }
+
+  for (auto& [name, rows] : comms) {
+    if (rows.rank_of.size() < 2) continue;
+    NcclCommunicator comm;
+    comm.comm = name;
+    comm.nranks = rows.nranks;
+    std::map<int32_t, size_t> index;
+    for (const auto& [pid, rank] : rows.rank_of) {
+      NcclRankStats r;
+      r.pid = pid;
+      r.rank = rank;
+      comm.ranks.push_back(r);
+    }
+    std::sort(comm.ranks.begin(), comm.ranks.end(),
+              [](const NcclRankStats& a, const NcclRankStats& b) {
+                return a.rank != b.rank ? a.rank < b.rank : a.pid < b.pid;
+              });
+    for (size_t i = 0; i < comm.ranks.size(); ++i) index[comm.ranks[i].pid] = i;
+    const size_t n = comm.ranks.size();
+    std::vector<std::vector<int64_t>> late(n);
+    std::map<Op, int64_t> ops;
+    // Complete collectives: seq → enqueue per rank index.
+    std::vector<std::vector<int64_t>> complete;
+    for (const auto& [seq, by_pid] : rows.by_seq) {
+      if (by_pid.size() != n) {
+        ++comm.incomplete;
+        continue;
+      }
+      std::vector<int64_t> ts(n, 0);
+      bool all = true;
+      for (const auto& [pid, enq] : by_pid) {
+        auto it = index.find(pid);
+        if (it == index.end()) {
+          all = false;
+          break;
+        }
+        ts[it->second] = enq.ts;
+        ++ops[enq.op];
+      }
+      if (!all) {
+        ++comm.incomplete;
+        continue;
+      }
+      int64_t first = *std::min_element(ts.begin(), ts.end());
+      size_t last = static_cast<size_t>(std::max_element(ts.begin(), ts.end()) - ts.begin());
+      for (size_t i = 0; i < n; ++i) late[i].push_back(ts[i] - first);
+      ++comm.ranks[last].last;
+      complete.push_back(std::move(ts));
+    }
+    comm.collectives = static_cast<int64_t>(complete.size());
+    int64_t most = 0;
+    for (const auto& [op, count] : ops) {
+      if (count > most) most = count, comm.op = std::string(OpName(op));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      NcclRankStats& r = comm.ranks[i];
+      r.collectives = comm.collectives;
+      r.late_median_ns = MedianNs(late[i]);
+      int64_t sum = 0;
+      for (int64_t x : late[i]) sum += x;
+      r.late_mean_ns = late[i].empty() ? 0 : sum / static_cast<int64_t>(late[i].size());
+    }
+    // The straggler: the latest rank, judged against the others' pooled lateness.
+    if (comm.collectives >= th::kNcclMinCollectives) {
+      size_t worst = 0;
+      for (size_t i = 1; i < n; ++i) {
+        if (comm.ranks[i].late_median_ns > comm.ranks[worst].late_median_ns) worst = i;
+      }
+      std::vector<int64_t> others;
+      for (size_t i = 0; i < n; ++i) {
+        if (i != worst) others.insert(others.end(), late[i].begin(), late[i].end());
+      }
+      int64_t base = MedianNs(others);
+      int64_t spread = static_cast<int64_t>(th::kNcclMadK * 1.4826 *
+                                            static_cast<double>(MadNs(others)));
+      comm.threshold_ns = std::max(th::kNcclLateFloorNs, spread);
+      double last_share = static_cast<double>(comm.ranks[worst].last) /
+                          static_cast<double>(comm.collectives);
+      if (comm.ranks[worst].late_median_ns - base > comm.threshold_ns &&
+          last_share >= th::kNcclLastShare) {
+        comm.straggler = static_cast<int>(worst);
+      }
+    }
+    // The wait it caused: each other rank's next sync after the collective, from the sync's
+    // start until the straggler enqueued it (only collectives it enqueued last). Collectives
+    // reaching the same sync (several buckets before one sync) count that sync once, up to the
+    // latest of their straggler enqueues.
+    if (comm.straggler >= 0) {
+      size_t s = static_cast<size_t>(comm.straggler);
+      for (size_t w = 0; w < n; ++w) {
+        if (w == s) continue;
+        const std::vector<const RawEvent*>& ws = syncs_of[comm.ranks[w].pid];
+        std::map<size_t, int64_t> until;  // sync index → latest straggler enqueue
+        for (const std::vector<int64_t>& ts : complete) {
+          if (*std::max_element(ts.begin(), ts.end()) != ts[s]) continue;
+          auto it = std::lower_bound(ws.begin(), ws.end(), ts[w],
+                                     [](const RawEvent* e, int64_t t) { return e->ts < t; });
+          if (it == ws.end()) continue;
+          size_t k = static_cast<size_t>(it - ws.begin());
+          int64_t& u = until[k];
+          u = std::max(u, ts[s]);
+        }
+        int64_t waited = 0;
+        for (const auto& [k, u] : until) {
+          const RawEvent* e = ws[k];
+          waited += std::max<int64_t>(0, std::min(e->End(), u) - e->ts);
+        }
+        comm.ranks[w].waited_s = static_cast<double>(waited) / 1e9;
+        comm.others_waited_s += comm.ranks[w].waited_s;
+      }
+    }
+    job.comms.push_back(std::move(comm));
+  }
+  return job;
+}
+
+}  // namespace gw

@@ -1,0 +1,57 @@
+// Internal: multi-rank NCCL jobs (docs/nccl.md). Which ranks enqueue each collective late, and
+// how long the other ranks then waited for them in their next sync. Pure: NCCL rows and sync
+// rows in, numbers out (unit tests: analysis_test.cc, "Nccl").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "store/window_rows.h"
+
+namespace gw {
+
+// One rank of a communicator, over the window's complete collectives (those every rank's row
+// is in).
+struct NcclRankStats {
+  int32_t pid = 0;
+  int64_t rank = -1;
+  int64_t collectives = 0;    // complete collectives
+  int64_t late_median_ns = 0;  // lateness = this rank's enqueue − the earliest rank's
+  int64_t late_mean_ns = 0;
+  int64_t last = 0;  // collectives this rank enqueued last
+  // Seconds this rank sat in its next sync after a collective, from its sync's start until the
+  // straggler enqueued the same collective (only for collectives the straggler enqueued last;
+  // 0 for the straggler itself): the wait the straggler caused, measured.
+  double waited_s = 0;
+};
+
+struct NcclCommunicator {
+  std::string comm;   // "nccl <id hash>"
+  int64_t nranks = 0;  // from the init rows (0: not seen)
+  int64_t collectives = 0;  // complete collectives in the window
+  int64_t incomplete = 0;   // collectives not every rank's row was seen for
+  std::string op;           // the most frequent collective op
+  std::vector<NcclRankStats> ranks;  // by rank (then pid)
+  // The straggler: index into `ranks`, -1 when none. A rank is one when its median lateness
+  // exceeds the others' pooled median by more than max(kNcclLateFloorNs, kNcclMadK × 1.4826 ×
+  // their MAD) and it enqueued at least kNcclLastShare of the collectives last.
+  int straggler = -1;
+  int64_t threshold_ns = 0;  // the lateness the straggler had to exceed
+  double others_waited_s = 0;  // sum of the other ranks' waited_s
+};
+
+struct NcclJob {
+  std::vector<NcclCommunicator> comms;  // communicators with at least 2 ranks seen
+  int64_t unaligned_rows = 0;  // collectives of communicators whose init was not seen
+};
+
+// `calls`: NCCL rows by ts (NcclCallRow); `syncs`: sync rows (IsSync) of every pid, by ts.
+NcclJob AnalyzeNccl(const std::vector<NcclCallRow>& calls, const std::vector<RawEvent>& syncs);
+
+// Median and median absolute deviation of `v` (0 for empty), nearest-rank low median.
+int64_t MedianNs(std::vector<int64_t> v);
+int64_t MadNs(const std::vector<int64_t>& v);
+
+}  // namespace gw
