@@ -182,6 +182,7 @@ std::vector<Facts::StragglerCause> StragglerCauses(const WindowData& w,
     ExplainOptions inner = options;
     inner.pid = c.pid;
     Facts fs = ComputeFacts(w, inner);
+    fs.nccl = job;  // its peers are ranks, not GPU neighbours (gpu-sharing)
     if (fs.main_pid == 0) {
       out.push_back(c);
       continue;
@@ -209,9 +210,9 @@ std::vector<Facts::StragglerCause> StragglerCauses(const WindowData& w,
         if (top == nullptr || line.path_s > top->path_s) top = &line;
       }
       if (top != nullptr && top->path_s > 0) {
-        c.path = Fmt("%s of the window %s (%s s)",
+        c.path = Fmt("%s, %s of the window (%s s)", BudgetCauseLabel(top->cause),
                      FormatPct(top->path_s / fs.budget.window_s).c_str(),
-                     BudgetCauseLabel(top->cause), FormatSeconds(top->path_s).c_str());
+                     FormatSeconds(top->path_s).c_str());
       }
     }
     out.push_back(std::move(c));

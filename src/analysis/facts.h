@@ -187,7 +187,7 @@ struct Facts {
     std::string rule;     // its top host-side finding ("dataloader-starvation"), "" = none
     std::string cause;    // that finding's cause
     std::string detail;   // its first root line
-    std::string path;     // its main thread's biggest critical-path cause, "62% …"
+    std::string path;     // its main thread's biggest critical-path cause, "…, 62% of the window"
   };
   std::vector<StragglerCause> straggler_causes;
 };

@@ -27,6 +27,18 @@ int64_t MadNs(const std::vector<int64_t>& v) {
   return MedianNs(std::move(dev));
 }
 
+bool NcclPeers(const NcclJob& job, int32_t a, int32_t b) {
+  for (const NcclCommunicator& c : job.comms) {
+    bool has_a = false, has_b = false;
+    for (const NcclRankStats& r : c.ranks) {
+      has_a |= r.pid == a;
+      has_b |= r.pid == b;
+    }
+    if (has_a && has_b) return true;
+  }
+  return false;
+}
+
 namespace {
 
 struct Enqueue {

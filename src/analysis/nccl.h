@@ -50,6 +50,10 @@ struct NcclJob {
 // `calls`: NCCL rows by ts (NcclCallRow); `syncs`: sync rows (IsSync) of every pid, by ts.
 NcclJob AnalyzeNccl(const std::vector<NcclCallRow>& calls, const std::vector<RawEvent>& syncs);
 
+// Whether two processes are ranks of one communicator: peers of a multi-GPU job, each on a GPU
+// of its own (NCCL refuses two ranks on one GPU), not neighbours sharing a GPU.
+bool NcclPeers(const NcclJob& job, int32_t a, int32_t b);
+
 // Median and median absolute deviation of `v` (0 for empty), nearest-rank low median.
 int64_t MedianNs(std::vector<int64_t> v);
 int64_t MadNs(const std::vector<int64_t>& v);
