@@ -12,9 +12,15 @@
 #   3. each waiting rank's own report (`explain --pid`) says its wait was caused by rank 2; the
 #      straggler's report says it is that rank; --json and MCP explain carry the finding;
 #   4. the same job without a slow rank: no collective-straggler finding.
-# Usage: nccl_e2e.sh GPUWHY SIM_BIN
+#   5. rank 1's main thread computes 30 ms more per step (--slow-cause main), with the sim's
+#      NVML: the straggler is rank 1 and its cause host-compute;
+#   6. the probes' argument layout on the simulated libnccl.so.2 and on a real one where the
+#      machine has it (/usr/local/cuda*/lib*/libnccl.so.2, or $GW_REAL_NCCL): gw_nccl_abi_call
+#      passes known values that arrive in registers, as 7th/8th arguments on the stack and
+#      after the by-value ncclUniqueId, and the rows must carry them.
+# Usage: nccl_e2e.sh GPUWHY SIM_BIN SIM_LIB ABI_CALL
 set -uo pipefail
-GPUWHY=$1 SIM_BIN=$2
+GPUWHY=$1 SIM_BIN=$2 SIM_LIB=$3 ABI_CALL=$4
 . "$(dirname "$0")/lib.sh"
 e2e_require_root nccl_e2e
 e2e_workdir nccl_e2e
@@ -23,11 +29,12 @@ JOB=("$SIM_BIN/gw_nccl_train" --ranks 3 --steps 120 --kernels-per-step 4 --kerne
      --batch-cpu-ms 2 --buckets 2 --bucket-mb 4 --report)
 
 # run NAME JOB_ARGS...: traces the job into $WORK/NAME.db, its sim counters in $WORK/NAME.counts.
+TRACE_ARGS=()
 run() {
   local name=$1; shift
   mkdir -p "$WORK/$name.counts"
   GWSIM_CALL_COUNTS_DIR="$WORK/$name.counts" GWSIM_GPU_STATE_DIR="$WORK" \
-    timeout 120 "$GPUWHY" trace --quiet --db "$WORK/$name.db" -- "${JOB[@]}" "$@" \
+    timeout 120 "$GPUWHY" trace --quiet --db "$WORK/$name.db" "${TRACE_ARGS[@]}" -- "${JOB[@]}" "$@" \
     > "$WORK/$name.out" 2>&1 || { fail "$name: trace failed" "$(tail -5 "$WORK/$name.out")"; return 1; }
   grep -c 'gw_nccl_train: rank=' "$WORK/$name.out" | grep -qx 3 \
     || { fail "$name: the job did not report 3 ranks" "$(tail -5 "$WORK/$name.out")"; return 1; }
@@ -121,5 +128,42 @@ print(sum(f["rule"] == "collective-straggler" for f in json.load(open(sys.argv[1
   [ "$n" = 0 ] && [ "$rows" = 720 ] && pass "healthy job: 720 all-reduce rows, no straggler finding" \
     || fail "healthy job: $n straggler finding(s), $rows all-reduce rows" "$("$GPUWHY" explain --db "$WORK/healthy.db" | grep -A4 -i straggler | head -6)"
 fi
+
+# ---- 5. rank 1 slowed by its own main thread, with NVML --------------------------------------
+TRACE_ARGS=(--nvml-lib "$SIM_LIB/libnvidia-ml.so.1")
+if run main --slow-rank 1 --slow-cause main --slow-ms 30; then
+  p1=$(pid_of_rank main 1)
+  got=$(python3 -c '
+import json, sys
+for f in json.load(open(sys.argv[1]))["findings"]:
+    if f["rule"] == "collective-straggler":
+        m = {x["name"]: x["value"] for x in f["metrics"]}
+        print(int(m["straggler_rank"]), int(m["straggler_pid"]), "(host-compute)" in f["root"][0])
+        break
+else:
+    print("none")' "$WORK/main.json")
+  [ "$got" = "1 $p1 True" ] && pass "main-thread CPU on rank 1: straggler rank 1, cause host-compute" \
+    || fail "main-thread CPU on rank 1: got '$got', want '1 $p1 True'" "$("$GPUWHY" explain --db "$WORK/main.db" | grep -A2 straggler | head -3)"
+fi
+TRACE_ARGS=()
+
+# ---- 6. argument layout on the simulated and a real libnccl ---------------------------------
+libs=("$SIM_LIB/libnccl.so.2")
+for l in ${GW_REAL_NCCL:-} /usr/local/cuda*/lib*/libnccl.so.2; do
+  [ -f "$l" ] && libs+=("$(readlink -f "$l")")
+done
+[ ${#libs[@]} -gt 1 ] || echo "note - no real libnccl.so.2 on this machine: the layout is checked on the sim's only"
+i=0
+for lib in $(printf '%s\n' "${libs[@]}" | sort -u); do
+  i=$((i + 1))
+  timeout 120 "$GPUWHY" trace --quiet --db "$WORK/abi$i.db" --cuda-lib "$lib" -- "$ABI_CALL" "$lib" 1 \
+    > "$WORK/abi$i.out" 2>&1 || { fail "$lib: trace failed" "$(tail -3 "$WORK/abi$i.out")"; continue; }
+  rows=$(q "$WORK/abi$i.db" "SELECT op || ':' || bytes || ':' || kind || ':' || COALESCE(addr, '') FROM events WHERE op IN ('ncclAllReduce', 'ncclReduce', 'ncclCommInitRank') ORDER BY timestamp" | tr '\n' ' ')
+  # ncclAllReduce 1000 float32 on stream 0xabcd (7th argument), ncclReduce 250 bfloat16 on
+  # 0xbeef (8th), ncclCommInitRank nranks 2, rank 5 (after the 128-byte id on the stack).
+  [ "$rows" = "ncclAllReduce:4000:7:43981 ncclReduce:500:9:48879 ncclCommInitRank:2:5: " ] \
+    && pass "$lib ($(grep -o 'version [0-9]*' "$WORK/abi$i.out")): stack and by-value arguments read right" \
+    || fail "$lib: rows '$rows'" "$(tail -3 "$WORK/abi$i.out")"
+done
 
 e2e_finish nccl_e2e
