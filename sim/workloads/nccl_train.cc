@@ -69,6 +69,7 @@ struct Options {
   int slow_rank = -1;
   std::string slow_cause = "loader";  // loader | main
   double slow_ms = 30;
+  int init_delay_ms = 0;  // a rank waits this long before ncclCommInitRank (loading a model)
   bool report = false;
 };
 
@@ -76,7 +77,8 @@ void Usage() {
   fprintf(stderr,
           "usage: gw_nccl_train [--ranks N] [--steps S] [--kernels-per-step K] [--kernel-us U]\n"
           "         [--buckets B] [--bucket-mb MB] [--batch-cpu-ms MS] [--prefetch P]\n"
-          "         [--slow-rank R [--slow-cause loader|main] [--slow-ms MS]] [--report]\n");
+          "         [--slow-rank R [--slow-cause loader|main] [--slow-ms MS]]\n"
+          "         [--init-delay-ms MS] [--report]\n");
 }
 
 bool Parse(int argc, char** argv, Options* o) {
@@ -104,6 +106,7 @@ bool Parse(int argc, char** argv, Options* o) {
     else if (a == "--slow-rank") o->slow_rank = atoi(v);
     else if (a == "--slow-cause") o->slow_cause = v;
     else if (a == "--slow-ms") o->slow_ms = atof(v);
+    else if (a == "--init-delay-ms") o->init_delay_ms = atoi(v);
     else return false;
   }
   if (o->ranks < 1 || o->ranks > 64 || o->steps < 1 || o->prefetch < 1 || o->buckets < 0) {
@@ -283,6 +286,11 @@ int RankMain(const Options& o) {
   close(batches[1]);
   for (int i = 0; i < o.prefetch; ++i) WriteByte(credits[1]);
 
+  if (o.report) {
+    printf("gw_nccl_train: rank=%d pid=%d started\n", o.rank, static_cast<int>(getpid()));
+    fflush(stdout);
+  }
+  if (o.init_delay_ms > 0) usleep(static_cast<useconds_t>(o.init_delay_ms) * 1000);
   CHECK_CUDA(cudaSetDevice(o.rank));
   size_t count = static_cast<size_t>(o.bucket_mb * 1048576.0 / 4.0);
   void* grads = nullptr;

@@ -1640,5 +1640,47 @@ TEST(NcclTest, TheFindingNamesTheStragglerAndEachRanksReportBlamesIt) {
   for (const Finding& x : Analyze(b.w, o).findings) EXPECT_NE(x.rule, "collective-straggler");
 }
 
+TEST(NcclTest, NodesAreAlignedOnCollectiveCompletionBeforeRanksAreCompared) {
+  // Ranks 0 and 1 on node a, rank 2 (30 ms late) on node b, whose clock runs 5 s behind and
+  // whose session started 2 s later by its own clock. Node b's rank has the same pid as one of
+  // node a's. Unaligned, rank 2 would look 5 s early.
+  NcclJobBuilder b(3, 40, [](int r, int) -> int64_t { return r == 2 ? 30 * kMs : 0; });
+  const int64_t wall_a = 1000 * kSec, wall_b = 1002 * kSec, behind = 5 * kSec;
+  NcclNodeRows a{"a", wall_a, {}, {}}, nb{"b", wall_b, {}, {}};
+  auto to_b = [&](int64_t ts_a) { return ts_a + wall_a - behind - wall_b; };
+  for (NcclCallRow c : b.calls) {
+    if (c.pid == 102) {
+      c.pid = 100;
+      c.ts = to_b(c.ts);
+      nb.calls.push_back(c);
+    } else {
+      a.calls.push_back(c);
+    }
+  }
+  for (RawEvent e : b.syncs) {
+    if (e.pid == 102) {
+      e.pid = 100;
+      e.ts = to_b(e.ts);
+      nb.syncs.push_back(e);
+    } else {
+      a.syncs.push_back(e);
+    }
+  }
+  NcclFleet fleet = AnalyzeNcclAcrossNodes({a, nb});
+  ASSERT_EQ(fleet.clocks.size(), 2u);
+  EXPECT_EQ(fleet.clocks[1].offset_ns, behind);
+  EXPECT_EQ(fleet.clocks[1].error_ns, 0);
+  EXPECT_EQ(fleet.clocks[1].collectives, 40);
+  ASSERT_EQ(fleet.job.comms.size(), 1u);
+  const NcclCommunicator& c = fleet.job.comms[0];
+  ASSERT_EQ(c.ranks.size(), 3u);
+  ASSERT_EQ(c.straggler, 2);
+  EXPECT_EQ(c.ranks[2].node, 1);
+  EXPECT_EQ(c.ranks[2].pid, 100);
+  EXPECT_EQ(c.ranks[2].late_median_ns, 30 * kMs);
+  EXPECT_EQ(c.ranks[0].node, 0);
+  EXPECT_NEAR(c.others_waited_s, 2 * 40 * (30 * kMs - 100'000) / 1e9, 1e-9);
+}
+
 }  // namespace
 }  // namespace gw

@@ -497,6 +497,27 @@ Status CheckPidInSession(StoreReader& reader, int64_t session, int32_t pid) {
 
 }  // namespace
 
+const Finding* TopHostCause(const Report& report) {
+  for (const Finding& x : report.findings) {  // most severe first
+    const RuleSpec* spec = RuleById(x.rule);
+    if (spec != nullptr && spec->blames) return &x;
+  }
+  return nullptr;
+}
+
+StatusOr<NcclNodeRows> LoadNcclNode(StoreReader& reader, const WindowRequest& window,
+                                    const std::string& node, int64_t wall_start_ns) {
+  ASSIGN_OR_RETURN(WindowData w, LoadWindow(reader, window));
+  NcclNodeRows out;
+  out.node = node;
+  out.wall_start_ns = wall_start_ns;
+  out.calls = std::move(w.nccl_calls);
+  for (const RawEvent& e : w.events) {
+    if (IsSync(e.op)) out.syncs.push_back(e);
+  }
+  return out;
+}
+
 StatusOr<Report> Explain(StoreReader& reader, const ExplainOptions& options) {
   Report report;
   bool done = false;

@@ -27,6 +27,88 @@ int64_t MadNs(const std::vector<int64_t>& v) {
   return MedianNs(std::move(dev));
 }
 
+namespace {
+
+// A node-qualified pid for the merged analysis: Linux pids stay below 2^22 (pid_max's limit).
+constexpr int kNodeShift = 22;
+constexpr int32_t kPidMask = (1 << kNodeShift) - 1;
+
+// When each of a node's collectives completed, as its ranks saw it: (comm, seq) → the median
+// over its ranks of the end of each rank's first sync starting at or after its enqueue.
+std::map<std::pair<std::string, int64_t>, int64_t> Completions(const NcclNodeRows& n) {
+  std::map<int32_t, std::vector<const RawEvent*>> syncs_of;
+  for (const RawEvent& e : n.syncs) {
+    if (IsSync(e.op)) syncs_of[e.pid].push_back(&e);
+  }
+  std::map<std::pair<std::string, int64_t>, std::vector<int64_t>> seen;
+  for (const NcclCallRow& c : n.calls) {
+    if (!IsNcclCollective(c.op) || c.seq == kNull || (c.ret != kNull && c.ret != 0)) continue;
+    const std::vector<const RawEvent*>& ws = syncs_of[c.pid];
+    auto it = std::lower_bound(ws.begin(), ws.end(), c.ts,
+                               [](const RawEvent* e, int64_t t) { return e->ts < t; });
+    if (it == ws.end()) continue;
+    seen[{c.comm, c.seq}].push_back((*it)->End());
+  }
+  std::map<std::pair<std::string, int64_t>, int64_t> out;
+  for (auto& [key, ends] : seen) out[key] = MedianNs(std::move(ends));
+  return out;
+}
+
+}  // namespace
+
+NcclFleet AnalyzeNcclAcrossNodes(const std::vector<NcclNodeRows>& nodes) {
+  NcclFleet fleet;
+  std::vector<std::map<std::pair<std::string, int64_t>, int64_t>> done;
+  for (const NcclNodeRows& n : nodes) {
+    NcclNodeRows wall = n;  // Completions on the node's own wall clock
+    for (NcclCallRow& c : wall.calls) c.ts += n.wall_start_ns;
+    for (RawEvent& e : wall.syncs) e.ts += n.wall_start_ns;
+    done.push_back(Completions(wall));
+  }
+  std::vector<NcclCallRow> calls;
+  std::vector<RawEvent> syncs;
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    NcclNodeClock clock;
+    clock.node = nodes[k].node;
+    if (k > 0) {
+      std::vector<int64_t> diffs;
+      for (const auto& [key, t] : done[k]) {
+        auto ref = done[0].find(key);
+        if (ref != done[0].end()) diffs.push_back(ref->second - t);
+      }
+      clock.collectives = static_cast<int64_t>(diffs.size());
+      clock.offset_ns = MedianNs(diffs);
+      clock.error_ns = MadNs(diffs);
+    } else {
+      clock.collectives = static_cast<int64_t>(done[0].size());
+    }
+    int64_t shift = nodes[k].wall_start_ns + clock.offset_ns;
+    int32_t tag = static_cast<int32_t>(k) << kNodeShift;
+    for (NcclCallRow c : nodes[k].calls) {
+      c.ts += shift;
+      c.pid = tag | (c.pid & kPidMask);
+      calls.push_back(std::move(c));
+    }
+    for (RawEvent e : nodes[k].syncs) {
+      e.ts += shift;
+      e.pid = tag | (e.pid & kPidMask);
+      syncs.push_back(e);
+    }
+    fleet.clocks.push_back(std::move(clock));
+  }
+  auto by_ts = [](const auto& a, const auto& b) { return a.ts < b.ts; };
+  std::stable_sort(calls.begin(), calls.end(), by_ts);
+  std::stable_sort(syncs.begin(), syncs.end(), by_ts);
+  fleet.job = AnalyzeNccl(calls, syncs);
+  for (NcclCommunicator& c : fleet.job.comms) {
+    for (NcclRankStats& r : c.ranks) {
+      r.node = r.pid >> kNodeShift;
+      r.pid &= kPidMask;
+    }
+  }
+  return fleet;
+}
+
 bool NcclPeers(const NcclJob& job, int32_t a, int32_t b) {
   for (const NcclCommunicator& c : job.comms) {
     bool has_a = false, has_b = false;

@@ -1,4 +1,4 @@
-// Internal: multi-rank NCCL jobs (docs/nccl.md). Which ranks enqueue each collective late, and
+// Multi-rank NCCL jobs (docs/nccl.md); explain.h exposes the view across nodes to `fleet`. Which ranks enqueue each collective late, and
 // how long the other ranks then waited for them in their next sync. Pure: NCCL rows and sync
 // rows in, numbers out (unit tests: analysis_test.cc, "Nccl").
 #pragma once
@@ -16,6 +16,7 @@ namespace gw {
 // is in).
 struct NcclRankStats {
   int32_t pid = 0;
+  int32_t node = -1;  // AnalyzeNcclAcrossNodes: index into its nodes; -1 on one host
   int64_t rank = -1;
   int64_t collectives = 0;    // complete collectives
   int64_t late_median_ns = 0;  // lateness = this rank's enqueue − the earliest rank's
@@ -49,6 +50,36 @@ struct NcclJob {
 
 // `calls`: NCCL rows by ts (NcclCallRow); `syncs`: sync rows (IsSync) of every pid, by ts.
 NcclJob AnalyzeNccl(const std::vector<NcclCallRow>& calls, const std::vector<RawEvent>& syncs);
+
+// One node's rows for the view across nodes (`fleet --nccl`): timestamps are that node's
+// session ns; wall_start_ns (sessions.wall_start_ns) puts them on its wall clock.
+struct NcclNodeRows {
+  std::string node;
+  int64_t wall_start_ns = 0;
+  std::vector<NcclCallRow> calls;  // by ts
+  std::vector<RawEvent> syncs;     // by ts
+};
+
+// How a node's clock was aligned to the first node's: the offset added to its wall-clock
+// times, from the collectives both saw complete. A collective completes at one instant on every
+// rank (the last rank's arrival releases them all), and each rank sees it in its next sync's
+// return; the offset is the median, over shared collectives, of (first node's completion −
+// this node's), each node's completion the median over its ranks; `error_ns` is their median
+// absolute deviation (sync wake-up jitter and the clocks' drift over the window).
+struct NcclNodeClock {
+  std::string node;
+  int64_t offset_ns = 0;
+  int64_t error_ns = 0;
+  int64_t collectives = 0;  // shared complete collectives the offset stands on (0: not aligned)
+};
+
+struct NcclFleet {
+  NcclJob job;  // ranks' `node` set; times on the first node's wall clock
+  std::vector<NcclNodeClock> clocks;  // per node, in input order (the first: offset 0)
+};
+
+// The ranks of every node lined up on one clock and analysed as one job (AnalyzeNccl).
+NcclFleet AnalyzeNcclAcrossNodes(const std::vector<NcclNodeRows>& nodes);
 
 // Whether two processes are ranks of one communicator: peers of a multi-GPU job, each on a GPU
 // of its own (NCCL refuses two ranks on one GPU), not neighbours sharing a GPU.

@@ -36,14 +36,14 @@ run() {
   GWSIM_CALL_COUNTS_DIR="$WORK/$name.counts" GWSIM_GPU_STATE_DIR="$WORK" \
     timeout 120 "$GPUWHY" trace --quiet --db "$WORK/$name.db" "${TRACE_ARGS[@]}" -- "${JOB[@]}" "$@" \
     > "$WORK/$name.out" 2>&1 || { fail "$name: trace failed" "$(tail -5 "$WORK/$name.out")"; return 1; }
-  grep -c 'gw_nccl_train: rank=' "$WORK/$name.out" | grep -qx 3 \
+  grep -c 'gw_nccl_train: rank=.* steps=' "$WORK/$name.out" | grep -qx 3 \
     || { fail "$name: the job did not report 3 ranks" "$(tail -5 "$WORK/$name.out")"; return 1; }
   "$GPUWHY" explain --db "$WORK/$name.db" --json > "$WORK/$name.json" 2> "$WORK/$name.err" \
     || { fail "$name: explain --json failed" "$(tail -3 "$WORK/$name.err")"; return 1; }
   return 0
 }
 
-pid_of_rank() { sed -n "s/.*gw_nccl_train: rank=$2 pid=\([0-9]*\) .*/\1/p" "$WORK/$1.out"; }
+pid_of_rank() { sed -n "s/.*gw_nccl_train: rank=$2 pid=\([0-9]*\) steps=.*/\1/p" "$WORK/$1.out"; }
 
 # ---- 1-3. rank 2 slowed by its DataLoader --------------------------------------------------
 if run slow --slow-rank 2 --slow-cause loader --slow-ms 40; then
