@@ -77,8 +77,7 @@ void FutexWait(std::atomic<uint32_t>* word, uint32_t seen, int64_t timeout_ns) {
 }
 
 void FutexWakeAll(std::atomic<uint32_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr,
-          0);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 
 double EnvDouble(const char* name, double fallback) {
@@ -319,7 +318,8 @@ ncclResult_t Collective(size_t count, ncclDataType_t datatype, ncclComm_t comm,
   if (comm == nullptr || comm->seg == nullptr) return ncclInvalidArgument;
   size_t size = TypeSize(datatype);
   if (size == 0) return ncclInvalidArgument;
-  if (comm->async_error.load() != ncclSuccess) return static_cast<ncclResult_t>(comm->async_error.load());
+  if (comm->async_error.load() != ncclSuccess)
+    return static_cast<ncclResult_t>(comm->async_error.load());
   auto* task = new Task;
   task->comm = comm;
   task->kind = TaskKind::kCollective;
@@ -433,9 +433,8 @@ GWSIM_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUni
   return InitRank(comm, nranks, comm_id, rank);
 }
 
-GWSIM_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks,
-                                                 ncclUniqueId comm_id, int rank,
-                                                 ncclConfig_t* config) {
+GWSIM_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId comm_id,
+                                                 int rank, ncclConfig_t* config) {
   GWSIM_API_ENTRY("ncclCommInitRankConfig");
   (void)config;
   return InitRank(comm, nranks, comm_id, rank);
@@ -550,10 +549,9 @@ GWSIM_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, si
   return Collective(sendcount, datatype, comm, stream);
 }
 
-GWSIM_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
-                                            size_t recvcount, ncclDataType_t datatype,
-                                            ncclRedOp_t op, ncclComm_t comm,
-                                            cudaStream_t stream) {
+GWSIM_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                            ncclDataType_t datatype, ncclRedOp_t op,
+                                            ncclComm_t comm, cudaStream_t stream) {
   GWSIM_API_ENTRY("ncclReduceScatter");
   (void)sendbuff, (void)recvbuff, (void)op;
   return Collective(recvcount, datatype, comm, stream);
@@ -566,8 +564,8 @@ GWSIM_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataT
   return PointToPoint(TaskKind::kSend, count, datatype, peer, comm, stream);
 }
 
-GWSIM_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype,
-                                   int peer, ncclComm_t comm, cudaStream_t stream) {
+GWSIM_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                                   ncclComm_t comm, cudaStream_t stream) {
   GWSIM_API_ENTRY("ncclRecv");
   (void)recvbuff;
   return PointToPoint(TaskKind::kRecv, count, datatype, peer, comm, stream);

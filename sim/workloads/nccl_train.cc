@@ -56,9 +56,9 @@ __attribute__((constructor)) void RegisterKernels() {
 
 // ----------------------------------------------------------------------------- options
 struct Options {
-  int ranks = 2;          // launcher: processes to start
-  int rank = -1;          // rank mode when >= 0
-  std::string id_hex;     // rank mode: the ncclUniqueId, hex
+  int ranks = 2;       // launcher: processes to start
+  int rank = -1;       // rank mode when >= 0
+  std::string id_hex;  // rank mode: the ncclUniqueId, hex
   int steps = 200;
   int kernels_per_step = 4;
   int kernel_us = 2000;
@@ -93,21 +93,36 @@ bool Parse(int argc, char** argv, Options* o) {
     if (a == "--help" || a == "-h") return false;
     v = next();
     if (v == nullptr) return false;
-    if (a == "--ranks") o->ranks = atoi(v);
-    else if (a == "--rank") o->rank = atoi(v);
-    else if (a == "--id") o->id_hex = v;
-    else if (a == "--steps") o->steps = atoi(v);
-    else if (a == "--kernels-per-step") o->kernels_per_step = atoi(v);
-    else if (a == "--kernel-us") o->kernel_us = atoi(v);
-    else if (a == "--buckets") o->buckets = atoi(v);
-    else if (a == "--bucket-mb") o->bucket_mb = atof(v);
-    else if (a == "--batch-cpu-ms") o->batch_cpu_ms = atof(v);
-    else if (a == "--prefetch") o->prefetch = atoi(v);
-    else if (a == "--slow-rank") o->slow_rank = atoi(v);
-    else if (a == "--slow-cause") o->slow_cause = v;
-    else if (a == "--slow-ms") o->slow_ms = atof(v);
-    else if (a == "--init-delay-ms") o->init_delay_ms = atoi(v);
-    else return false;
+    if (a == "--ranks")
+      o->ranks = atoi(v);
+    else if (a == "--rank")
+      o->rank = atoi(v);
+    else if (a == "--id")
+      o->id_hex = v;
+    else if (a == "--steps")
+      o->steps = atoi(v);
+    else if (a == "--kernels-per-step")
+      o->kernels_per_step = atoi(v);
+    else if (a == "--kernel-us")
+      o->kernel_us = atoi(v);
+    else if (a == "--buckets")
+      o->buckets = atoi(v);
+    else if (a == "--bucket-mb")
+      o->bucket_mb = atof(v);
+    else if (a == "--batch-cpu-ms")
+      o->batch_cpu_ms = atof(v);
+    else if (a == "--prefetch")
+      o->prefetch = atoi(v);
+    else if (a == "--slow-rank")
+      o->slow_rank = atoi(v);
+    else if (a == "--slow-cause")
+      o->slow_cause = v;
+    else if (a == "--slow-ms")
+      o->slow_ms = atof(v);
+    else if (a == "--init-delay-ms")
+      o->init_delay_ms = atoi(v);
+    else
+      return false;
   }
   if (o->ranks < 1 || o->ranks > 64 || o->steps < 1 || o->prefetch < 1 || o->buckets < 0) {
     return false;
@@ -246,23 +261,23 @@ int Launch(const Options& o, char** argv) {
   _exit(0);
 }
 
-#define CHECK_CUDA(call)                                                         \
-  do {                                                                           \
-    cudaError_t e_ = (call);                                                     \
-    if (e_ != cudaSuccess) {                                                     \
+#define CHECK_CUDA(call)                                                            \
+  do {                                                                              \
+    cudaError_t e_ = (call);                                                        \
+    if (e_ != cudaSuccess) {                                                        \
       fprintf(stderr, "gw_nccl_train rank %d: %s failed: %d\n", o.rank, #call, e_); \
-      return 1;                                                                  \
-    }                                                                            \
+      return 1;                                                                     \
+    }                                                                               \
   } while (0)
 
-#define CHECK_NCCL(call)                                                         \
-  do {                                                                           \
-    ncclResult_t r_ = (call);                                                    \
-    if (r_ != ncclSuccess) {                                                     \
-      fprintf(stderr, "gw_nccl_train rank %d: %s failed: %s\n", o.rank, #call,  \
-              ncclGetErrorString(r_));                                           \
-      return 1;                                                                  \
-    }                                                                            \
+#define CHECK_NCCL(call)                                                       \
+  do {                                                                         \
+    ncclResult_t r_ = (call);                                                  \
+    if (r_ != ncclSuccess) {                                                   \
+      fprintf(stderr, "gw_nccl_train rank %d: %s failed: %s\n", o.rank, #call, \
+              ncclGetErrorString(r_));                                         \
+      return 1;                                                                \
+    }                                                                          \
   } while (0)
 
 int RankMain(const Options& o) {

@@ -5,11 +5,10 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <functional>
 #include <fstream>
-#include <set>
-
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "analysis/analyze.h"
 #include "analysis/callers.h"
@@ -1530,17 +1529,15 @@ TEST(NcclTest, LatenessIsBehindTheEarliestRankAndTheLateRankIsTheStraggler) {
   EXPECT_EQ(c.threshold_ns, thresholds::kNcclLateFloorNs);  // the others' MAD is tiny
   // The others waited from their sync's start (enqueue + 0.1 ms) to rank 2's enqueue.
   EXPECT_NEAR(c.ranks[0].waited_s, 40 * (30 * kMs - 100'000) / 1e9, 1e-9);
-  EXPECT_NEAR(c.ranks[1].waited_s, 20 * (30 * kMs - 100'000) / 1e9 +
-                                       20 * (30 * kMs - 400'000) / 1e9, 1e-9);
+  EXPECT_NEAR(c.ranks[1].waited_s,
+              20 * (30 * kMs - 100'000) / 1e9 + 20 * (30 * kMs - 400'000) / 1e9, 1e-9);
   EXPECT_EQ(c.ranks[2].waited_s, 0);
   EXPECT_NEAR(c.others_waited_s, c.ranks[0].waited_s + c.ranks[1].waited_s, 1e-12);
 }
 
 TEST(NcclTest, JitterBelowTheFloorIsNoStraggler) {
   // Whoever is last changes every step, by up to 1.5 ms: no rank is consistently late.
-  NcclJobBuilder b(4, 60, [](int r, int step) -> int64_t {
-    return ((r + step) % 4) * 500'000;
-  });
+  NcclJobBuilder b(4, 60, [](int r, int step) -> int64_t { return ((r + step) % 4) * 500'000; });
   NcclJob job = AnalyzeNccl(b.calls, b.syncs);
   ASSERT_EQ(job.comms.size(), 1u);
   EXPECT_EQ(job.comms[0].straggler, -1);
@@ -1572,9 +1569,8 @@ TEST(NcclTest, TooFewOrIncompleteCollectivesNameNobody) {
   EXPECT_EQ(AnalyzeNccl(b.calls, b.syncs).comms[0].straggler, -1);
   // A collective whose row is missing on one rank is not complete, and not counted.
   NcclJobBuilder d(3, 20, [](int r, int) -> int64_t { return r == 2 ? 30 * kMs : 0; });
-  auto drop = std::find_if(d.calls.begin(), d.calls.end(), [](const NcclCallRow& c) {
-    return c.pid == 101 && c.seq == 5;
-  });
+  auto drop = std::find_if(d.calls.begin(), d.calls.end(),
+                           [](const NcclCallRow& c) { return c.pid == 101 && c.seq == 5; });
   d.calls.erase(drop);
   const NcclCommunicator& c = AnalyzeNccl(d.calls, d.syncs).comms[0];
   EXPECT_EQ(c.collectives, 19);
@@ -1622,8 +1618,7 @@ TEST(NcclTest, TheFindingNamesTheStragglerAndEachRanksReportBlamesIt) {
     if (x.rule == "collective-straggler") f = &x;
   }
   ASSERT_NE(f, nullptr) << ReportToText(r);
-  EXPECT_NE(f->root[0].find("rank 2 (pid 102) enqueued ncclAllReduce 30ms late"),
-            std::string::npos)
+  EXPECT_NE(f->root[0].find("rank 2 (pid 102) enqueued ncclAllReduce 30ms late"), std::string::npos)
       << f->root[0];
   EXPECT_NEAR(f->lost_s, 2 * 60 * (30 * kMs - 100'000) / 1e9, 1e-6);
   o.pid = 100;

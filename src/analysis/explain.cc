@@ -190,7 +190,8 @@ std::vector<Facts::StragglerCause> StragglerCauses(const WindowData& w,
     std::vector<Finding> findings;
     RunRules(fs, &findings);
     std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) {
-      if (a.severity != b.severity) return static_cast<int>(a.severity) > static_cast<int>(b.severity);
+      if (a.severity != b.severity)
+        return static_cast<int>(a.severity) > static_cast<int>(b.severity);
       return a.lost_s > b.lost_s;
     });
     for (const Finding& x : findings) {

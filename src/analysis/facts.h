@@ -2,8 +2,8 @@
 // Rules (rules.cc) only read Facts and WindowData; they never query anything.
 #pragma once
 
-#include <cstdint>
 #include <array>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -184,10 +184,10 @@ struct Facts {
   NcclJob nccl;
   struct StragglerCause {
     int32_t pid = 0;
-    std::string rule;     // its top host-side finding ("dataloader-starvation"), "" = none
-    std::string cause;    // that finding's cause
-    std::string detail;   // its first root line
-    std::string path;     // its main thread's biggest critical-path cause, "…, 62% of the window"
+    std::string rule;    // its top host-side finding ("dataloader-starvation"), "" = none
+    std::string cause;   // that finding's cause
+    std::string detail;  // its first root line
+    std::string path;    // its main thread's biggest critical-path cause, "…, 62% of the window"
   };
   std::vector<StragglerCause> straggler_causes;
 };

@@ -50,8 +50,7 @@ const GpuSummary* JobGpu(const std::vector<GpuSummary>& gpus) {
   return best;
 }
 
-const GpuSummary* JobGpuOf(const std::vector<GpuSummary>& gpus, const WindowData& w,
-                           int32_t pid) {
+const GpuSummary* JobGpuOf(const std::vector<GpuSummary>& gpus, const WindowData& w, int32_t pid) {
   std::map<int32_t, int64_t> used;  // gpu → the process's summed SM utilization samples
   for (const GpuProcessSample& p : w.gpu_process_samples) {
     if (p.pid == pid && p.sm_util_pct != kNull && p.sm_util_pct > 0) used[p.gpu] += p.sm_util_pct;

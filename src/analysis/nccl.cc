@@ -237,11 +237,11 @@ NcclJob AnalyzeNccl(const std::vector<NcclCallRow>& calls, const std::vector<Raw
         if (i != worst) others.insert(others.end(), late[i].begin(), late[i].end());
       }
       int64_t base = MedianNs(others);
-      int64_t spread = static_cast<int64_t>(th::kNcclMadK * 1.4826 *
-                                            static_cast<double>(MadNs(others)));
+      int64_t spread =
+          static_cast<int64_t>(th::kNcclMadK * 1.4826 * static_cast<double>(MadNs(others)));
       comm.threshold_ns = std::max(th::kNcclLateFloorNs, spread);
-      double last_share = static_cast<double>(comm.ranks[worst].last) /
-                          static_cast<double>(comm.collectives);
+      double last_share =
+          static_cast<double>(comm.ranks[worst].last) / static_cast<double>(comm.collectives);
       if (comm.ranks[worst].late_median_ns - base > comm.threshold_ns &&
           last_share >= th::kNcclLastShare) {
         comm.straggler = static_cast<int>(worst);

@@ -1,6 +1,6 @@
-// Multi-rank NCCL jobs (docs/nccl.md); explain.h exposes the view across nodes to `fleet`. Which ranks enqueue each collective late, and
-// how long the other ranks then waited for them in their next sync. Pure: NCCL rows and sync
-// rows in, numbers out (unit tests: analysis_test.cc, "Nccl").
+// Multi-rank NCCL jobs (docs/nccl.md); explain.h exposes the view across nodes to `fleet`. Which
+// ranks enqueue each collective late, and how long the other ranks then waited for them in their
+// next sync. Pure: NCCL rows and sync rows in, numbers out (unit tests: analysis_test.cc, "Nccl").
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,7 @@ struct NcclRankStats {
   int32_t pid = 0;
   int32_t node = -1;  // AnalyzeNcclAcrossNodes: index into its nodes; -1 on one host
   int64_t rank = -1;
-  int64_t collectives = 0;    // complete collectives
+  int64_t collectives = 0;     // complete collectives
   int64_t late_median_ns = 0;  // lateness = this rank's enqueue − the earliest rank's
   int64_t late_mean_ns = 0;
   int64_t last = 0;  // collectives this rank enqueued last
@@ -29,23 +29,23 @@ struct NcclRankStats {
 };
 
 struct NcclCommunicator {
-  std::string comm;   // "nccl <id hash>"
-  int64_t nranks = 0;  // from the init rows (0: not seen)
-  int64_t collectives = 0;  // complete collectives in the window
-  int64_t incomplete = 0;   // collectives not every rank's row was seen for
-  std::string op;           // the most frequent collective op
+  std::string comm;                  // "nccl <id hash>"
+  int64_t nranks = 0;                // from the init rows (0: not seen)
+  int64_t collectives = 0;           // complete collectives in the window
+  int64_t incomplete = 0;            // collectives not every rank's row was seen for
+  std::string op;                    // the most frequent collective op
   std::vector<NcclRankStats> ranks;  // by rank (then pid)
   // The straggler: index into `ranks`, -1 when none. A rank is one when its median lateness
   // exceeds the others' pooled median by more than max(kNcclLateFloorNs, kNcclMadK × 1.4826 ×
   // their MAD) and it enqueued at least kNcclLastShare of the collectives last.
   int straggler = -1;
-  int64_t threshold_ns = 0;  // the lateness the straggler had to exceed
+  int64_t threshold_ns = 0;    // the lateness the straggler had to exceed
   double others_waited_s = 0;  // sum of the other ranks' waited_s
 };
 
 struct NcclJob {
   std::vector<NcclCommunicator> comms;  // communicators with at least 2 ranks seen
-  int64_t unaligned_rows = 0;  // collectives of communicators whose init was not seen
+  int64_t unaligned_rows = 0;           // collectives of communicators whose init was not seen
 };
 
 // `calls`: NCCL rows by ts (NcclCallRow); `syncs`: sync rows (IsSync) of every pid, by ts.
@@ -74,7 +74,7 @@ struct NcclNodeClock {
 };
 
 struct NcclFleet {
-  NcclJob job;  // ranks' `node` set; times on the first node's wall clock
+  NcclJob job;                        // ranks' `node` set; times on the first node's wall clock
   std::vector<NcclNodeClock> clocks;  // per node, in input order (the first: offset 0)
 };
 

@@ -277,8 +277,9 @@ std::vector<CheckResult> CheckCuda(const std::vector<CudaLibrary>& libs) {
   }
   if (paths.empty()) {
     nccl.detail = "not found in running processes or standard paths; probed when found: " + probed;
-    nccl.hint = "multi-GPU jobs load it (PyTorch: site-packages/nvidia/nccl/lib); "
-                "`trace -- CMD` finds it there";
+    nccl.hint =
+        "multi-GPU jobs load it (PyTorch: site-packages/nvidia/nccl/lib); "
+        "`trace -- CMD` finds it there";
   } else {
     nccl.state = CheckState::kPass;
     nccl.detail = paths + "; probed: " + probed;

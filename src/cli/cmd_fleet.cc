@@ -2,20 +2,19 @@
 // --clickhouse forms of `query` and `explain`.
 #include <cstdio>
 #include <ctime>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "analysis/explain.h"
 #include "analysis/format.h"
 #include "base/table.h"
 #include "base/text.h"
+#include "cli/commands.h"
 #include "clickhouse/client.h"
 #include "clickhouse/import.h"
 #include "clickhouse/schema.h"
-#include "cli/commands.h"
 #include "store/reader.h"
 #include "store/window.h"
-
-#include <nlohmann/json.hpp>
 
 namespace gw {
 
@@ -117,9 +116,11 @@ int RunFleet(const Args& args) {
                 "node's newest session with events in the window is explained as `explain`\n"
                 "would explain it locally (over its last --since).");
   AddClickHouseFlags(flags, "only this node");
-  flags.Add({"since", FlagKind::kDuration, "DUR",
-             "nodes with events in the last DUR of wall-clock time; each is explained over its "
-             "own last DUR", "10m"})
+  flags
+      .Add({"since", FlagKind::kDuration, "DUR",
+            "nodes with events in the last DUR of wall-clock time; each is explained over its "
+            "own last DUR",
+            "10m"})
       .Add({"json", FlagKind::kBool, "", "print the ranking as JSON", ""})
       .Add({"nccl", FlagKind::kBool, "",
             "also line up the ranks of every NCCL communicator across the nodes (clocks aligned "
@@ -236,7 +237,7 @@ int RunFleet(const Args& args) {
                           {"others_waited_s", c.others_waited_s}};
       auto node_name = [&](int32_t k) {
         return k >= 0 && static_cast<size_t>(k) < rows.size() ? rows[static_cast<size_t>(k)].node
-                                                               : std::string("?");
+                                                              : std::string("?");
       };
       nccl_text += Fmt("NCCL communicator %s: %zu ranks on %zu nodes, %lld complete collectives\n",
                        c.comm.c_str(), c.ranks.size(), node_set.size(),
@@ -262,15 +263,15 @@ int RunFleet(const Args& args) {
                           {"last", s.last},
                           {"rule", rule},
                           {"cause", cause}};
-        nccl_text += Fmt("  straggler: node %s rank %lld (pid %d) enqueued %s %.1f ms late on "
-                         "average (median %.1f ms), last in %lld of %lld: %s\n",
-                         TerminalSafe(node_name(s.node)).c_str(),
-                         static_cast<long long>(s.rank), s.pid, c.op.c_str(),
-                         static_cast<double>(s.late_mean_ns) / 1e6,
-                         static_cast<double>(s.late_median_ns) / 1e6,
-                         static_cast<long long>(s.last), static_cast<long long>(c.collectives),
-                         rule.empty() ? "no host-side finding on that rank"
-                                      : TerminalSafe(cause + " (" + rule + ")").c_str());
+        nccl_text +=
+            Fmt("  straggler: node %s rank %lld (pid %d) enqueued %s %.1f ms late on "
+                "average (median %.1f ms), last in %lld of %lld: %s\n",
+                TerminalSafe(node_name(s.node)).c_str(), static_cast<long long>(s.rank), s.pid,
+                c.op.c_str(), static_cast<double>(s.late_mean_ns) / 1e6,
+                static_cast<double>(s.late_median_ns) / 1e6, static_cast<long long>(s.last),
+                static_cast<long long>(c.collectives),
+                rule.empty() ? "no host-side finding on that rank"
+                             : TerminalSafe(cause + " (" + rule + ")").c_str());
         std::string waited;
         for (const NcclRankStats& r : c.ranks) {
           if (&r == &s) continue;
@@ -303,12 +304,12 @@ int RunFleet(const Args& args) {
                         {"error_ms", static_cast<double>(c.error_ns) / 1e6},
                         {"collectives", c.collectives}});
       if (k == 0) continue;
-      nccl_text += Fmt("  clock of node %s: %+.3f ms against node %s (± %.3f ms, median "
-                       "absolute deviation over %lld collectives seen complete on both)\n",
-                       TerminalSafe(c.node).c_str(), static_cast<double>(c.offset_ns) / 1e6,
-                       TerminalSafe(fleet.clocks[0].node).c_str(),
-                       static_cast<double>(c.error_ns) / 1e6,
-                       static_cast<long long>(c.collectives));
+      nccl_text +=
+          Fmt("  clock of node %s: %+.3f ms against node %s (± %.3f ms, median "
+              "absolute deviation over %lld collectives seen complete on both)\n",
+              TerminalSafe(c.node).c_str(), static_cast<double>(c.offset_ns) / 1e6,
+              TerminalSafe(fleet.clocks[0].node).c_str(), static_cast<double>(c.error_ns) / 1e6,
+              static_cast<long long>(c.collectives));
     }
     if (!nccl_json.empty()) nccl_json.back()["clocks"] = clocks;
     if (fleet.job.comms.empty()) {

@@ -248,7 +248,7 @@ std::vector<CudaLibrary> FindCudaLibraries(const std::vector<std::string>& extra
       CudaLibKind kind = CudaLibKind::kRuntime;
       if (!ClassifyCudaLibrary(extra, &kind)) {
         // An explicitly named file is taken as given; guess its kind from "cudart".
-        kind = Basename(extra).find("cudart") != std::string::npos  ? CudaLibKind::kRuntime
+        kind = Basename(extra).find("cudart") != std::string::npos ? CudaLibKind::kRuntime
                : Basename(extra).find("nccl") != std::string::npos ? CudaLibKind::kNccl
                                                                    : CudaLibKind::kDriver;
       }

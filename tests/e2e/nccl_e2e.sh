@@ -10,7 +10,8 @@
 #      ranks' wait against the sim's ground truth: the time their simulated GPUs sat in the
 #      collectives waiting for the last rank (libnccl.<pid>.comms wait_ns);
 #   3. each waiting rank's own report (`explain --pid`) says its wait was caused by rank 2; the
-#      straggler's report says it is that rank; --json and MCP explain carry the finding;
+#      straggler's report says it is that rank; --json, MCP explain and the Perfetto export
+#      carry the finding (and the export every all-reduce as a slice);
 #   4. the same job without a slow rank: no collective-straggler finding.
 #   5. rank 1's main thread computes 30 ms more per step (--slow-cause main), with the sim's
 #      NVML: the straggler is rank 1 and its cause host-compute;
@@ -117,6 +118,17 @@ for line in sys.stdin:
     else:
         print("none")')
   [ "$mcp" = 2 ] && pass "MCP explain carries the finding (rank 2)" || fail "MCP explain: straggler rank '$mcp'"
+  # Perfetto: the collectives are slices on their threads, the finding is in the trace.
+  if "$GPUWHY" export --db "$WORK/slow.db" --format perfetto -o "$WORK/slow.pftrace" > "$WORK/export.out" 2>&1; then
+    python3 -c '
+import sys
+d = open(sys.argv[1], "rb").read()
+sys.exit(0 if d.count(b"ncclAllReduce") >= 720 and b"collective-straggler" in d else 1)' "$WORK/slow.pftrace" \
+      && pass "Perfetto export: 720 ncclAllReduce slices and the finding" \
+      || fail "Perfetto export lacks the collectives or the finding" "$(cat "$WORK/export.out")"
+  else
+    fail "export --format perfetto failed" "$(cat "$WORK/export.out")"
+  fi
 fi
 
 # ---- 4. no slow rank: no finding -----------------------------------------------------------

@@ -31,8 +31,8 @@ std::string NcclCommHandleName(uint64_t handle) {
 }
 
 std::optional<Event> DecodeCudaCall(const gw_cuda_call_record& r, const SessionClock& clock,
-                                    CudaProcessMemory& memory,
-                                    const KernelNameIdFn& kernel_name_id, const InternFn& intern) {
+                                    CudaProcessMemory& memory, const KernelNameIdFn& kernel_name_id,
+                                    const InternFn& intern) {
   const cuda_internal::ProbeSpec* spec = cuda_internal::SpecOf(r.fn);
   if (spec == nullptr) return std::nullopt;
   bool ok = r.ret == 0;

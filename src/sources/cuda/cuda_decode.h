@@ -45,8 +45,7 @@ using KernelNameIdFn = std::function<int64_t(uint32_t tgid, uint64_t handle, boo
 // `memory` (cudaFreeHost, cudaHostRegister/Unregister), one without a row, or one this build
 // does not know.
 std::optional<Event> DecodeCudaCall(const gw_cuda_call_record& record, const SessionClock& clock,
-                                    CudaProcessMemory& memory,
-                                    const KernelNameIdFn& kernel_name_id,
+                                    CudaProcessMemory& memory, const KernelNameIdFn& kernel_name_id,
                                     const InternFn& intern = {});
 
 }  // namespace gw

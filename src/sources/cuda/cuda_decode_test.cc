@@ -181,13 +181,14 @@ TEST_F(CudaDecodeTest, NcclRowsNameTheirCommunicatorByItsUniqueIdFromTheInit) {
     return static_cast<int64_t>(interned.size());
   };
   auto decode = [&](const gw_cuda_call_record& r) {
-    return DecodeCudaCall(r, clock_, memory_, [](uint32_t, uint64_t, bool) { return 0; }, intern);
+    return DecodeCudaCall(
+        r, clock_, memory_, [](uint32_t, uint64_t, bool) { return 0; }, intern);
   };
   gw_cuda_call_record init = Call(GW_FN_NCCL_COMM_INIT_RANK);
-  init.dst = 0xc0ffee;  // the new communicator
+  init.dst = 0xc0ffee;               // the new communicator
   init.src = 0x1234abcd5678ef00ull;  // hash of the ncclUniqueId
-  init.bytes = 4;   // nranks
-  init.kind = 3;    // rank
+  init.bytes = 4;                    // nranks
+  init.kind = 3;                     // rank
   std::optional<Event> e = decode(init);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->op, Op::kNcclCommInit);

@@ -475,11 +475,10 @@ Status CudaSource::AttachLibrary(const CudaLibrary& library) {
   }
   for (std::string& n : notes) AddNote(std::move(n));
   size_t probes = attached->probes + attached->launch_probes;
-  std::string note = "cuda: attached " + std::to_string(probes) + " probes to " +
-                     library.path +
-                     (library.kind == CudaLibKind::kRuntime  ? " (runtime)"
-                      : library.kind == CudaLibKind::kNccl ? " (nccl)"
-                                                           : " (driver)");
+  std::string note = "cuda: attached " + std::to_string(probes) + " probes to " + library.path +
+                     (library.kind == CudaLibKind::kRuntime ? " (runtime)"
+                      : library.kind == CudaLibKind::kNccl  ? " (nccl)"
+                                                            : " (driver)");
   if (!missing.empty()) {
     note += "; not in this library, skipped:";
     for (const std::string& m : missing) note += " " + m;
@@ -608,7 +607,7 @@ std::vector<CudaLibrary> CudaSource::FindLibraries() {
     CudaLibrary library;
     library.path = path;
     if (!ClassifyCudaLibrary(path, &library.kind)) {
-      library.kind = path.find("cudart") != std::string::npos  ? CudaLibKind::kRuntime
+      library.kind = path.find("cudart") != std::string::npos ? CudaLibKind::kRuntime
                      : path.find("nccl") != std::string::npos ? CudaLibKind::kNccl
                                                               : CudaLibKind::kDriver;
     }
