@@ -92,6 +92,14 @@ else:
   python3 -c 'import sys; e, t = map(float, sys.argv[1:]); sys.exit(0 if t > 0.5 and abs(e - t) <= 0.25 * t else 1)' \
     "$waited" "$truth" && pass "the other ranks waited $waited s (sim: $truth s, ±25%)" \
     || fail "the other ranks' wait: explain $waited s, sim $truth s (beyond ±25%)"
+  # A window after the communicator was made (its init rows are older): still lined up.
+  late=$("$GPUWHY" explain --db "$WORK/slow.db" --since 3s --json 2>/dev/null | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+print([int({x["name"]: x["value"] for x in f["metrics"]}["straggler_rank"])
+       for f in r["findings"] if f["rule"] == "collective-straggler"])')
+  [ "$late" = "[2]" ] && pass "explain --since 3s (inits before the window): rank 2 still named" \
+    || fail "explain --since 3s: straggler ranks $late"
   # 3. per-rank reports.
   "$GPUWHY" explain --db "$WORK/slow.db" --pid "$p0" > "$WORK/r0.txt" 2>&1
   grep -q "caused by rank 2 (pid $p2), not by itself" "$WORK/r0.txt" \
