@@ -3,11 +3,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
-#include <set>
-
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "analysis/analyze.h"
 #include "analysis/callers.h"
@@ -15,6 +16,7 @@
 #include "analysis/explain.h"
 #include "analysis/facts.h"
 #include "analysis/format.h"
+#include "analysis/nccl.h"
 #include "analysis/thresholds.h"
 #include "analysis/timeline.h"
 
@@ -1643,6 +1645,237 @@ TEST(BudgetTest, NotAttributedIsPrintedWithItsSeconds) {
   EXPECT_NEAR(PathS(r, BudgetCause::kNotAttributed), 50, 0.5);
   EXPECT_NEAR(LostS(r, BudgetCause::kNotAttributed), 50, 0.5);
   EXPECT_NE(ReportToText(r).find("not attributed"), std::string::npos);
+}
+
+// ---- NCCL: lateness, the straggler test and the wait it caused (nccl.h) ---------------------
+
+NcclCallRow NcclInit(int32_t pid, int64_t rank, int64_t nranks, int64_t ts = 0) {
+  NcclCallRow c;
+  c.pid = pid;
+  c.tid = pid;
+  c.ts = ts;
+  c.op = Op::kNcclCommInit;
+  c.ret = 0;
+  c.bytes = nranks;
+  c.kind = rank;
+  c.comm = "nccl 00000000000000aa";
+  return c;
+}
+
+NcclCallRow NcclCollective(int32_t pid, int64_t seq, int64_t ts) {
+  NcclCallRow c;
+  c.pid = pid;
+  c.tid = pid;
+  c.ts = ts;
+  c.duration = 20'000;
+  c.op = Op::kNcclAllReduce;
+  c.ret = 0;
+  c.bytes = 4 << 20;
+  c.kind = 7;
+  c.seq = seq;
+  c.comm = "nccl 00000000000000aa";
+  return c;
+}
+
+// `ranks` ranks (pids 100, 101, …), `steps` steps of 50 ms: each rank enqueues one all-reduce
+// at step start + late(rank, step), then syncs until the last rank's enqueue + 8 ms.
+struct NcclJobBuilder {
+  std::vector<NcclCallRow> calls;
+  std::vector<RawEvent> syncs;
+  NcclJobBuilder(int ranks, int steps, const std::function<int64_t(int, int)>& late) {
+    for (int r = 0; r < ranks; ++r) calls.push_back(NcclInit(100 + r, r, ranks));
+    for (int step = 0; step < steps; ++step) {
+      int64_t t0 = kSec + step * 50 * kMs;
+      int64_t last = t0;
+      for (int r = 0; r < ranks; ++r) last = std::max(last, t0 + late(r, step));
+      for (int r = 0; r < ranks; ++r) {
+        int64_t enq = t0 + late(r, step);
+        calls.push_back(NcclCollective(100 + r, step + 1, enq));
+        int64_t sync_start = enq + 100'000;
+        syncs.push_back(Call(100 + r, Op::kCudaStreamSync, sync_start,
+                             std::max<int64_t>(last + 8 * kMs - sync_start, 1000)));
+      }
+    }
+    auto by_ts = [](const auto& a, const auto& b) { return a.ts < b.ts; };
+    std::stable_sort(calls.begin(), calls.end(), by_ts);
+    std::stable_sort(syncs.begin(), syncs.end(), by_ts);
+  }
+};
+
+TEST(NcclTest, MedianAndMad) {
+  EXPECT_EQ(MedianNs({}), 0);
+  EXPECT_EQ(MedianNs({5, 1, 3}), 3);
+  EXPECT_EQ(MedianNs({4, 1, 3, 2}), 2);  // the low median
+  EXPECT_EQ(MadNs({1, 2, 3, 4, 100}), 1);
+  EXPECT_EQ(MadNs({7, 7, 7}), 0);
+}
+
+TEST(NcclTest, LatenessIsBehindTheEarliestRankAndTheLateRankIsTheStraggler) {
+  // Rank 2 is 30 ms late in every step; ranks 0 and 1 within 0.3 ms of each other.
+  NcclJobBuilder b(3, 40, [](int r, int step) -> int64_t {
+    if (r == 2) return 30 * kMs;
+    return r == 1 ? (step % 2) * 300'000 : 0;
+  });
+  NcclJob job = AnalyzeNccl(b.calls, b.syncs);
+  ASSERT_EQ(job.comms.size(), 1u);
+  const NcclCommunicator& c = job.comms[0];
+  EXPECT_EQ(c.collectives, 40);
+  EXPECT_EQ(c.nranks, 3);
+  EXPECT_EQ(c.op, "ncclAllReduce");
+  ASSERT_EQ(c.straggler, 2);
+  EXPECT_EQ(c.ranks[2].pid, 102);
+  EXPECT_EQ(c.ranks[2].late_median_ns, 30 * kMs);
+  EXPECT_EQ(c.ranks[2].late_mean_ns, 30 * kMs);
+  EXPECT_EQ(c.ranks[2].last, 40);
+  EXPECT_EQ(c.threshold_ns, thresholds::kNcclLateFloorNs);  // the others' MAD is tiny
+  // The others waited from their sync's start (enqueue + 0.1 ms) to rank 2's enqueue.
+  EXPECT_NEAR(c.ranks[0].waited_s, 40 * (30 * kMs - 100'000) / 1e9, 1e-9);
+  EXPECT_NEAR(c.ranks[1].waited_s,
+              20 * (30 * kMs - 100'000) / 1e9 + 20 * (30 * kMs - 400'000) / 1e9, 1e-9);
+  EXPECT_EQ(c.ranks[2].waited_s, 0);
+  EXPECT_NEAR(c.others_waited_s, c.ranks[0].waited_s + c.ranks[1].waited_s, 1e-12);
+}
+
+TEST(NcclTest, JitterBelowTheFloorIsNoStraggler) {
+  // Whoever is last changes every step, by up to 1.5 ms: no rank is consistently late.
+  NcclJobBuilder b(4, 60, [](int r, int step) -> int64_t { return ((r + step) % 4) * 500'000; });
+  NcclJob job = AnalyzeNccl(b.calls, b.syncs);
+  ASSERT_EQ(job.comms.size(), 1u);
+  EXPECT_EQ(job.comms[0].straggler, -1);
+  EXPECT_EQ(job.comms[0].others_waited_s, 0);
+}
+
+TEST(NcclTest, ConsistentButSmallLatenessBelowTheFloorIsNoStraggler) {
+  NcclJobBuilder b(2, 60, [](int r, int) -> int64_t { return r == 1 ? 1 * kMs : 0; });
+  EXPECT_EQ(AnalyzeNccl(b.calls, b.syncs).comms[0].straggler, -1);
+  NcclJobBuilder c(2, 60, [](int r, int) -> int64_t { return r == 1 ? 3 * kMs : 0; });
+  EXPECT_EQ(AnalyzeNccl(c.calls, c.syncs).comms[0].straggler, 1);  // two ranks work too
+}
+
+TEST(NcclTest, NoisyRanksRaiseTheThresholdByTheirMad) {
+  // Ranks 0-2 are late by 0-12 ms at random-looking steps; rank 3 by 8 ms always: not beyond
+  // 3 robust standard deviations of the others' noise.
+  NcclJobBuilder b(4, 60, [](int r, int step) -> int64_t {
+    if (r == 3) return 8 * kMs;
+    return ((step * 7 + r * 3) % 5) * 3 * kMs;
+  });
+  const NcclCommunicator& c = AnalyzeNccl(b.calls, b.syncs).comms[0];
+  EXPECT_GT(c.threshold_ns, thresholds::kNcclLateFloorNs);
+  EXPECT_EQ(c.straggler, -1);
+}
+
+TEST(NcclTest, TooFewOrIncompleteCollectivesNameNobody) {
+  NcclJobBuilder b(3, static_cast<int>(thresholds::kNcclMinCollectives) - 1,
+                   [](int r, int) -> int64_t { return r == 2 ? 30 * kMs : 0; });
+  EXPECT_EQ(AnalyzeNccl(b.calls, b.syncs).comms[0].straggler, -1);
+  // A collective whose row is missing on one rank is not complete, and not counted.
+  NcclJobBuilder d(3, 20, [](int r, int) -> int64_t { return r == 2 ? 30 * kMs : 0; });
+  auto drop = std::find_if(d.calls.begin(), d.calls.end(),
+                           [](const NcclCallRow& c) { return c.pid == 101 && c.seq == 5; });
+  d.calls.erase(drop);
+  const NcclCommunicator& c = AnalyzeNccl(d.calls, d.syncs).comms[0];
+  EXPECT_EQ(c.collectives, 19);
+  EXPECT_EQ(c.incomplete, 1);
+  // Rows of a communicator whose init was not seen are not aligned across ranks.
+  std::vector<NcclCallRow> late_attach = {NcclCollective(100, 1, kSec)};
+  late_attach[0].comm = "nccl handle 0x1234";
+  NcclJob job = AnalyzeNccl(late_attach, {});
+  EXPECT_TRUE(job.comms.empty());
+  EXPECT_EQ(job.unaligned_rows, 1);
+}
+
+TEST(NcclTest, BucketsBeforeOneSyncCountThatSyncOnce) {
+  // Two all-reduces per step before one sync: the sync's wait counts once, to the later one.
+  std::vector<NcclCallRow> calls = {NcclInit(100, 0, 2), NcclInit(101, 1, 2)};
+  std::vector<RawEvent> syncs;
+  for (int step = 0; step < 20; ++step) {
+    int64_t t0 = kSec + step * 100 * kMs;
+    calls.push_back(NcclCollective(100, 2 * step + 1, t0));
+    calls.push_back(NcclCollective(100, 2 * step + 2, t0 + kMs));
+    calls.push_back(NcclCollective(101, 2 * step + 1, t0 + 40 * kMs));
+    calls.push_back(NcclCollective(101, 2 * step + 2, t0 + 41 * kMs));
+    syncs.push_back(Call(100, Op::kCudaStreamSync, t0 + 2 * kMs, 50 * kMs));
+    syncs.push_back(Call(101, Op::kCudaStreamSync, t0 + 42 * kMs, 10 * kMs));
+  }
+  std::stable_sort(calls.begin(), calls.end(),
+                   [](const NcclCallRow& a, const NcclCallRow& b) { return a.ts < b.ts; });
+  const NcclCommunicator& c = AnalyzeNccl(calls, syncs).comms[0];
+  ASSERT_EQ(c.straggler, 1);
+  EXPECT_EQ(c.collectives, 40);
+  EXPECT_NEAR(c.ranks[0].waited_s, 20 * 39 * kMs / 1e9, 1e-9);  // t0+2 ms … t0+41 ms
+}
+
+TEST(NcclTest, TheFindingNamesTheStragglerAndEachRanksReportBlamesIt) {
+  Builder b(5);
+  for (int r = 1; r < 3; ++r) b.Proc(100 + r, 1, "gw_nccl_train", true);
+  NcclJobBuilder n(3, 60, [](int r, int) -> int64_t { return r == 2 ? 30 * kMs : 0; });
+  b.w.nccl_calls = n.calls;
+  b.w.events.clear();
+  for (const RawEvent& e : n.syncs) b.w.events.push_back(e);
+  ExplainOptions o;
+  Report r = Analyze(b.w, o);
+  const Finding* f = nullptr;
+  for (const Finding& x : r.findings) {
+    if (x.rule == "collective-straggler") f = &x;
+  }
+  ASSERT_NE(f, nullptr) << ReportToText(r);
+  EXPECT_NE(f->root[0].find("rank 2 (pid 102) enqueued ncclAllReduce 30ms late"), std::string::npos)
+      << f->root[0];
+  EXPECT_NEAR(f->lost_s, 2 * 60 * (30 * kMs - 100'000) / 1e9, 1e-6);
+  o.pid = 100;
+  Report r0 = Analyze(b.w, o);
+  EXPECT_NE(ReportToText(r0).find("caused by rank 2 (pid 102), not by itself"), std::string::npos)
+      << ReportToText(r0);
+  o.pid = 102;
+  EXPECT_NE(ReportToText(Analyze(b.w, o)).find("this process is that rank"), std::string::npos);
+  // The same job without the late rank: no finding.
+  NcclJobBuilder h(3, 60, [](int, int) -> int64_t { return 0; });
+  b.w.nccl_calls = h.calls;
+  b.w.events.assign(h.syncs.begin(), h.syncs.end());
+  o.pid = 0;
+  for (const Finding& x : Analyze(b.w, o).findings) EXPECT_NE(x.rule, "collective-straggler");
+}
+
+TEST(NcclTest, NodesAreAlignedOnCollectiveCompletionBeforeRanksAreCompared) {
+  // Ranks 0 and 1 on node a, rank 2 (30 ms late) on node b, whose clock runs 5 s behind and
+  // whose session started 2 s later by its own clock. Node b's rank has the same pid as one of
+  // node a's. Unaligned, rank 2 would look 5 s early.
+  NcclJobBuilder b(3, 40, [](int r, int) -> int64_t { return r == 2 ? 30 * kMs : 0; });
+  const int64_t wall_a = 1000 * kSec, wall_b = 1002 * kSec, behind = 5 * kSec;
+  NcclNodeRows a{"a", wall_a, {}, {}}, nb{"b", wall_b, {}, {}};
+  auto to_b = [&](int64_t ts_a) { return ts_a + wall_a - behind - wall_b; };
+  for (NcclCallRow c : b.calls) {
+    if (c.pid == 102) {
+      c.pid = 100;
+      c.ts = to_b(c.ts);
+      nb.calls.push_back(c);
+    } else {
+      a.calls.push_back(c);
+    }
+  }
+  for (RawEvent e : b.syncs) {
+    if (e.pid == 102) {
+      e.pid = 100;
+      e.ts = to_b(e.ts);
+      nb.syncs.push_back(e);
+    } else {
+      a.syncs.push_back(e);
+    }
+  }
+  NcclFleet fleet = AnalyzeNcclAcrossNodes({a, nb});
+  ASSERT_EQ(fleet.clocks.size(), 2u);
+  EXPECT_EQ(fleet.clocks[1].offset_ns, behind);
+  EXPECT_EQ(fleet.clocks[1].error_ns, 0);
+  EXPECT_EQ(fleet.clocks[1].collectives, 40);
+  ASSERT_EQ(fleet.job.comms.size(), 1u);
+  const NcclCommunicator& c = fleet.job.comms[0];
+  ASSERT_EQ(c.ranks.size(), 3u);
+  ASSERT_EQ(c.straggler, 2);
+  EXPECT_EQ(c.ranks[2].node, 1);
+  EXPECT_EQ(c.ranks[2].pid, 100);
+  EXPECT_EQ(c.ranks[2].late_median_ns, 30 * kMs);
+  EXPECT_EQ(c.ranks[0].node, 0);
+  EXPECT_NEAR(c.others_waited_s, 2 * 40 * (30 * kMs - 100'000) / 1e9, 1e-9);
 }
 
 }  // namespace

@@ -75,7 +75,7 @@ void AddStretch(const Facts& f, int64_t a, int64_t b, double busy, double other,
 bool FromNvml(const Facts& f, int64_t begin, int64_t end, GpuBudget* out, Tally* t) {
   const WindowData& w = *f.w;
   std::vector<GpuSummary> gpus = SummarizeGpus(w);
-  const GpuSummary* job = JobGpu(gpus);
+  const GpuSummary* job = JobGpuOf(gpus, w, f.main_pid);
   if (job == nullptr) return false;
   // Per-process samples of that GPU by read time: the job's processes vs everyone else's.
   std::map<int64_t, std::pair<double, double>> split;  // ts → (job %, others %)

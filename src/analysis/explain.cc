@@ -15,6 +15,7 @@
 #include "analysis/gpu.h"
 #include "analysis/loader.h"
 #include "analysis/long_window.h"
+#include "analysis/nccl.h"
 #include "analysis/rules.h"
 #include "analysis/thresholds.h"
 #include "store/reader.h"
@@ -168,6 +169,58 @@ std::string Role(const Facts& f, int32_t pid) {
   return "other";
 }
 
+// Each straggler rank's own cause: the same analysis with that rank as the job (its main
+// thread's critical path, its DataLoader, its CPU), and its top host-side finding.
+std::vector<Facts::StragglerCause> StragglerCauses(const WindowData& w,
+                                                   const ExplainOptions& options,
+                                                   const NcclJob& job) {
+  std::vector<Facts::StragglerCause> out;
+  for (const NcclCommunicator& comm : job.comms) {
+    if (comm.straggler < 0) continue;
+    Facts::StragglerCause c;
+    c.pid = comm.ranks[static_cast<size_t>(comm.straggler)].pid;
+    ExplainOptions inner = options;
+    inner.pid = c.pid;
+    Facts fs = ComputeFacts(w, inner);
+    fs.nccl = job;  // its peers are ranks, not GPU neighbours (gpu-sharing)
+    if (fs.main_pid == 0) {
+      out.push_back(c);
+      continue;
+    }
+    std::vector<Finding> findings;
+    RunRules(fs, &findings);
+    std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) {
+      if (a.severity != b.severity)
+        return static_cast<int>(a.severity) > static_cast<int>(b.severity);
+      return a.lost_s > b.lost_s;
+    });
+    for (const Finding& x : findings) {
+      const RuleSpec* spec = RuleById(x.rule);
+      if (spec == nullptr || !spec->blames) continue;
+      c.rule = x.rule;
+      c.cause = x.cause;
+      if (!x.root.empty()) c.detail = x.root.front();
+      break;
+    }
+    if (fs.budget.present && fs.budget.window_s > 0) {
+      const BudgetLine* top = nullptr;
+      for (const BudgetLine& line : fs.budget.lines) {
+        if (line.cause == BudgetCause::kSyncWait || line.cause == BudgetCause::kNotAttributed) {
+          continue;
+        }
+        if (top == nullptr || line.path_s > top->path_s) top = &line;
+      }
+      if (top != nullptr && top->path_s > 0) {
+        c.path = Fmt("%s, %s of the window (%s s)", BudgetCauseLabel(top->cause),
+                     FormatPct(top->path_s / fs.budget.window_s).c_str(),
+                     FormatSeconds(top->path_s).c_str());
+      }
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 }  // namespace
 
 Report Analyze(const WindowData& w, const ExplainOptions& options) {
@@ -202,6 +255,8 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
             options.pid, static_cast<long long>(w.session)));
   }
   Facts f = ComputeFacts(w, options);
+  f.nccl = AnalyzeNccl(w.nccl_calls, w.events);
+  f.straggler_causes = StragglerCauses(w, options, f.nccl);
   if (f.main_pid == 0) {
     r.notes.push_back(
         "no CUDA calls from tracked processes in this window — nothing feeds a GPU "
@@ -470,6 +525,27 @@ Status CheckPidInSession(StoreReader& reader, int64_t session, int32_t pid) {
 }
 
 }  // namespace
+
+const Finding* TopHostCause(const Report& report) {
+  for (const Finding& x : report.findings) {  // most severe first
+    const RuleSpec* spec = RuleById(x.rule);
+    if (spec != nullptr && spec->blames) return &x;
+  }
+  return nullptr;
+}
+
+StatusOr<NcclNodeRows> LoadNcclNode(StoreReader& reader, const WindowRequest& window,
+                                    const std::string& node, int64_t wall_start_ns) {
+  ASSIGN_OR_RETURN(WindowData w, LoadWindow(reader, window));
+  NcclNodeRows out;
+  out.node = node;
+  out.wall_start_ns = wall_start_ns;
+  out.calls = std::move(w.nccl_calls);
+  for (const RawEvent& e : w.events) {
+    if (IsSync(e.op)) out.syncs.push_back(e);
+  }
+  return out;
+}
 
 StatusOr<Report> Explain(StoreReader& reader, const ExplainOptions& options) {
   Report report;

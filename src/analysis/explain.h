@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/nccl.h"
 #include "analysis/report.h"
 #include "base/status.h"
 #include "store/launch_estimate.h"
@@ -39,6 +40,13 @@ std::string GpuLine(const GpuSummary& g);
 // The job's GPU: the busiest by median activity (SM active where GPM has it, else NVML
 // utilization); nullptr without samples.
 const GpuSummary* JobGpu(const std::vector<GpuSummary>& gpus);
+// The report's most severe finding that blames a cause of its main thread's time
+// (cpu-contention, dataloader-starvation, host-compute, …); nullptr when none.
+const Finding* TopHostCause(const Report& report);
+// One node's NCCL rows and sync rows in `window`, for AnalyzeNcclAcrossNodes (nccl.h;
+// `fleet --nccl`). wall_start_ns is the session's (sessions.wall_start_ns).
+StatusOr<NcclNodeRows> LoadNcclNode(StoreReader& reader, const WindowRequest& window,
+                                    const std::string& node, int64_t wall_start_ns);
 // "CPU scheduling contention → CUDA throughput drop".
 std::string FindingTitle(const Finding& f);
 // What `explain --json` prints, as a value (the MCP explain tool returns it) and as text.

@@ -2,13 +2,14 @@
 // Rules (rules.cc) only read Facts and WindowData; they never query anything.
 #pragma once
 
-#include <cstdint>
 #include <array>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "analysis/nccl.h"
 #include "analysis/report.h"
 #include "analysis/timeline.h"
 #include "analysis/window_data.h"
@@ -196,6 +197,19 @@ struct Facts {
   std::map<int32_t, std::map<int64_t, int64_t>> cuda_ops_per_sec;
   std::map<int32_t, int64_t> cuda_calls;  // per tracked process, launches estimated (launch_duty)
   std::map<int32_t, SwitchTotals> switches;
+
+  // Multi-rank NCCL jobs (nccl.h): collectives' lateness per rank and the straggler, if any.
+  // Filled by Analyze() after ComputeFacts, with each straggler's own cause (the top finding
+  // and the critical-path cause of the same analysis run with the straggler as the job).
+  NcclJob nccl;
+  struct StragglerCause {
+    int32_t pid = 0;
+    std::string rule;    // its top host-side finding ("dataloader-starvation"), "" = none
+    std::string cause;   // that finding's cause
+    std::string detail;  // its first root line
+    std::string path;    // its main thread's biggest critical-path cause, "…, 62% of the window"
+  };
+  std::vector<StragglerCause> straggler_causes;
 };
 
 Facts ComputeFacts(const WindowData& w, const ExplainOptions& options);

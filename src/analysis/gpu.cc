@@ -50,6 +50,20 @@ const GpuSummary* JobGpu(const std::vector<GpuSummary>& gpus) {
   return best;
 }
 
+const GpuSummary* JobGpuOf(const std::vector<GpuSummary>& gpus, const WindowData& w, int32_t pid) {
+  std::map<int32_t, int64_t> used;  // gpu → the process's summed SM utilization samples
+  for (const GpuProcessSample& p : w.gpu_process_samples) {
+    if (p.pid == pid && p.sm_util_pct != kNull && p.sm_util_pct > 0) used[p.gpu] += p.sm_util_pct;
+  }
+  const GpuSummary* best = nullptr;
+  int64_t most = 0;
+  for (const GpuSummary& g : gpus) {
+    auto it = used.find(g.gpu);
+    if (it != used.end() && it->second > most) most = it->second, best = &g;
+  }
+  return best != nullptr ? best : JobGpu(gpus);
+}
+
 std::vector<GpuSummary> SummarizeGpus(const WindowData& w) {
   std::map<int32_t, std::vector<const GpuSample*>> by_gpu;
   for (const GpuSample& s : w.gpu_samples) by_gpu[s.gpu].push_back(&s);
@@ -92,7 +106,7 @@ std::vector<GpuSummary> SummarizeGpus(const WindowData& w) {
 }
 
 void AddGpuEffects(const Facts& f, Report* r) {
-  const GpuSummary* job = JobGpu(r->gpus);
+  const GpuSummary* job = JobGpuOf(r->gpus, *f.w, f.main_pid);
   if (job == nullptr || !f.main_tl) return;
   const ThreadTimeline& tl = *f.main_tl;
   const bool gpm = job->sm_active_pct >= 0;

@@ -51,6 +51,7 @@ StatusOr<WindowData> LoadWindow(StoreReader& reader, const WindowRequest& reques
   w.malformed_stacks = rows.malformed_stacks;
   w.profile_hz = rows.profile_hz;
   w.cpu_samples = std::move(rows.cpu_samples);
+  w.nccl_calls = std::move(rows.nccl_calls);
   w.gpu_devices = std::move(rows.gpu_devices);
   w.gpu_samples = std::move(rows.gpu_samples);
   w.gpu_process_samples = std::move(rows.gpu_process_samples);

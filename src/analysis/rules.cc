@@ -297,6 +297,8 @@ constexpr RuleSpec kRules[] = {
     {"gpu-sharing", rules::GpuSharing, kNoBlame, FC::kSync, "", kMainOnly, kAlone},
     {"oom-kill", rules::OomKills, kNoBlame, FC::kRunning, "", kMainOnly, kAlone},
     {"alloc-failure", rules::AllocFailures, kNoBlame, FC::kRunning, "", kMainOnly, kAlone},
+    {"collective-straggler", rules::CollectiveStraggler, kNoBlame, FC::kSync, "", kMainOnly,
+     kAlone},
 };
 
 }  // namespace

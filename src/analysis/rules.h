@@ -143,5 +143,7 @@ void AllocatorSpikes(const Facts& f, std::vector<Finding>* out);
 void ColdStart(const Facts& f, std::vector<Finding>* out);
 void GpuSharing(const Facts& f, std::vector<Finding>* out);
 void AllocFailures(const Facts& f, std::vector<Finding>* out);
+// rules_nccl.cc
+void CollectiveStraggler(const Facts& f, std::vector<Finding>* out);
 
 }  // namespace gw::rules

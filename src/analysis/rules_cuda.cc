@@ -728,6 +728,8 @@ void GpuSharing(const Facts& f, std::vector<Finding>* out) {
   std::set<int64_t> shared_secs;
   std::vector<int32_t> peers;
   for (size_t i = 1; i < f.cuda_pids.size(); ++i) {
+    // Ranks of the job's own NCCL communicators run on GPUs of their own.
+    if (NcclPeers(f.nccl, f.main_pid, f.cuda_pids[i])) continue;
     auto it = f.cuda_ops_per_sec.find(f.cuda_pids[i]);
     if (it == f.cuda_ops_per_sec.end()) continue;
     bool any = false;

@@ -165,5 +165,18 @@ inline constexpr double kSharedGpuVerdictShare = 0.10;
 // host-compute reads as dispatch when the helper threads' computing explains at least this
 // share of the main thread's.
 inline constexpr double kHostDispatchHelperShare = 0.5;
+// collective-straggler (rules_nccl.cc, docs/nccl.md): a rank is a straggler when its median
+// lateness exceeds the other ranks' pooled median lateness by more than the larger of
+// kNcclLateFloorNs and kNcclMadK robust standard deviations (1.4826 × their MAD), it enqueued
+// at least kNcclLastShare of the complete collectives last, and the window has at least
+// kNcclMinCollectives of them. The floor keeps scheduling jitter of a loaded host (a wake-up
+// late by a few hundred µs) from naming a rank.
+inline constexpr int64_t kNcclLateFloorNs = 2'000'000;
+inline constexpr double kNcclMadK = 3.0;
+inline constexpr double kNcclLastShare = 0.5;
+inline constexpr int64_t kNcclMinCollectives = 10;
+// Severity: the other ranks' measured wait as a share of their time in the window.
+inline constexpr double kNcclWaitHighShare = 0.20;
+inline constexpr double kNcclWaitMediumShare = 0.05;
 
 }  // namespace gw::thresholds

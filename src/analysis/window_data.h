@@ -55,6 +55,9 @@ struct WindowData {
   // window's samples of tracked threads, by ts.
   int64_t profile_hz = 0;
   std::vector<CpuSampleRow> cpu_samples;
+  // NCCL rows (window_rows.h), every pid, by ts: collectives of the window and communicator
+  // inits of the session up to its end.
+  std::vector<NcclCallRow> nccl_calls;
   std::vector<GpuDevice> gpu_devices;  // NVML (schema 4): the session's GPUs
   std::vector<GpuSample> gpu_samples;  // the window's samples, by ts then gpu
   std::vector<GpuProcessSample> gpu_process_samples;  // per process, by ts then gpu, pid

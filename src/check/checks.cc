@@ -263,6 +263,28 @@ std::vector<CheckResult> CheckCuda(const std::vector<CudaLibrary>& libs) {
     out.push_back(r);
     if (r.state == CheckState::kPass) out.push_back(CheckLaunchPaths(libs, kind));
   }
+  // NCCL is optional: a single-GPU job has none.
+  CheckResult nccl{"libnccl", CheckState::kInfo, false, "", ""};
+  std::string paths;
+  for (const CudaLibrary& lib : libs) {
+    if (lib.kind != CudaLibKind::kNccl) continue;
+    paths += (paths.empty() ? "" : "; ") + lib.path;
+    if (!lib.pids.empty()) paths += " (mapped by " + std::to_string(lib.pids.size()) + ")";
+  }
+  std::string probed;
+  for (const std::string& s : ProbedSymbols(CudaLibKind::kNccl)) {
+    probed += (probed.empty() ? "" : ", ") + s;
+  }
+  if (paths.empty()) {
+    nccl.detail = "not found in running processes or standard paths; probed when found: " + probed;
+    nccl.hint =
+        "multi-GPU jobs load it (PyTorch: site-packages/nvidia/nccl/lib); "
+        "`trace -- CMD` finds it there";
+  } else {
+    nccl.state = CheckState::kPass;
+    nccl.detail = paths + "; probed: " + probed;
+  }
+  out.push_back(nccl);
   return out;
 }
 

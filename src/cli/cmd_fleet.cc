@@ -2,18 +2,19 @@
 // --clickhouse forms of `query` and `explain`.
 #include <cstdio>
 #include <ctime>
+#include <nlohmann/json.hpp>
+#include <set>
 
 #include "analysis/explain.h"
+#include "analysis/format.h"
 #include "base/table.h"
 #include "base/text.h"
+#include "cli/commands.h"
 #include "clickhouse/client.h"
 #include "clickhouse/import.h"
 #include "clickhouse/schema.h"
-#include "cli/commands.h"
 #include "store/reader.h"
 #include "store/window.h"
-
-#include <nlohmann/json.hpp>
 
 namespace gw {
 
@@ -115,10 +116,17 @@ int RunFleet(const Args& args) {
                 "node's newest session with events in the window is explained as `explain`\n"
                 "would explain it locally (over its last --since).");
   AddClickHouseFlags(flags, "only this node");
-  flags.Add({"since", FlagKind::kDuration, "DUR",
-             "nodes with events in the last DUR of wall-clock time; each is explained over its "
-             "own last DUR", "10m"})
-      .Add({"json", FlagKind::kBool, "", "print the ranking as JSON", ""});
+  flags
+      .Add({"since", FlagKind::kDuration, "DUR",
+            "nodes with events in the last DUR of wall-clock time; each is explained over its "
+            "own last DUR",
+            "10m"})
+      .Add({"json", FlagKind::kBool, "", "print the ranking as JSON", ""})
+      .Add({"nccl", FlagKind::kBool, "",
+            "also line up the ranks of every NCCL communicator across the nodes (clocks aligned "
+            "on collective completion) and name the straggler rank, its node and its cause "
+            "(docs/nccl.md)",
+            ""});
   int code = 0;
   if (!ParseOrExit(flags, args, &code)) return code;
   if (!flags.positionals().empty()) {
@@ -151,7 +159,10 @@ int RunFleet(const Args& args) {
     size_t findings = 0;
     std::vector<ContainerInfo> containers;  // the job's containers and pods (docs/containers.md)
     std::string error;
+    std::string db;  // the imported recording, kept for --nccl
   };
+  const bool nccl = flags.GetBool("nccl");
+  std::vector<ScratchDir> kept;  // the imported recordings' folders (--nccl)
   std::vector<NodeRow> nodes;
   for (const RemoteSession& s : *sessions) {
     bool seen = false;
@@ -176,6 +187,10 @@ int RunFleet(const Args& args) {
     ExplainOptions options;
     options.window.since_ns = since_ns;
     StatusOr<Report> report = Explain(**reader, options);
+    if (nccl) {
+      row.db = path;
+      kept.push_back(std::move(*dir));
+    }
     if (!report.ok()) {
       row.error = report.status().message();
     } else {
@@ -193,6 +208,116 @@ int RunFleet(const Args& args) {
     double lb = b.top ? b.top->lost_s : -1;
     return la > lb;
   });
+
+  nlohmann::json nccl_json = nlohmann::json::array();
+  std::string nccl_text;
+  if (nccl) {
+    std::vector<NcclNodeRows> rows;
+    std::vector<const NodeRow*> of;
+    for (const NodeRow& n : nodes) {
+      if (n.db.empty() || !n.error.empty()) continue;
+      StatusOr<std::unique_ptr<StoreReader>> reader = StoreReader::Open(n.db);
+      if (!reader.ok()) return ReportError(reader.status());
+      WindowRequest window;
+      window.since_ns = since_ns;
+      StatusOr<NcclNodeRows> r =
+          LoadNcclNode(**reader, window, n.session.node, n.session.wall_start_ns);
+      if (!r.ok()) return ReportError(r.status());
+      if (r->calls.empty()) continue;
+      rows.push_back(std::move(*r));
+      of.push_back(&n);
+    }
+    NcclFleet fleet = AnalyzeNcclAcrossNodes(rows);
+    for (const NcclCommunicator& c : fleet.job.comms) {
+      std::set<int32_t> node_set;
+      for (const NcclRankStats& r : c.ranks) node_set.insert(r.node);
+      nlohmann::json j = {{"comm", c.comm},
+                          {"ranks", c.ranks.size()},
+                          {"nodes", node_set.size()},
+                          {"collectives", c.collectives},
+                          {"op", c.op},
+                          {"others_waited_s", c.others_waited_s}};
+      auto node_name = [&](int32_t k) {
+        return k >= 0 && static_cast<size_t>(k) < rows.size() ? rows[static_cast<size_t>(k)].node
+                                                              : std::string("?");
+      };
+      nccl_text += Fmt("NCCL communicator %s: %zu ranks on %zu nodes, %lld complete collectives\n",
+                       c.comm.c_str(), c.ranks.size(), node_set.size(),
+                       static_cast<long long>(c.collectives));
+      if (c.straggler >= 0) {
+        const NcclRankStats& s = c.ranks[static_cast<size_t>(c.straggler)];
+        // Its cause: the straggler's node explained with that rank as the job.
+        std::string rule, cause;
+        const NodeRow* n = of[static_cast<size_t>(s.node)];
+        StatusOr<std::unique_ptr<StoreReader>> reader = StoreReader::Open(n->db);
+        if (!reader.ok()) return ReportError(reader.status());
+        ExplainOptions options;
+        options.window.since_ns = since_ns;
+        options.pid = s.pid;
+        if (StatusOr<Report> report = Explain(**reader, options); report.ok()) {
+          if (const Finding* top = TopHostCause(*report)) rule = top->rule, cause = top->cause;
+        }
+        j["straggler"] = {{"node", node_name(s.node)},
+                          {"rank", s.rank},
+                          {"pid", s.pid},
+                          {"late_mean_ms", static_cast<double>(s.late_mean_ns) / 1e6},
+                          {"late_median_ms", static_cast<double>(s.late_median_ns) / 1e6},
+                          {"last", s.last},
+                          {"rule", rule},
+                          {"cause", cause}};
+        nccl_text +=
+            Fmt("  straggler: node %s rank %lld (pid %d) enqueued %s %.1f ms late on "
+                "average (median %.1f ms), last in %lld of %lld: %s\n",
+                TerminalSafe(node_name(s.node)).c_str(), static_cast<long long>(s.rank), s.pid,
+                c.op.c_str(), static_cast<double>(s.late_mean_ns) / 1e6,
+                static_cast<double>(s.late_median_ns) / 1e6, static_cast<long long>(s.last),
+                static_cast<long long>(c.collectives),
+                rule.empty() ? "no host-side finding on that rank"
+                             : TerminalSafe(cause + " (" + rule + ")").c_str());
+        std::string waited;
+        for (const NcclRankStats& r : c.ranks) {
+          if (&r == &s) continue;
+          waited += Fmt("%snode %s rank %lld %.1f s", waited.empty() ? "" : ", ",
+                        TerminalSafe(node_name(r.node)).c_str(), static_cast<long long>(r.rank),
+                        r.waited_s);
+        }
+        nccl_text += Fmt("  the other ranks waited %.1f s in their syncs for it (%s)\n",
+                         c.others_waited_s, waited.c_str());
+      } else {
+        j["straggler"] = nullptr;
+        nccl_text += "  no straggler rank\n";
+      }
+      nlohmann::json ranks = nlohmann::json::array();
+      for (const NcclRankStats& r : c.ranks) {
+        ranks.push_back({{"node", node_name(r.node)},
+                         {"rank", r.rank},
+                         {"pid", r.pid},
+                         {"late_median_ms", static_cast<double>(r.late_median_ns) / 1e6},
+                         {"waited_s", r.waited_s}});
+      }
+      j["rank_stats"] = ranks;
+      nccl_json.push_back(j);
+    }
+    nlohmann::json clocks = nlohmann::json::array();
+    for (size_t k = 0; k < fleet.clocks.size(); ++k) {
+      const NcclNodeClock& c = fleet.clocks[k];
+      clocks.push_back({{"node", c.node},
+                        {"offset_ms", static_cast<double>(c.offset_ns) / 1e6},
+                        {"error_ms", static_cast<double>(c.error_ns) / 1e6},
+                        {"collectives", c.collectives}});
+      if (k == 0) continue;
+      nccl_text +=
+          Fmt("  clock of node %s: %+.3f ms against node %s (± %.3f ms, median "
+              "absolute deviation over %lld collectives seen complete on both)\n",
+              TerminalSafe(c.node).c_str(), static_cast<double>(c.offset_ns) / 1e6,
+              TerminalSafe(fleet.clocks[0].node).c_str(), static_cast<double>(c.error_ns) / 1e6,
+              static_cast<long long>(c.collectives));
+    }
+    if (!nccl_json.empty()) nccl_json.back()["clocks"] = clocks;
+    if (fleet.job.comms.empty()) {
+      nccl_text = "NCCL: no communicator with at least two ranks initialised in the window\n";
+    }
+  }
 
   if (flags.GetBool("json")) {
     nlohmann::json out = nlohmann::json::array();
@@ -225,6 +350,7 @@ int RunFleet(const Args& args) {
       }
       out.push_back(j);
     }
+    if (nccl) out = {{"nodes", out}, {"nccl", nccl_json}};  // --nccl: an object
     std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return kExitOk;
   }
@@ -251,6 +377,7 @@ int RunFleet(const Args& args) {
   std::printf("Nodes ranked by GPU-feed time lost (last %s, %s):\n%s", since_text.c_str(),
               url->Display().c_str(), FormatTable(table, TableFormat::kText).c_str());
   if (nodes.empty()) std::printf("(no node sent events in the last %s)\n", since_text.c_str());
+  if (nccl) std::printf("\n%s", nccl_text.c_str());
   return kExitOk;
 }
 

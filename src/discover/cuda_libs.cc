@@ -70,7 +70,7 @@ std::vector<std::string> ListDir(const std::string& dir) {
 
 bool HoldsCudaRuntime(const std::string& dir) {
   for (const std::string& name : ListDir(dir)) {
-    if (name.rfind("libcudart.so", 0) == 0) return true;
+    if (name.rfind("libcudart.so", 0) == 0 || name.rfind("libnccl.so", 0) == 0) return true;
   }
   return false;
 }
@@ -156,6 +156,10 @@ bool ClassifyCudaLibrary(const std::string& path, CudaLibKind* kind) {
   }
   if (base == "libcuda.so" || base.rfind("libcuda.so.", 0) == 0) {
     *kind = CudaLibKind::kDriver;
+    return true;
+  }
+  if (base.rfind("libnccl.so", 0) == 0) {
+    *kind = CudaLibKind::kNccl;
     return true;
   }
   return false;
@@ -245,7 +249,8 @@ std::vector<CudaLibrary> FindCudaLibraries(const std::vector<std::string>& extra
       if (!ClassifyCudaLibrary(extra, &kind)) {
         // An explicitly named file is taken as given; guess its kind from "cudart".
         kind = Basename(extra).find("cudart") != std::string::npos ? CudaLibKind::kRuntime
-                                                                    : CudaLibKind::kDriver;
+               : Basename(extra).find("nccl") != std::string::npos ? CudaLibKind::kNccl
+                                                                   : CudaLibKind::kDriver;
       }
       std::string canon = Canonical(extra);
       auto [it, inserted] = found.try_emplace(canon);

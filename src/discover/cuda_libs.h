@@ -9,7 +9,9 @@
 
 namespace gw {
 
-enum class CudaLibKind { kRuntime, kDriver };
+// kNccl: libnccl.so* (NCCL, the collectives library PyTorch ships under
+// site-packages/nvidia/nccl/lib).
+enum class CudaLibKind { kRuntime, kDriver, kNccl };
 
 struct CudaLibrary {
   CudaLibKind kind = CudaLibKind::kRuntime;
@@ -17,7 +19,8 @@ struct CudaLibrary {
   std::set<int32_t> pids;    // processes that map it (empty for a library only found on disk)
 };
 
-// Classifies a path by file name: libcudart.so* → runtime, libcuda.so* → driver.
+// Classifies a path by file name: libcudart.so* → runtime, libcuda.so* → driver,
+// libnccl.so* → NCCL.
 bool ClassifyCudaLibrary(const std::string& path, CudaLibKind* kind);
 
 // Mapped libraries of one process from /proc/<pid>/maps (file-backed, deduplicated).
@@ -53,7 +56,8 @@ std::string PythonVersionOf(int32_t pid, const std::string& proc_root = "/proc")
 
 // Folders of pip-installed CUDA runtimes in the Python environment `program` belongs to:
 // `program` looked up in `path_env` (like execvp), then <its bin folder>/../lib/python3*/
-// site-packages/nvidia/*/lib (as found and with symlinks resolved) that hold a libcudart, and
+// site-packages/nvidia/*/lib (as found and with symlinks resolved) that hold a libcudart or a
+// libnccl, and
 // the folders of the program's own DT_RUNPATH/DT_RPATH ($ORIGIN expanded) that hold a CUDA
 // runtime or driver. How `trace -- python3 train.py` in a venv, or `trace -- ./app` linked
 // against its own libcudart, attaches before the job's first CUDA call.

@@ -68,5 +68,30 @@ TEST(MapsScanFilterTest, RereadsOnlyNewOrChangedProcesses) {
   EXPECT_EQ(Found(proc, nullptr).size(), 4u);
 }
 
+TEST(ClassifyCudaLibraryTest, NcclIsItsOwnKind) {
+  CudaLibKind kind = CudaLibKind::kRuntime;
+  ASSERT_TRUE(ClassifyCudaLibrary("/venv/site-packages/nvidia/nccl/lib/libnccl.so.2", &kind));
+  EXPECT_EQ(kind, CudaLibKind::kNccl);
+  ASSERT_TRUE(ClassifyCudaLibrary("/usr/lib/libcudart.so.13", &kind));
+  EXPECT_EQ(kind, CudaLibKind::kRuntime);
+  EXPECT_FALSE(ClassifyCudaLibrary("/usr/lib/libncclnet.so", &kind));  // a net plugin
+  EXPECT_FALSE(ClassifyCudaLibrary("/usr/lib/libcublas.so.13", &kind));
+}
+
+TEST(CudaLibDirsNextToTest, FindsPyTorchsNcclInTheVenvSitePackages) {
+  char dir[] = "/tmp/gw_nccl_venv.XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string venv = dir;
+  std::string nccl = venv + "/lib/python3.12/site-packages/nvidia/nccl/lib";
+  ASSERT_EQ(std::system(("mkdir -p " + venv + "/bin " + nccl + " && touch " + nccl +
+                         "/libnccl.so.2 && printf '#!/bin/sh\\n' > " + venv +
+                         "/bin/python3 && chmod +x " + venv + "/bin/python3")
+                            .c_str()),
+            0);
+  std::vector<std::string> dirs = CudaLibDirsNextTo(venv + "/bin/python3", nullptr);
+  EXPECT_EQ(dirs, std::vector<std::string>{nccl});
+  std::system(("rm -rf " + venv).c_str());
+}
+
 }  // namespace
 }  // namespace gw

@@ -69,6 +69,16 @@ bool IsSync(Op op) {
          op == Op::kCuStreamSync || op == Op::kCuCtxSync || op == Op::kCuEventSync;
 }
 
+bool IsNcclCollective(Op op) {
+  return op == Op::kNcclAllReduce || op == Op::kNcclBroadcast || op == Op::kNcclReduce ||
+         op == Op::kNcclAllGather || op == Op::kNcclReduceScatter;
+}
+
+bool IsNccl(Op op) {
+  return static_cast<int>(op) >= static_cast<int>(Op::kNcclAllReduce) &&
+         static_cast<int>(op) <= static_cast<int>(Op::kNcclCommDestroy);
+}
+
 bool IsMemcpy(Op op) {
   switch (op) {
     case Op::kCudaMemcpy: case Op::kCudaMemcpyAsync: case Op::kCudaMemcpy2D:

@@ -58,6 +58,17 @@ enum class Layer : uint8_t { kCudaRuntime, kCudaDriver, kHost };
   X(kCuModuleGetFunction, 115, "cuModuleGetFunction", kCudaDriver)    \
   X(kCuLibraryGetKernel, 116, "cuLibraryGetKernel", kCudaDriver)      \
   X(kCuKernelGetFunction, 117, "cuKernelGetFunction", kCudaDriver)    \
+  X(kNcclAllReduce, 300, "ncclAllReduce", kCudaRuntime)               \
+  X(kNcclBroadcast, 301, "ncclBroadcast", kCudaRuntime)               \
+  X(kNcclReduce, 302, "ncclReduce", kCudaRuntime)                     \
+  X(kNcclAllGather, 303, "ncclAllGather", kCudaRuntime)               \
+  X(kNcclReduceScatter, 304, "ncclReduceScatter", kCudaRuntime)       \
+  X(kNcclSend, 305, "ncclSend", kCudaRuntime)                         \
+  X(kNcclRecv, 306, "ncclRecv", kCudaRuntime)                         \
+  X(kNcclGroupStart, 307, "ncclGroupStart", kCudaRuntime)             \
+  X(kNcclGroupEnd, 308, "ncclGroupEnd", kCudaRuntime)                 \
+  X(kNcclCommInit, 309, "ncclCommInitRank", kCudaRuntime)             \
+  X(kNcclCommDestroy, 310, "ncclCommDestroy", kCudaRuntime)           \
   X(kSchedSwitch, 200, "sched_switch", kHost)                         \
   X(kSchedWakeup, 201, "sched_wakeup", kHost)                         \
   X(kPageFault, 202, "page_fault", kHost)                             \
@@ -108,6 +119,11 @@ bool IsGraphKernels(Op op);
 // Kernels run: launches one by one plus the kernels of graph launches (the kernel table).
 bool IsKernelRun(Op op);
 bool IsSync(Op op);
+// NCCL (libnccl, recorded in the runtime layer: calls the application makes). Collectives:
+// every rank of a communicator issues them in the same order (all-reduce, broadcast, reduce,
+// all-gather, reduce-scatter); point-to-point: send/recv.
+bool IsNcclCollective(Op op);
+bool IsNccl(Op op);
 bool IsMemcpy(Op op);
 bool IsAlloc(Op op);
 bool IsFree(Op op);

@@ -1,5 +1,6 @@
 #include "store/window_rows.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "store/reader.h"
@@ -355,6 +356,50 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
           x.in_kernel = sqlite3_column_int64(s, 4) != 0;
           w.cpu_samples.push_back(x);
         }));
+  }
+
+  {
+    // NCCL rows of the window, and the communicator inits of the session before it (which ranks
+    // a communicator has). The inits are found through op_seconds, so the raw rows read are
+    // the seconds that hold one, never the whole session before the window.
+    auto read_nccl = [&](const std::string& where, const std::vector<int64_t>& args) {
+      return reader.ForEach(
+          "SELECT r.ts, r.duration_ns, r.pid, r.tid, r.op, r.ret, r.bytes, r.kind, r.other_pid, "
+          "r.addr, COALESCE(s.text, '') FROM event_rows r LEFT JOIN strings s ON s.id = "
+          "r.name_id WHERE r.session = ?1 AND r.ts >= ?2 AND r.ts < ?3 AND " +
+              where + " ORDER BY r.ts",
+          args, [&](sqlite3_stmt* s) {
+            NcclCallRow x;
+            x.ts = sqlite3_column_int64(s, 0);
+            x.duration = sqlite3_column_int64(s, 1);
+            x.pid = static_cast<int32_t>(sqlite3_column_int64(s, 2));
+            x.tid = static_cast<int32_t>(sqlite3_column_int64(s, 3));
+            x.op = OpFromId(sqlite3_column_int64(s, 4)).value_or(Op::kNcclAllReduce);
+            x.ret = ColInt(s, 5);
+            x.bytes = ColInt(s, 6);
+            x.kind = ColInt(s, 7);
+            x.seq = ColInt(s, 8);
+            x.stream = ColInt(s, 9);
+            x.comm = ColLine(s, 10);
+            w.nccl_calls.push_back(std::move(x));
+          });
+    };
+    const std::string init = std::to_string(static_cast<int>(Op::kNcclCommInit));
+    std::vector<int64_t> init_secs;
+    RETURN_IF_ERROR(reader.ForEach(
+        "SELECT DISTINCT sec FROM op_seconds WHERE session = ?1 AND op = " + init +
+            " AND sec * 1000000000 < ?2 ORDER BY sec",
+        {session, window.begin_ns},
+        [&](sqlite3_stmt* s) { init_secs.push_back(sqlite3_column_int64(s, 0)); }));
+    for (int64_t sec : init_secs) {
+      int64_t from = sec * 1'000'000'000;
+      RETURN_IF_ERROR(read_nccl("r.op = " + init,
+                                {session, from, std::min(from + 1'000'000'000, window.begin_ns)}));
+    }
+    RETURN_IF_ERROR(read_nccl(
+        "r.op BETWEEN " + std::to_string(static_cast<int>(Op::kNcclAllReduce)) + " AND " +
+            std::to_string(static_cast<int>(Op::kNcclCommDestroy)),
+        range));
   }
 
   RETURN_IF_ERROR(reader.ForEach(

@@ -129,6 +129,22 @@ struct StackFrameRow {
   std::string module;    // native: the mapped file
 };
 
+// One NCCL call row (ops ncclAllReduce … ncclCommDestroy; docs/schema.md says which column
+// holds what).
+struct NcclCallRow {
+  int64_t ts = 0;  // session ns: when the call was entered (a collective's enqueue time)
+  int64_t duration = 0;
+  int32_t pid = 0;
+  int32_t tid = 0;
+  Op op = Op::kNcclAllReduce;
+  int64_t ret = kNull;
+  int64_t bytes = kNull;  // count × datatype size; communicator init: nranks
+  int64_t kind = kNull;   // ncclDataType_t; communicator init: the rank
+  int64_t seq = kNull;    // collectives: sequence number in the communicator; send/recv: peer
+  int64_t stream = kNull;
+  std::string comm;  // "nccl <id hash>" (shared by the ranks) or "nccl handle 0x…"
+};
+
 struct WindowRowsOptions {
   // How far before the window an interval that ends inside it may have begun (a thread asleep
   // since before the window): rows from this far back are read into `carry_in`.
@@ -166,6 +182,9 @@ struct WindowRows {
   // in `events`.
   int64_t profile_hz = 0;
   std::vector<CpuSampleRow> cpu_samples;
+  // NCCL rows of the window, every pid, by ts; plus communicator inits from before the window
+  // (which ranks a communicator has).
+  std::vector<NcclCallRow> nccl_calls;
   // The frames of those stacks (the stack_frames view), innermost first; stacks whose frames
   // are not valid JSON are left out and counted in malformed_stacks.
   std::map<int64_t, std::vector<StackFrameRow>> stack_frames;

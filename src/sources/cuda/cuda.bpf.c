@@ -147,7 +147,7 @@ struct entry_slot {
   __u64 args[8];  // integer arguments 1-6 from registers, 7-8 from the stack where needed
   __u64 ip;       // capture_stacks: the probed function's address, for the stack at return
   __u32 fn;       // enum gw_cuda_fn being timed
-  __u32 pad;
+  __u32 seq;      // NCCL collectives: the call's sequence number in its communicator
 };
 
 #define STACK_DEPTH 4  // power of two: indexes are masked with STACK_DEPTH - 1
@@ -192,6 +192,15 @@ struct {
   __type(value, struct gw_cuda_agg_value);
 } call_aggs SEC(".maps");
 
+// The collectives issued per (process, communicator) (gw_nccl_seq_key → count): the sequence
+// number of the next one. Reset when a communicator is made or destroyed at that handle.
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 16384);
+  __type(key, struct gw_nccl_seq_key);
+  __type(value, __u64);
+} nccl_seqs SEC(".maps");
+
 // Recent average duration per function on this CPU (an exponential moving average, 1/16).
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -216,6 +225,14 @@ static __always_inline void count_drop(__u32 slot) {
   __u64 *n = bpf_map_lookup_elem(&drops, &slot);
   if (n) *n += 1;  // per-CPU slot: no atomic needed
 }
+
+// The entry stack a function's calls use: 1 for the driver, 0 for the runtime and NCCL (whose
+// CUDA calls nest inside it).
+static __always_inline __u32 layer_of(__u32 fn) {
+  return fn >= GW_CUDA_DRIVER_BASE && fn < GW_NCCL_BASE ? 1 : 0;
+}
+
+static __always_inline int is_nccl_fn(__u32 fn) { return fn >= GW_NCCL_BASE && fn < GW_FN_MAX; }
 
 static __always_inline int is_name_fn(__u32 fn) {
   return fn == GW_FN_CU_MODULE_GET_FUNCTION || fn == GW_FN_CU_LIBRARY_GET_KERNEL ||
@@ -260,6 +277,96 @@ static __always_inline __u32 cookie_fn(struct pt_regs *ctx) {
   return (__u32)(bpf_get_attach_cookie(ctx) & GW_CUDA_COOKIE_FN_MASK);
 }
 
+// The size of an ncclDataType_t element; 0 for a value this build does not know.
+static __always_inline __u64 nccl_type_size(__u64 datatype) {
+  switch (datatype) {
+    case 0:   // ncclInt8
+    case 1:   // ncclUint8
+    case 10:  // ncclFloat8e4m3
+    case 11:  // ncclFloat8e5m2
+      return 1;
+    case 6:  // ncclFloat16
+    case 9:  // ncclBfloat16
+      return 2;
+    case 2:  // ncclInt32
+    case 3:  // ncclUint32
+    case 7:  // ncclFloat32
+      return 4;
+    case 4:  // ncclInt64
+    case 5:  // ncclUint64
+    case 8:  // ncclFloat64
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+// NCCL calls: the arguments normalized into the entry slot, whatever their position
+// (args[0] count, args[1] datatype, args[2] comm, args[3] stream, args[4] peer or root), and
+// a collective's sequence number in its communicator. Communicator inits: args[0] the out
+// pointer, args[1] nranks, args[2] rank, args[3] the hash of the ncclUniqueId (read from the
+// stack: a 128-byte struct passed by value).
+static __always_inline void nccl_enter(struct pt_regs *ctx, struct entry_slot *s, __u32 fn,
+                                       __u32 tgid) {
+  __u64 a[6] = {s->args[0], s->args[1], s->args[2], s->args[3], s->args[4], s->args[5]};
+  __u64 count = a[2], datatype = a[3], comm = 0, stream = 0, peer = 0;
+  int collective = 1;
+  switch (fn) {
+    case GW_FN_NCCL_ALL_REDUCE:
+    case GW_FN_NCCL_REDUCE_SCATTER:
+      comm = a[5], stream = stack_arg(ctx, 0);
+      break;
+    case GW_FN_NCCL_BROADCAST:
+      comm = a[5], stream = stack_arg(ctx, 0), peer = a[4];
+      break;
+    case GW_FN_NCCL_REDUCE:
+      comm = stack_arg(ctx, 0), stream = stack_arg(ctx, 1), peer = a[5];
+      break;
+    case GW_FN_NCCL_ALL_GATHER:
+      comm = a[4], stream = a[5];
+      break;
+    case GW_FN_NCCL_SEND:
+    case GW_FN_NCCL_RECV:
+      count = a[1], datatype = a[2], peer = a[3], comm = a[4], stream = a[5];
+      collective = 0;
+      break;
+    case GW_FN_NCCL_COMM_INIT_RANK:
+    case GW_FN_NCCL_COMM_INIT_RANK_CONFIG: {
+      // FNV-1a over the id, 8 bytes at a time (the id is on the caller's stack, present).
+      __u64 id[GW_NCCL_UNIQUE_ID_BYTES / 8] = {};
+      bpf_probe_read_user(id, sizeof id, (void *)(PT_REGS_SP(ctx) + 8));
+      __u64 h = 0xcbf29ce484222325ull;
+      for (int i = 0; i < GW_NCCL_UNIQUE_ID_BYTES / 8; ++i) {
+        h ^= id[i];
+        h *= 0x100000001b3ull;
+      }
+      s->args[0] = a[0], s->args[1] = a[1], s->args[2] = a[2], s->args[3] = h;
+      return;
+    }
+    case GW_FN_NCCL_COMM_DESTROY:
+    case GW_FN_NCCL_COMM_ABORT: {
+      struct gw_nccl_seq_key key = {.tgid = tgid, .pad = 0, .comm = a[0]};
+      bpf_map_delete_elem(&nccl_seqs, &key);
+      return;
+    }
+    default:  // group start/end: no arguments
+      return;
+  }
+  s->args[0] = count, s->args[1] = datatype, s->args[2] = comm, s->args[3] = stream;
+  s->args[4] = peer;
+  if (!collective) return;
+  struct gw_nccl_seq_key key = {.tgid = tgid, .pad = 0, .comm = comm};
+  __u64 *n = bpf_map_lookup_elem(&nccl_seqs, &key);
+  __u64 seq = 1;
+  if (n) {
+    seq = *n + 1;
+    *n = seq;  // a communicator is used by one thread at a time (NCCL's own rule)
+  } else {
+    bpf_map_update_elem(&nccl_seqs, &key, &seq, BPF_ANY);
+  }
+  s->seq = (__u32)seq;
+}
+
 SEC("uprobe")
 int gw_cuda_enter(struct pt_regs *ctx) {
   __u64 cookie = bpf_get_attach_cookie(ctx);
@@ -270,7 +377,7 @@ int gw_cuda_enter(struct pt_regs *ctx) {
   // Name lookups are kept even for filtered-out processes: a process may join the tracked
   // set later, and its launches need the names it resolved before.
   if (!is_name_fn(fn) && !should_record(t, tgid)) return 0;
-  __u32 layer = fn >= GW_CUDA_DRIVER_BASE ? 1 : 0;
+  __u32 layer = layer_of(fn);
   __u32 depth = t->depth[layer];
   if (depth >= STACK_DEPTH) return 0;  // deeper nesting is not timed
   // The mask keeps the index provably in bounds for the verifier.
@@ -290,6 +397,8 @@ int gw_cuda_enter(struct pt_regs *ctx) {
     s->args[6] = stack_arg(ctx, 0);  // kind
     s->args[7] = fn == GW_FN_CUDA_MEMCPY_2D_ASYNC ? stack_arg(ctx, 1) : 0;  // stream
   }
+  s->seq = 0;
+  if (is_nccl_fn(fn)) nccl_enter(ctx, s, fn, tgid);
   s->ts_ns = bpf_ktime_get_ns();
   return 0;
 }
@@ -310,7 +419,8 @@ static __always_inline int is_graph_fn(__u32 fn) {
 }
 
 // Fills the argument fields of a call record from the saved entry arguments.
-static __always_inline void decode_args(struct gw_cuda_call_record *r, __u32 fn, __u64 *a) {
+static __always_inline void decode_args(struct gw_cuda_call_record *r, __u32 fn, __u64 *a,
+                                        __u64 seq) {
   r->kind = -1;
   switch (fn) {
     case GW_FN_CUDA_MALLOC:
@@ -409,6 +519,32 @@ static __always_inline void decode_args(struct gw_cuda_call_record *r, __u32 fn,
     case GW_FN_CU_LIBRARY_GET_KERNEL:
       bpf_probe_read_user(&r->dst, sizeof r->dst, (void *)a[0]);  // the out handle
       r->src = a[1];                                               // module/library
+      break;
+    case GW_FN_NCCL_ALL_REDUCE:
+    case GW_FN_NCCL_BROADCAST:
+    case GW_FN_NCCL_REDUCE:
+    case GW_FN_NCCL_ALL_GATHER:
+    case GW_FN_NCCL_REDUCE_SCATTER:
+      r->dst = a[2], r->src = seq, r->bytes = a[0] * nccl_type_size(a[1]);
+      r->kind = (__s64)a[1], r->stream = a[3];
+      break;
+    case GW_FN_NCCL_SEND:
+    case GW_FN_NCCL_RECV:
+      r->dst = a[2], r->src = a[4], r->bytes = a[0] * nccl_type_size(a[1]);
+      r->kind = (__s64)a[1], r->stream = a[3];
+      break;
+    case GW_FN_NCCL_COMM_INIT_RANK:
+    case GW_FN_NCCL_COMM_INIT_RANK_CONFIG: {
+      bpf_probe_read_user(&r->dst, sizeof r->dst, (void *)a[0]);  // the new communicator
+      r->src = a[3], r->bytes = a[1], r->kind = (__s64)(__s32)a[2];
+      // A new communicator at this handle starts its collectives from 1.
+      struct gw_nccl_seq_key key = {.tgid = r->tgid, .pad = 0, .comm = r->dst};
+      bpf_map_delete_elem(&nccl_seqs, &key);
+      break;
+    }
+    case GW_FN_NCCL_COMM_DESTROY:
+    case GW_FN_NCCL_COMM_ABORT:
+      r->dst = a[0];
       break;
     default:
       break;
@@ -562,7 +698,7 @@ static __always_inline struct entry_slot *finish_call(struct pt_regs *ctx, __u32
   __u64 now = bpf_ktime_get_ns();
   struct task_state *t = current_state(0);
   if (!t) return 0;
-  __u32 layer = fn >= GW_CUDA_DRIVER_BASE ? 1 : 0;
+  __u32 layer = layer_of(fn);
   __u32 depth = t->depth[layer];
   if (depth == 0) return 0;  // entry not recorded (filtered out, or probe attached mid-call)
   struct entry_slot *s = &t->slot[layer][(depth - 1) & (STACK_DEPTH - 1)];
@@ -615,7 +751,7 @@ static __always_inline struct entry_slot *finish_call(struct pt_regs *ctx, __u32
   r->bytes = 0;
   r->stream = 0;
   r->stack_id = stack_id;
-  decode_args(r, fn, s->args);
+  decode_args(r, fn, s->args, s->seq);
   bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
   return s;
 }

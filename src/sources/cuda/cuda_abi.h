@@ -76,7 +76,35 @@ enum gw_cuda_fn {
   GW_FN_CU_GRAPH_INSTANTIATE = 86,      // cuGraphInstantiateWithFlags (exec*, graph, flags)
   GW_FN_CU_GRAPH_LAUNCH = 87,           // (exec, stream)
   GW_FN_CU_GRAPH_LAUNCH_PTSZ = 88,
-  GW_FN_MAX = 96,
+  // NCCL (libnccl.so.2). Timed on the runtime layer's entry stack: NCCL is called by the
+  // application, like the runtime, and the CUDA calls it makes nest inside it.
+  GW_NCCL_BASE = 96,
+  GW_FN_NCCL_ALL_REDUCE = 96,      // (send, recv, count, datatype, op, comm | stream)
+  GW_FN_NCCL_BROADCAST = 97,       // (send, recv, count, datatype, root, comm | stream)
+  GW_FN_NCCL_REDUCE = 98,          // (send, recv, count, datatype, op, root | comm, stream)
+  GW_FN_NCCL_ALL_GATHER = 99,      // (send, recv, sendcount, datatype, comm, stream)
+  GW_FN_NCCL_REDUCE_SCATTER = 100, // (send, recv, recvcount, datatype, op, comm | stream)
+  GW_FN_NCCL_SEND = 101,           // (send, count, datatype, peer, comm, stream)
+  GW_FN_NCCL_RECV = 102,           // (recv, count, datatype, peer, comm, stream)
+  GW_FN_NCCL_GROUP_START = 103,    // ()
+  GW_FN_NCCL_GROUP_END = 104,      // ()
+  GW_FN_NCCL_COMM_INIT_RANK = 105,  // (comm*, nranks, ncclUniqueId by value (stack), rank)
+  GW_FN_NCCL_COMM_INIT_RANK_CONFIG = 106,  // (comm*, nranks, id (stack), rank, config)
+  GW_FN_NCCL_COMM_DESTROY = 107,   // (comm)
+  GW_FN_NCCL_COMM_ABORT = 108,     // (comm)
+  GW_FN_MAX = 128,
+};
+
+// The bytes of an ncclUniqueId (passed by value: in memory, on the stack, on x86-64).
+#define GW_NCCL_UNIQUE_ID_BYTES 128
+
+// Key of the per-communicator collective sequence numbers (nccl_seqs): every rank issues a
+// communicator's collectives in the same order, so the Nth collective of a communicator is
+// the same operation on every rank.
+struct gw_nccl_seq_key {
+  __u32 tgid;
+  __u32 pad;   // zero
+  __u64 comm;  // ncclComm_t of that process
 };
 
 // A probe's BPF cookie: the function id in the low 16 bits, policy flags above.
@@ -102,6 +130,12 @@ enum gw_cuda_record_type {
 
 // One finished call (entry + return), or one sampled launch (entry only). Which fields a
 // function fills is listed per field; unused fields are 0.
+// NCCL rows use the same record: collectives and point-to-point calls carry dst = the
+// communicator handle, src = the collective's sequence number in its communicator (1, 2, …;
+// for ncclSend/ncclRecv the peer rank), bytes = count × the datatype's size, kind = the
+// ncclDataType_t, stream = the stream. Communicator inits carry dst = the new communicator
+// (read at return), src = a 64-bit FNV-1a hash of the 128-byte ncclUniqueId (the same on
+// every rank of the communicator), bytes = nranks, kind = rank. Destroy/abort: dst = comm.
 struct gw_cuda_call_record {
   __u8 type;         // GW_CUDA_RECORD_CALL
   __u8 flags;        // GW_CUDA_FLAG_*

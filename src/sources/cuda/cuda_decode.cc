@@ -1,5 +1,7 @@
 #include "sources/cuda/cuda_decode.h"
 
+#include <cstdio>
+
 #include "sources/cuda/cuda_probes.h"
 
 namespace gw {
@@ -16,9 +18,21 @@ bool InRanges(const std::map<uint64_t, uint64_t>& ranges, uint64_t addr) {
 
 }  // namespace
 
+std::string NcclCommName(uint64_t id_hash) {
+  char buf[40];
+  snprintf(buf, sizeof(buf), "nccl %016llx", static_cast<unsigned long long>(id_hash));
+  return buf;
+}
+
+std::string NcclCommHandleName(uint64_t handle) {
+  char buf[48];
+  snprintf(buf, sizeof(buf), "nccl handle 0x%llx", static_cast<unsigned long long>(handle));
+  return buf;
+}
+
 std::optional<Event> DecodeCudaCall(const gw_cuda_call_record& r, const SessionClock& clock,
-                                    CudaProcessMemory& memory,
-                                    const KernelNameIdFn& kernel_name_id) {
+                                    CudaProcessMemory& memory, const KernelNameIdFn& kernel_name_id,
+                                    const InternFn& intern) {
   const cuda_internal::ProbeSpec* spec = cuda_internal::SpecOf(r.fn);
   if (spec == nullptr) return std::nullopt;
   bool ok = r.ret == 0;
@@ -196,6 +210,49 @@ std::optional<Event> DecodeCudaCall(const gw_cuda_call_record& r, const SessionC
       // launched. Here the row carries the handle.
       if (ok) e.addr = u64(r.dst);
       break;
+    case GW_FN_NCCL_ALL_REDUCE:
+    case GW_FN_NCCL_BROADCAST:
+    case GW_FN_NCCL_REDUCE:
+    case GW_FN_NCCL_ALL_GATHER:
+    case GW_FN_NCCL_REDUCE_SCATTER:
+    case GW_FN_NCCL_SEND:
+    case GW_FN_NCCL_RECV: {
+      e.addr = u64(r.stream);
+      e.bytes = u64(r.bytes);
+      e.kind = r.kind;
+      e.other_pid = u64(r.src);  // sequence number (collectives) or peer rank (send/recv)
+      if (intern) {
+        auto it = memory.nccl_comms.find(r.dst);
+        if (it == memory.nccl_comms.end()) {
+          it = memory.nccl_comms.emplace(r.dst, intern(NcclCommHandleName(r.dst))).first;
+        }
+        e.name_id = it->second;
+      }
+      break;
+    }
+    case GW_FN_NCCL_COMM_INIT_RANK:
+    case GW_FN_NCCL_COMM_INIT_RANK_CONFIG:
+      e.bytes = u64(r.bytes);  // nranks
+      e.kind = r.kind;         // rank
+      if (ok) {
+        e.addr = u64(r.dst);
+        if (intern) {
+          int64_t id = intern(NcclCommName(r.src));
+          memory.nccl_comms[r.dst] = id;
+          e.name_id = id;
+        }
+      }
+      break;
+    case GW_FN_NCCL_COMM_DESTROY:
+    case GW_FN_NCCL_COMM_ABORT:
+      e.addr = u64(r.dst);
+      if (auto it = memory.nccl_comms.find(r.dst); it != memory.nccl_comms.end()) {
+        e.name_id = it->second;
+        if (ok) memory.nccl_comms.erase(it);
+      }
+      break;
+    case GW_FN_NCCL_GROUP_START:
+    case GW_FN_NCCL_GROUP_END:
     case GW_FN_CUDA_DEVICE_SYNC:
     case GW_FN_CU_CTX_SYNC:
     case GW_FN_CUDA_FREE_HOST:

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -171,6 +172,64 @@ TEST_F(CudaDecodeTest, UnknownAndRowlessFunctionsMakeNoRow) {
   future.fn = GW_FN_MAX + 7;  // a newer BPF side
   EXPECT_FALSE(Decode(future).has_value());
   EXPECT_TRUE(names_asked_.empty());
+}
+
+TEST_F(CudaDecodeTest, NcclRowsNameTheirCommunicatorByItsUniqueIdFromTheInit) {
+  std::vector<std::string> interned;
+  auto intern = [&](const std::string& text) {
+    interned.push_back(text);
+    return static_cast<int64_t>(interned.size());
+  };
+  auto decode = [&](const gw_cuda_call_record& r) {
+    return DecodeCudaCall(
+        r, clock_, memory_, [](uint32_t, uint64_t, bool) { return 0; }, intern);
+  };
+  gw_cuda_call_record init = Call(GW_FN_NCCL_COMM_INIT_RANK);
+  init.dst = 0xc0ffee;               // the new communicator
+  init.src = 0x1234abcd5678ef00ull;  // hash of the ncclUniqueId
+  init.bytes = 4;                    // nranks
+  init.kind = 3;                     // rank
+  std::optional<Event> e = decode(init);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->op, Op::kNcclCommInit);
+  EXPECT_EQ(e->bytes, 4);
+  EXPECT_EQ(e->kind, 3);
+  EXPECT_EQ(e->addr, 0xc0ffee);
+  ASSERT_EQ(interned.size(), 1u);
+  EXPECT_EQ(interned[0], "nccl 1234abcd5678ef00");
+  EXPECT_EQ(e->name_id, 1);
+
+  gw_cuda_call_record ar = Call(GW_FN_NCCL_ALL_REDUCE);
+  ar.dst = 0xc0ffee;
+  ar.src = 17;  // sequence number
+  ar.bytes = 4000;
+  ar.kind = 7;  // ncclFloat32
+  ar.stream = 0x99;
+  e = decode(ar);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->op, Op::kNcclAllReduce);
+  EXPECT_EQ(e->other_pid, 17);
+  EXPECT_EQ(e->bytes, 4000);
+  EXPECT_EQ(e->kind, 7);
+  EXPECT_EQ(e->addr, 0x99);
+  EXPECT_EQ(e->name_id, 1) << "the communicator named at its init";
+  EXPECT_EQ(interned.size(), 1u);
+
+  // A communicator whose init was not seen is named by its handle.
+  ar.dst = 0xbad;
+  e = decode(ar);
+  ASSERT_TRUE(e.has_value());
+  ASSERT_EQ(interned.size(), 2u);
+  EXPECT_EQ(interned[1], "nccl handle 0xbad");
+  EXPECT_EQ(e->name_id, 2);
+
+  gw_cuda_call_record destroy = Call(GW_FN_NCCL_COMM_DESTROY);
+  destroy.dst = 0xc0ffee;
+  e = decode(destroy);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->op, Op::kNcclCommDestroy);
+  EXPECT_EQ(e->name_id, 1);
+  EXPECT_EQ(memory_.nccl_comms.count(0xc0ffee), 0u) << "forgotten once destroyed";
 }
 
 }  // namespace

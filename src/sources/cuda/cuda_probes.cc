@@ -8,6 +8,7 @@ namespace {
 
 constexpr CudaLibKind kRt = CudaLibKind::kRuntime;
 constexpr CudaLibKind kDrv = CudaLibKind::kDriver;
+constexpr CudaLibKind kNccl = CudaLibKind::kNccl;
 
 const ProbeSpec kProbes[] = {
     {GW_FN_CUDA_LAUNCH_KERNEL, "cudaLaunchKernel", kRt, ProbeClass::kLaunch, Op::kCudaLaunchKernel},
@@ -94,6 +95,24 @@ const ProbeSpec kProbes[] = {
      Op::kCuModuleGetFunction},
     {GW_FN_CU_LIBRARY_GET_KERNEL, "cuLibraryGetKernel", kDrv, ProbeClass::kNameLookup,
      Op::kCuLibraryGetKernel},
+    // NCCL. Collectives and point-to-point calls are full rows, like syncs: each one's enqueue
+    // time is the evidence of a rank's lateness (docs/nccl.md); a DDP step makes a few to a few
+    // hundred. Group brackets are short and carry nothing: aggregated under the row budget.
+    {GW_FN_NCCL_ALL_REDUCE, "ncclAllReduce", kNccl, ProbeClass::kCall, Op::kNcclAllReduce},
+    {GW_FN_NCCL_BROADCAST, "ncclBroadcast", kNccl, ProbeClass::kCall, Op::kNcclBroadcast},
+    {GW_FN_NCCL_REDUCE, "ncclReduce", kNccl, ProbeClass::kCall, Op::kNcclReduce},
+    {GW_FN_NCCL_ALL_GATHER, "ncclAllGather", kNccl, ProbeClass::kCall, Op::kNcclAllGather},
+    {GW_FN_NCCL_REDUCE_SCATTER, "ncclReduceScatter", kNccl, ProbeClass::kCall,
+     Op::kNcclReduceScatter},
+    {GW_FN_NCCL_SEND, "ncclSend", kNccl, ProbeClass::kCall, Op::kNcclSend},
+    {GW_FN_NCCL_RECV, "ncclRecv", kNccl, ProbeClass::kCall, Op::kNcclRecv},
+    {GW_FN_NCCL_GROUP_START, "ncclGroupStart", kNccl, ProbeClass::kShortCall, Op::kNcclGroupStart},
+    {GW_FN_NCCL_GROUP_END, "ncclGroupEnd", kNccl, ProbeClass::kShortCall, Op::kNcclGroupEnd},
+    {GW_FN_NCCL_COMM_INIT_RANK, "ncclCommInitRank", kNccl, ProbeClass::kCall, Op::kNcclCommInit},
+    {GW_FN_NCCL_COMM_INIT_RANK_CONFIG, "ncclCommInitRankConfig", kNccl, ProbeClass::kCall,
+     Op::kNcclCommInit},
+    {GW_FN_NCCL_COMM_DESTROY, "ncclCommDestroy", kNccl, ProbeClass::kCall, Op::kNcclCommDestroy},
+    {GW_FN_NCCL_COMM_ABORT, "ncclCommAbort", kNccl, ProbeClass::kCall, Op::kNcclCommDestroy},
 };
 
 }  // namespace

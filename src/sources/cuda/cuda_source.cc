@@ -200,6 +200,14 @@ std::vector<std::string> ProbedLaunchSymbols(CudaLibKind kind) {
   return out;
 }
 
+std::vector<std::string> ProbedSymbols(CudaLibKind kind) {
+  std::vector<std::string> out;
+  for (const ProbeSpec& spec : Probes()) {
+    if (spec.library == kind) out.push_back(spec.symbol);
+  }
+  return out;
+}
+
 CudaSource::CudaSource(CudaSourceOptions options)
     : options_(std::move(options)),
       graphs_([this](const std::string& text) { return context_.sink->InternString(text); },
@@ -468,9 +476,10 @@ Status CudaSource::AttachLibrary(const CudaLibrary& library) {
   }
   for (std::string& n : notes) AddNote(std::move(n));
   size_t probes = attached->probes + attached->launch_probes;
-  std::string note = "cuda: attached " + std::to_string(probes) + " probes to " +
-                     library.path +
-                     (library.kind == CudaLibKind::kRuntime ? " (runtime)" : " (driver)");
+  std::string note = "cuda: attached " + std::to_string(probes) + " probes to " + library.path +
+                     (library.kind == CudaLibKind::kRuntime ? " (runtime)"
+                      : library.kind == CudaLibKind::kNccl  ? " (nccl)"
+                                                            : " (driver)");
   if (!missing.empty()) {
     note += "; not in this library, skipped:";
     for (const std::string& m : missing) note += " " + m;
@@ -600,7 +609,8 @@ std::vector<CudaLibrary> CudaSource::FindLibraries() {
     library.path = path;
     if (!ClassifyCudaLibrary(path, &library.kind)) {
       library.kind = path.find("cudart") != std::string::npos ? CudaLibKind::kRuntime
-                                                               : CudaLibKind::kDriver;
+                     : path.find("nccl") != std::string::npos ? CudaLibKind::kNccl
+                                                              : CudaLibKind::kDriver;
     }
     named.push_back(std::move(library));
   }
@@ -926,10 +936,12 @@ void CudaSource::TrackGraphs(const gw_cuda_call_record& r, Event* e) {
 }
 
 void CudaSource::HandleCall(const gw_cuda_call_record& r) {
-  std::optional<Event> e = DecodeCudaCall(r, context_.clock, Process(r.tgid).memory,
-                                          [this](uint32_t tgid, uint64_t handle, bool host_stub) {
-                                            return KernelNameId(tgid, handle, host_stub);
-                                          });
+  std::optional<Event> e = DecodeCudaCall(
+      r, context_.clock, Process(r.tgid).memory,
+      [this](uint32_t tgid, uint64_t handle, bool host_stub) {
+        return KernelNameId(tgid, handle, host_stub);
+      },
+      [this](const std::string& text) { return context_.sink->InternString(text); });
   if (!e) return;
   TrackGraphs(r, &*e);
   batch_.push_back(*e);

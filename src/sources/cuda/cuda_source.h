@@ -99,6 +99,8 @@ struct UnseenLaunchPath {
 std::vector<UnseenLaunchPath> UnseenLaunchPaths(const std::string& path, CudaLibKind kind);
 // The launch entry points gpuwhy probes in a library of this kind.
 std::vector<std::string> ProbedLaunchSymbols(CudaLibKind kind);
+// Every symbol probed in libraries of `kind` (check lists NCCL's).
+std::vector<std::string> ProbedSymbols(CudaLibKind kind);
 
 class CudaSource : public Source {
  public:
