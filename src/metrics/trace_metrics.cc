@@ -6,21 +6,23 @@ namespace gw {
 
 namespace {
 
-// Op id → dense slot; ids are below 256 (store/ops.h).
+// Op id → dense slot, over every id GW_OPS declares (store/ops.h; NCCL's are above 300).
 struct OpTables {
-  std::array<int16_t, 256> cuda_slot;
-  std::array<int16_t, 256> latency_slot;
+  std::vector<int16_t> cuda_slot;
+  std::vector<int16_t> latency_slot;
   std::vector<Op> cuda_ops;
   std::vector<Op> latency_ops;
   OpTables() {
-    cuda_slot.fill(-1);
-    latency_slot.fill(-1);
     size_t n = 0;
     const OpInfo* ops = AllOps(&n);
+    size_t ids = 0;
+    for (size_t i = 0; i < n; ++i) ids = std::max(ids, static_cast<size_t>(ops[i].op) + 1);
+    cuda_slot.assign(ids, -1);
+    latency_slot.assign(ids, -1);
     for (size_t i = 0; i < n; ++i) {
       Op op = ops[i].op;
       auto id = static_cast<size_t>(op);
-      if (id >= cuda_slot.size() || ops[i].layer == Layer::kHost) continue;
+      if (ops[i].layer == Layer::kHost) continue;
       cuda_slot[id] = static_cast<int16_t>(cuda_ops.size());
       cuda_ops.push_back(op);
       if (IsSync(op) || IsMemcpy(op)) {
@@ -58,11 +60,11 @@ size_t CudaOpSlots() { return Tables().cuda_ops.size(); }
 size_t LatencyOpSlots() { return Tables().latency_ops.size(); }
 int CudaOpSlot(Op op) {
   auto id = static_cast<size_t>(op);
-  return id < 256 ? Tables().cuda_slot[id] : -1;
+  return id < Tables().cuda_slot.size() ? Tables().cuda_slot[id] : -1;
 }
 int LatencyOpSlot(Op op) {
   auto id = static_cast<size_t>(op);
-  return id < 256 ? Tables().latency_slot[id] : -1;
+  return id < Tables().latency_slot.size() ? Tables().latency_slot[id] : -1;
 }
 Op CudaOpAt(size_t slot) { return Tables().cuda_ops[slot]; }
 Op LatencyOpAt(size_t slot) { return Tables().latency_ops[slot]; }
@@ -139,10 +141,43 @@ void TraceMetrics::Count(ProcessMetrics* m, const Event& e) {
   }
   int slot = CudaOpSlot(e.op);
   if (slot < 0) return;
+  if (e.op == Op::kNcclCommInit && e.ret == 0 && e.kind != kNull && e.bytes != kNull &&
+      e.bytes >= m->nccl_nranks) {
+    m->nccl_rank = e.kind;
+    m->nccl_nranks = e.bytes;
+    if (e.name_id != kNull) comm_ranks_[e.name_id] = e.bytes;
+  }
+  if (IsNcclCollective(e.op)) {
+    ++m->nccl_collectives;
+    if (e.bytes != kNull) m->nccl_bytes += std::max<int64_t>(0, e.bytes);
+    LineUp(e);
+  }
   m->calls[static_cast<size_t>(slot)] += IsLaunch(e.op) ? launch_duty_ : 1;
   if (IsLaunch(e.op)) ++m->launches_counted;
   int lat = LatencyOpSlot(e.op);
   if (lat >= 0) m->latency[static_cast<size_t>(lat)].Add(std::max<int64_t>(0, e.duration_ns));
+}
+
+void TraceMetrics::LineUp(const Event& e) {
+  if (e.name_id == kNull || e.other_pid == kNull || (e.ret != kNull && e.ret != 0)) return;
+  auto ranks = comm_ranks_.find(e.name_id);
+  if (ranks == comm_ranks_.end() || ranks->second < 2) return;
+  auto& calls = pending_[{e.name_id, e.other_pid}];
+  for (const auto& [pid, ts] : calls) {
+    if (pid == e.pid) return;  // a rank's call counts once
+  }
+  calls.push_back({e.pid, e.ts_ns});
+  if (static_cast<int64_t>(calls.size()) >= ranks->second) {
+    int64_t earliest = calls.front().second;
+    for (const auto& c : calls) earliest = std::min(earliest, c.second);
+    for (const auto& [pid, ts] : calls) {
+      ProcessMetrics* m = SeriesFor(pid);
+      m->nccl_lateness_ns += ts - earliest;
+      ++m->nccl_lined_up;
+    }
+    pending_.erase({e.name_id, e.other_pid});
+  }
+  while (pending_.size() > kMaxPendingCollectives) pending_.erase(pending_.begin());
 }
 
 void TraceMetrics::OnEvents(const Event* events, size_t count) {

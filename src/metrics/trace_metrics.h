@@ -79,6 +79,15 @@ struct ProcessMetrics {
   std::string pod_uid;
   std::string pod;  // pod name and namespace from the downward-API environment; "" = not given
   std::string namespace_name;
+  // NCCL (issue 35): the rank of its largest communicator (-1: no ncclCommInitRank seen), its
+  // collectives and their bytes, and, over the collectives every rank of their communicator was
+  // seen to enqueue, how long after the earliest rank this one enqueued (summed) and how many.
+  int64_t nccl_rank = -1;
+  int64_t nccl_nranks = 0;
+  int64_t nccl_collectives = 0;
+  int64_t nccl_bytes = 0;
+  int64_t nccl_lateness_ns = 0;
+  int64_t nccl_lined_up = 0;
   bool Empty() const;
 };
 
@@ -131,6 +140,13 @@ class TraceMetrics : public EventObserver {
   int64_t folded_ = 0;
   int64_t newest_ts_ns_ = 0;
   int64_t launch_duty_ = 1;  // a launch seen stands for this many (OnLaunchDuty)
+  // NCCL collectives waiting for every rank's call: (communicator, sequence number) → (pid,
+  // enqueue ts) per rank seen so far; the ranks of each communicator from its init rows. At most
+  // kMaxPendingCollectives entries (the oldest sequence numbers go first).
+  static constexpr size_t kMaxPendingCollectives = 4096;
+  void LineUp(const Event& e);
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<int32_t, int64_t>>> pending_;
+  std::unordered_map<int64_t, int64_t> comm_ranks_;  // communicator name id → nranks
 };
 
 }  // namespace gw

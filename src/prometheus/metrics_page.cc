@@ -145,6 +145,32 @@ std::string RenderMetricsPage(const MetricsSnapshot& s, const AnalysisState& a,
     w.Sample("gpuwhy_kernel_launches_counted_total", ProcessLabels(m),
              static_cast<double>(m.launches_counted));
   }
+  // NCCL ranks (issue 35): one series each per process that made collectives or joined a
+  // communicator, labelled with its rank.
+  auto nccl_family = [&](const char* name, const char* help, auto value) {
+    w.Family(name, Type::kCounter, help);
+    for (const ProcessMetrics& m : s.processes) {
+      if (m.kind != SeriesKind::kProcess || (m.nccl_rank < 0 && m.nccl_collectives == 0)) continue;
+      MetricLabels labels = ProcessLabels(m);
+      labels.push_back({"rank", m.nccl_rank >= 0 ? std::to_string(m.nccl_rank) : "unknown"});
+      w.Sample(name, labels, value(m));
+    }
+  };
+  nccl_family("gpuwhy_nccl_collectives_total",
+              "NCCL collectives the rank enqueued (all-reduce, broadcast, reduce, all-gather, "
+              "reduce-scatter).",
+              [](const ProcessMetrics& m) { return static_cast<double>(m.nccl_collectives); });
+  nccl_family("gpuwhy_nccl_bytes_total", "Bytes of the rank's NCCL collectives (count x datatype size).",
+              [](const ProcessMetrics& m) { return static_cast<double>(m.nccl_bytes); });
+  nccl_family("gpuwhy_nccl_lined_up_collectives_total",
+              "The rank's collectives whose call every rank of the communicator was seen to make "
+              "(in this trace, on this node).",
+              [](const ProcessMetrics& m) { return static_cast<double>(m.nccl_lined_up); });
+  nccl_family("gpuwhy_nccl_enqueue_lateness_seconds_total",
+              "Over those collectives, how long after the earliest rank this rank made its call, "
+              "summed: divided by gpuwhy_nccl_lined_up_collectives_total, the rank's mean lateness "
+              "(a straggler's stands out; `gpuwhy explain` names its cause).",
+              [](const ProcessMetrics& m) { return Seconds(m.nccl_lateness_ns); });
   LatencyFamily(w, s, "gpuwhy_cuda_sync_duration_seconds",
                 "Time blocked in CUDA synchronize calls, by op.", IsSync);
   LatencyFamily(w, s, "gpuwhy_cuda_memcpy_duration_seconds",

@@ -199,6 +199,52 @@ TEST(TraceMetrics, CountsPerProcess) {
   }
 }
 
+// Issue 35: per-rank NCCL series. Three ranks of one communicator; rank 2 enqueues every
+// collective 40 ms after rank 0 and rank 1 10 ms after: their summed lateness over the lined-up
+// collectives says so. A collective one rank never made is not lined up.
+TEST(TraceMetrics, NcclRanksAndTheirLateness) {
+  TraceMetrics m;
+  const int32_t pids[] = {200, 201, 202};
+  for (int r = 0; r < 3; ++r) {
+    m.OnProcess(Proc(pids[r], "python3 (ddp.py)", true));
+    Event init = Cuda(pids[r], Op::kNcclCommInit, 1'000'000);
+    init.ret = 0;
+    init.kind = r;
+    init.bytes = 3;
+    init.name_id = 42;
+    m.OnEvents(&init, 1);
+  }
+  std::vector<Event> ev;
+  for (int64_t seq = 1; seq <= 5; ++seq) {
+    for (int r = 0; r < 3; ++r) {
+      if (seq == 5 && r == 2) continue;  // rank 2 never makes the 5th
+      Event c = Cuda(pids[r], Op::kNcclAllReduce, 50'000);
+      c.ret = 0;
+      c.name_id = 42;
+      c.other_pid = seq;
+      c.bytes = 1 << 20;
+      c.ts_ns = seq * 1'000'000'000 + (r == 2 ? 40'000'000 : r == 1 ? 10'000'000 : 0);
+      ev.push_back(c);
+    }
+  }
+  m.OnEvents(ev.data(), ev.size());
+  std::string page = Page(m);
+  EXPECT_TRUE(Contains(page, "gpuwhy_nccl_collectives_total{pid=\"202\",name=\"python3 "
+                             "(ddp.py)\",rank=\"2\"} 4\n"))
+      << page;
+  EXPECT_TRUE(Contains(page, "gpuwhy_nccl_bytes_total{pid=\"200\",name=\"python3 "
+                             "(ddp.py)\",rank=\"0\"} 5242880\n"));
+  EXPECT_TRUE(Contains(page, "gpuwhy_nccl_lined_up_collectives_total{pid=\"200\",name=\"python3 "
+                             "(ddp.py)\",rank=\"0\"} 4\n"));
+  EXPECT_TRUE(Contains(page, "gpuwhy_nccl_enqueue_lateness_seconds_total{pid=\"202\",name=\"python3 "
+                             "(ddp.py)\",rank=\"2\"} 0.16\n"))
+      << page;
+  EXPECT_TRUE(Contains(page, "gpuwhy_nccl_enqueue_lateness_seconds_total{pid=\"201\",name=\"python3 "
+                             "(ddp.py)\",rank=\"1\"} 0.04\n"));
+  EXPECT_TRUE(Contains(page, "gpuwhy_nccl_enqueue_lateness_seconds_total{pid=\"200\",name=\"python3 "
+                             "(ddp.py)\",rank=\"0\"} 0\n"));
+}
+
 TEST(TraceMetrics, CapsProcessesAndFoldsTheRest) {
   TraceMetrics m(2);
   for (int32_t pid : {1, 2, 3, 4}) m.OnProcess(Proc(pid, "w" + std::to_string(pid), true));
