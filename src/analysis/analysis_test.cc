@@ -668,6 +668,39 @@ TEST(MemoryTest, FaultStallsNeedPressureEvidence) {
   }
 }
 
+// Major faults with the host's memory mostly free, no swap and no reclaim: files read into a cold
+// page cache (a job importing its libraries), not memory pressure: no advice to free memory (the
+// H200's NCCL job at start-up got "Host memory pressure" HIGH at 1.1% memory used).
+TEST(MemoryTest, FaultsWithFreeMemoryAreAColdPageCacheNotPressure) {
+  for (double used : {20.0, 95.0}) {
+    Builder b;
+    for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
+      b.Add(Sw(kMain, t + 60 * kMs, 10 * kMs, SwitchKind::kBlockedFault, 0));
+      for (int i = 0; i < 10; ++i) b.Add(Call(kMain, Op::kMajorFault, t + 60 * kMs, 0));
+    }
+    for (int64_t t = 0; t < b.w.to; t += kSec) {
+      SystemSnapshot s;
+      s.ts_ns = t;
+      s.mem_pct = used;
+      s.cores = 8;
+      b.w.snapshots.push_back(s);
+    }
+    Report r = b.Run();
+    const Finding* f = Find(r, "memory-pressure");
+    ASSERT_NE(f, nullptr);
+    std::string fixes;
+    for (const std::string& x : f->fix) fixes += x + "\n";
+    if (used < 90) {
+      EXPECT_NE(f->cause.find("cold page cache"), std::string::npos) << f->cause;
+      EXPECT_EQ(fixes.find("free host memory"), std::string::npos) << fixes;
+      EXPECT_NE(fixes.find("vmtouch"), std::string::npos) << fixes;
+    } else {
+      EXPECT_EQ(f->cause, "Host memory pressure");
+      EXPECT_NE(fixes.find("free host memory"), std::string::npos) << fixes;
+    }
+  }
+}
+
 // ---- memcpy ----------------------------------------------------------------------------------
 
 TEST(MemcpyTest, ShareBoundariesAndPinnedBit) {

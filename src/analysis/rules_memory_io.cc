@@ -233,7 +233,16 @@ void MemoryPressure(const Facts& f, std::vector<Finding>* out) {
   x.severity = *sev;
   // A job at its cgroup's memory limit is reclaimed and faults against that limit, whatever the
   // host has free.
-  x.cause = limited ? "Memory pressure at the job's cgroup memory limit" : "Host memory pressure";
+  // Major faults with most of the host's memory free, no swap and no reclaim are files read on
+  // first touch (libraries at import, memory-mapped data in a cold page cache), not a shortage:
+  // freeing memory would not help. Without snapshots the host's memory is unknown.
+  bool host_short = swap_max >= th::kSwapUsedBytesMin || reclaim_n > 0 ||
+                    mem_max >= th::kMemoryShortUsedPct || f.w->snapshots.empty();
+  bool cold_cache = !limited && !host_short;
+  x.cause = limited      ? "Memory pressure at the job's cgroup memory limit"
+            : cold_cache ? "Page faults reading files into a cold page cache (host memory is "
+                           "not short)"
+                         : "Host memory pressure";
   x.effect = "feeders stalled in page faults";
   x.lost_s = lost_s;
   int64_t wf = At(f.worker_totals, FeedCause::kPageFault);
@@ -257,13 +266,21 @@ void MemoryPressure(const Facts& f, std::vector<Finding>* out) {
   }
   AddThroughputEffect(f, &x);
   AddSyncEffect(f, &x);
-  // The biggest memory users are not known from events; name untracked CPU holders instead.
-  x.fix.push_back(
-      "free host memory for the job: stop or cap other jobs (systemd-run --scope -p "
-      "MemoryMax=8G CMD), or move them to another machine");
-  x.fix.push_back(
-      "fewer copies of the dataset: a memory-mapped or shared-memory dataset instead of "
-      "per-worker lists (each DataLoader worker holds its own copy of Python objects)");
+  if (cold_cache) {
+    x.fix.push_back(
+        "the faults read files on first touch (the job's libraries as it imports them, "
+        "memory-mapped data): warm the page cache before the job (vmtouch -t FILES) or keep a "
+        "long-lived process; a slow or network file system makes each first touch slower");
+    x.fix.push_back("put memory-mapped datasets and the Python environment on local storage");
+  } else {
+    // The biggest memory users are not known from events; name untracked CPU holders instead.
+    x.fix.push_back(
+        "free host memory for the job: stop or cap other jobs (systemd-run --scope -p "
+        "MemoryMax=8G CMD), or move them to another machine");
+    x.fix.push_back(
+        "fewer copies of the dataset: a memory-mapped or shared-memory dataset instead of "
+        "per-worker lists (each DataLoader worker holds its own copy of Python objects)");
+  }
   if (swap_max > 0) {
     x.fix.push_back(
         "keep the job out of swap: sysctl vm.swappiness=10, or MemorySwapMax=0 on "

@@ -53,6 +53,9 @@ inline constexpr double kIoLatencyFactor = 5.0;
 // Memory pressure: swap in use, or major faults per second on the feeders.
 inline constexpr int64_t kSwapUsedBytesMin = 64ll << 20;  // 64 MiB
 inline constexpr double kMajorFaultsPerSecMin = 50.0;
+// Host memory counts as short (major faults are pressure, not a cold page cache) from this share
+// of it in use, in percent.
+inline constexpr double kMemoryShortUsedPct = 90.0;
 
 // Memcpy: share of the main thread's wall clock inside cudaMemcpy*; pageable share of bytes.
 inline constexpr double kMemcpyHighShare = 0.30;
