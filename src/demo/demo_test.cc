@@ -248,7 +248,9 @@ TEST(DiffTest, ContentionBeforeHealthyAfter) {
   StatusOr<DiffReport> same = Diff(**a, 1, **b, 1);
   ASSERT_TRUE(same.ok());
   for (const DiffRow& r : same->rows) {
-    if (r.key != "train_ctx_switches") EXPECT_EQ(r.verdict, Verdict::kSame) << r.key;
+    if (r.key != "train_ctx_switches") {
+      EXPECT_EQ(r.verdict, Verdict::kSame) << r.key;
+    }
   }
   std::string text = DiffToText(*d);
   EXPECT_NE(text.find("better"), std::string::npos);
