@@ -1792,7 +1792,9 @@ TEST(NcclTest, NoisyRanksRaiseTheThresholdByTheirMad) {
     if (r == 3) return 8 * kMs;
     return ((step * 7 + r * 3) % 5) * 3 * kMs;
   });
-  const NcclCommunicator& c = AnalyzeNccl(b.calls, b.syncs).comms[0];
+  NcclJob job = AnalyzeNccl(b.calls, b.syncs);
+  ASSERT_FALSE(job.comms.empty());
+  const NcclCommunicator& c = job.comms[0];
   EXPECT_GT(c.threshold_ns, thresholds::kNcclLateFloorNs);
   EXPECT_EQ(c.straggler, -1);
 }
@@ -1806,7 +1808,9 @@ TEST(NcclTest, TooFewOrIncompleteCollectivesNameNobody) {
   auto drop = std::find_if(d.calls.begin(), d.calls.end(),
                            [](const NcclCallRow& c) { return c.pid == 101 && c.seq == 5; });
   d.calls.erase(drop);
-  const NcclCommunicator& c = AnalyzeNccl(d.calls, d.syncs).comms[0];
+  NcclJob incomplete = AnalyzeNccl(d.calls, d.syncs);
+  ASSERT_FALSE(incomplete.comms.empty());
+  const NcclCommunicator& c = incomplete.comms[0];
   EXPECT_EQ(c.collectives, 19);
   EXPECT_EQ(c.incomplete, 1);
   // Rows of a communicator whose init was not seen are not aligned across ranks.
@@ -1832,7 +1836,9 @@ TEST(NcclTest, BucketsBeforeOneSyncCountThatSyncOnce) {
   }
   std::stable_sort(calls.begin(), calls.end(),
                    [](const NcclCallRow& a, const NcclCallRow& b) { return a.ts < b.ts; });
-  const NcclCommunicator& c = AnalyzeNccl(calls, syncs).comms[0];
+  NcclJob job = AnalyzeNccl(calls, syncs);
+  ASSERT_FALSE(job.comms.empty());
+  const NcclCommunicator& c = job.comms[0];
   ASSERT_EQ(c.straggler, 1);
   EXPECT_EQ(c.collectives, 40);
   EXPECT_NEAR(c.ranks[0].waited_s, 20 * 39 * kMs / 1e9, 1e-9);  // t0+2 ms … t0+41 ms
