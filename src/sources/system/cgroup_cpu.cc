@@ -88,7 +88,8 @@ CgroupMounts ParseCgroupMounts(const std::string& mountinfo) {
   return m;
 }
 
-std::optional<CpuCgroup> ParseProcCgroup(const std::string& text, const CgroupMounts& mounts) {
+std::optional<CpuCgroup> ParseProcCgroupOf(const std::string& text, const std::string& controller,
+                                           bool v1_mounted, bool v2_mounted) {
   std::istringstream in(text);
   std::string line;
   std::optional<CpuCgroup> v2;
@@ -101,12 +102,16 @@ std::optional<CpuCgroup> ParseProcCgroup(const std::string& text, const CgroupMo
     if (!IsPlainCgroupPath(path)) continue;
     if (controllers.empty() && line.compare(0, a, "0") == 0) {
       v2 = CpuCgroup{2, path};
-    } else if (!mounts.v1_cpu.empty() && HasOption(controllers, "cpu")) {
+    } else if (v1_mounted && HasOption(controllers, controller)) {
       return CpuCgroup{1, path};
     }
   }
-  if (v2 && !mounts.v2.empty()) return v2;
+  if (v2 && v2_mounted) return v2;
   return std::nullopt;
+}
+
+std::optional<CpuCgroup> ParseProcCgroup(const std::string& text, const CgroupMounts& mounts) {
+  return ParseProcCgroupOf(text, "cpu", !mounts.v1_cpu.empty(), !mounts.v2.empty());
 }
 
 CgroupCpuReader::CgroupCpuReader(std::string proc_root, std::string mountinfo)

@@ -30,6 +30,11 @@ struct CpuCgroup {
   int32_t version = 2;
   std::string path;  // "/..." below the mount
 };
+// A process's cgroup for one controller from its /proc/PID/cgroup: the path in the controller's
+// v1 hierarchy when that is mounted (`v1_mounted`), else its unified (v2) path when v2 is.
+std::optional<CpuCgroup> ParseProcCgroupOf(const std::string& proc_pid_cgroup,
+                                           const std::string& controller, bool v1_mounted,
+                                           bool v2_mounted);
 std::optional<CpuCgroup> ParseProcCgroup(const std::string& proc_pid_cgroup,
                                          const CgroupMounts& mounts);
 

@@ -52,15 +52,6 @@ int64_t Get(const std::map<std::string, int64_t>& m, const char* key) {
   return it == m.end() ? kNull : it->second;
 }
 
-bool HasOption(const std::string& list, const std::string& want) {
-  std::istringstream in(list);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (item == want) return true;
-  }
-  return false;
-}
-
 std::string Parent(const std::string& path) {
   if (path == "/") return "";
   size_t slash = path.rfind('/');
@@ -71,24 +62,7 @@ std::string Parent(const std::string& path) {
 
 std::optional<CpuCgroup> ParseProcMemoryCgroup(const std::string& text,
                                                const CgroupMounts& mounts) {
-  std::istringstream in(text);
-  std::string line;
-  std::optional<CpuCgroup> v2;
-  while (std::getline(in, line)) {
-    size_t a = line.find(':');
-    size_t b = a == std::string::npos ? a : line.find(':', a + 1);
-    if (b == std::string::npos) continue;
-    std::string controllers = line.substr(a + 1, b - a - 1);
-    std::string path = line.substr(b + 1);
-    if (!IsPlainCgroupPath(path)) continue;
-    if (controllers.empty() && line.compare(0, a, "0") == 0) {
-      v2 = CpuCgroup{2, path};
-    } else if (!mounts.v1_memory.empty() && HasOption(controllers, "memory")) {
-      return CpuCgroup{1, path};
-    }
-  }
-  if (v2 && !mounts.v2_memory.empty()) return v2;
-  return std::nullopt;
+  return ParseProcCgroupOf(text, "memory", !mounts.v1_memory.empty(), !mounts.v2_memory.empty());
 }
 
 CgroupMemoryReader::CgroupMemoryReader(std::string proc_root, std::string mountinfo)
