@@ -148,8 +148,10 @@ WriterProfile WriterSamples(const WindowData& w, int32_t tid) {
         writer = (*frames)[i].python && writers.count(key((*frames)[i])) > 0;
       }
     }
-    if (writer) ++out.writer_samples;
+    if (writer) out.writer_ts.push_back(s->ts_ns);
   }
+  std::sort(out.writer_ts.begin(), out.writer_ts.end());
+  out.writer_samples = static_cast<int64_t>(out.writer_ts.size());
   out.writer_s = static_cast<double>(out.writer_samples) / static_cast<double>(w.profile_hz);
   return out;
 }

@@ -35,6 +35,7 @@ struct WriterProfile {
   int64_t write_samples = 0;    // in the kernel under a write call
   int64_t writer_samples = 0;   // those and the samples under the writing Python functions
   double writer_s = 0;          // writer_samples at the profile's rate
+  std::vector<int64_t> writer_ts;  // the writer samples' times, ascending
   std::string function;         // the writing Python function with the most samples ("": none)
   std::string location;         // its file:line
 };

@@ -145,6 +145,11 @@ struct Facts {
   CauseTimes path{};                       // the main thread's time, waits resolved
   std::vector<PathSpan> path_spans;        // the resolved stretches, by start
   BudgetTimes path_detail{};               // the whole critical path by budget cause
+  // The main thread's on-CPU samples spent writing files (cpu_profile.h WriterSamples), by
+  // time, and the profile's sampling period: its running time in them is host_write, not
+  // host_compute. Empty without a profile.
+  std::vector<int64_t> main_writer_ts;
+  int64_t profile_period_ns = 0;
   // Threads of the main process that held the main thread up while running (thread_hold), ns.
   std::map<int32_t, int64_t> hold_by_tid;
   // The same for gil_hold: the ns seen as GIL hand-offs, by holder: wake-ups the holder made just

@@ -166,6 +166,7 @@ struct FeedTimeGroup {
   X(kBatchCompute, "batch_compute", "DataLoader workers computing the batch")                     \
   X(kBatchIo, "batch_io", "DataLoader workers on I/O")                                            \
   X(kProcessIo, "process_io", "the training process's own I/O (reads, writes, checkpoints)")      \
+  X(kHostWrite, "host_write", "main thread on the CPU writing files (serializing, page cache)")    \
   X(kRunqOwn, "runq_own", "waiting for a CPU held by the job's own threads")                      \
   X(kRunqOther, "runq_other", "waiting for a CPU held by other processes")                        \
   X(kRunqQuota, "runq_quota", "runnable while the job's cgroup was throttled (CPU quota spent)") \

@@ -104,11 +104,6 @@ void CpuOversubscription(const Facts& f, std::vector<Finding>* out);
 // pinning or renicing cannot help, whatever else held the CPUs.
 bool QuotaThrottles(const Facts& f);
 void CpuQuota(const Facts& f, std::vector<Finding>* out);
-// The GPU idle seconds the main thread's file writing explains while on the CPU (copying into
-// the page cache, serializing what it writes: cpu_profile.h WriterSamples): its share of
-// host_compute's lost seconds, where main-thread-io reports (0 elsewhere), which adds them to its
-// blocked seconds.
-double WriterLostS(const Facts& f);
 void ProcessIo(const Facts& f, std::vector<Finding>* out);
 // rules_memory_io.cc
 void IoBottleneck(const Facts& f, std::vector<Finding>* out);

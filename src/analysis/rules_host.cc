@@ -98,11 +98,11 @@ std::string ProfileFix(const Facts& f, const char* who) {
 
 void HostCompute(const Facts& f, std::vector<Finding>* out) {
   // A sync-heavy loop's computing seconds are sync-heavy's; the allocator's part of the main
-  // thread's, malloc-churn's; graph capture's, graph-recapture's; its file writing's,
-  // main-thread-io's (one cause per second).
+  // thread's, malloc-churn's; graph capture's, graph-recapture's (one cause per second; its file
+  // writing is the budget's host_write, main-thread-io's).
   if (SyncDrainsThePipeline(f)) return;
-  double main_lost = BudgetLostS(f, BudgetCause::kHostCompute) - AllocatorLostS(f) -
-                     GraphCaptureLostS(f) - WriterLostS(f);
+  double main_lost =
+      BudgetLostS(f, BudgetCause::kHostCompute) - AllocatorLostS(f) - GraphCaptureLostS(f);
   double helper_lost = BudgetLostS(f, BudgetCause::kHelperCompute);
   double lost = main_lost + helper_lost;
   double launches = LaunchesPerSecond(f);
@@ -458,30 +458,14 @@ void CpuQuota(const Facts& f, std::vector<Finding>* out) {
   out->push_back(std::move(x));
 }
 
-double WriterLostS(const Facts& f) {
-  // Writing, the main thread is on the CPU (copying into the page cache, serializing): the
-  // budget's host_compute; the writes' part is their share of its time on the CPU, after the
-  // allocator's and graph capture's.
-  if (f.w == nullptr || f.main_tid == 0) return 0;
-  WriterProfile p = WriterSamples(*f.w, f.main_tid);
-  double running = Sec(At(f.main_totals, FeedCause::kRunning));
-  if (running <= 0 || p.writer_samples == 0) return 0;
-  double host = BudgetLostS(f, BudgetCause::kHostCompute);
-  double lost = host * std::min(1.0, p.writer_s / running);
-  lost = std::min(lost, std::max(0.0, host - AllocatorLostS(f) - GraphCaptureLostS(f)));
-  // Only where main-thread-io reports (the process also blocked on its I/O): else host-compute
-  // keeps these seconds.
-  double blocked = BudgetLostS(f, BudgetCause::kProcessIo);
-  if (blocked <= 0 || !Ladder(Share(blocked + lost, f.budget.window_s))) return 0;
-  return lost;
-}
-
 void ProcessIo(const Facts& f, std::vector<Finding>* out) {
+  // Blocked on its I/O, and on the CPU writing (serializing, copying into the page cache: the
+  // profile's writing samples, which launch nothing, so the GPU drains as in a wait).
   double blocked = BudgetLostS(f, BudgetCause::kProcessIo);
-  double writing = WriterLostS(f);
+  double writing = BudgetLostS(f, BudgetCause::kHostWrite);
   double lost = blocked + writing;
   std::optional<Severity> sev = Ladder(Share(lost, f.budget.window_s));
-  if (!sev || blocked <= 0) return;
+  if (!sev) return;
   // The training process's slow file syscalls (read/write rows) and the block requests it issued
   // itself (writes mostly leave through the kernel's flusher threads, not the process).
   double read_bytes = 0, write_bytes = 0, read_ns = 0, write_ns = 0;
@@ -502,7 +486,8 @@ void ProcessIo(const Facts& f, std::vector<Finding>* out) {
     }
   }
   // Without syscall rows, a process that waits on I/O without reading is writing.
-  bool writes = write_ns > read_ns || write_bytes > read_bytes || (read_bytes == 0 && reads == 0);
+  bool writes = writing > 0 || write_ns > read_ns || write_bytes > read_bytes ||
+                (read_bytes == 0 && reads == 0);
   Finding x;
   x.rule = "main-thread-io";
   x.severity = *sev;
@@ -510,8 +495,10 @@ void ProcessIo(const Facts& f, std::vector<Finding>* out) {
                    : "The training process reads from storage on its critical path";
   x.effect = "main thread blocked on I/O, GPU idle";
   x.lost_s = lost;
-  x.root.push_back("Training process's own threads blocked on I/O: " +
-                   IdleLine(f, BudgetCause::kProcessIo));
+  if (BudgetPathS(f, BudgetCause::kProcessIo) > 0) {
+    x.root.push_back("Training process's own threads blocked on I/O: " +
+                     IdleLine(f, BudgetCause::kProcessIo));
+  }
   if (writing > 0) {
     WriterProfile p = WriterSamples(*f.w, f.main_tid);
     std::string who = p.function.empty() ? std::string("")
