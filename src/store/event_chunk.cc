@@ -13,7 +13,16 @@ constexpr const auto& kOptional = kEventOptionalColumns;
 constexpr int kOptionalCount = kEventOptionalCount;
 constexpr int kFirstOptional = kChunkColumns - kOptionalCount;  // after ts..duration_ns
 static_assert(kFirstOptional == 6);
-constexpr int kAddrOptional = 6;  // addresses are stored as deltas from the previous one
+// The codec writes pid, tid, op and duration_ns its own way, then the nullable columns.
+static_assert([] {
+  for (int i = 0; i < kEventColumnCount; ++i) {
+    if (kEventColumnNullable[i] != (i + 2 >= kFirstOptional)) return false;
+  }
+  return true;
+}());
+// Addresses are stored as deltas from the previous one.
+constexpr int kAddrOptional = EventColumnIndex("addr") - (kEventColumnCount - kOptionalCount);
+static_assert(kAddrOptional == 6);
 
 // Presence tags of an optional column.
 constexpr uint8_t kNone = 0, kAll = 1, kSome = 2;

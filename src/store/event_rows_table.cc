@@ -91,13 +91,12 @@ thread_local bool declaring = false;
 
 int Connect(sqlite3* db, void*, int, const char* const*, sqlite3_vtab** out, char** err) {
   declaring = true;
-  int rc = sqlite3_declare_vtab(db,
-                                // NOT NULL where it holds: SQLite then asks for
-                                // order for MIN(ts) as it does for MAX(ts).
-                                "CREATE TABLE x(session INTEGER NOT NULL, ts INTEGER NOT NULL, "
-                                "seq INTEGER NOT NULL, pid, tid, op, duration_ns, ret, "
-                                "bytes, kind, cpu, other_pid, runq_ns, addr, name_id, stack_id, "
-                                "waker_pid, waker_tid)");
+  // NOT NULL where it holds: SQLite then asks for order for MIN(ts) as it does for MAX(ts).
+  static const std::string kDeclaration =
+      std::string("CREATE TABLE x(session INTEGER NOT NULL, ts INTEGER NOT NULL, "
+                  "seq INTEGER NOT NULL") +
+      kEventColumnList + ")";
+  int rc = sqlite3_declare_vtab(db, kDeclaration.c_str());
   declaring = false;
   if (rc != SQLITE_OK) {
     *err = sqlite3_mprintf("gw_events: %s", sqlite3_errmsg(db));

@@ -9,6 +9,7 @@
 
 #include "base/text.h"
 #include "store/event.h"
+#include "store/event_columns.h"
 
 namespace gw {
 
@@ -21,6 +22,16 @@ inline int64_t ColInt(sqlite3_stmt* s, int i) {
 inline std::string ColText(sqlite3_stmt* s, int i) {
   const unsigned char* t = sqlite3_column_text(s, i);
   return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
+}
+
+// Reads the GW_EVENT_COLUMNS (event_columns.h) at columns first, first + 1, ... of `s` into `e`
+// (ts is the caller's): kNull for a NULL nullable column, 0 for a NULL required one. The op is
+// the stored id as is: a reader checks it with OpFromId.
+inline void ReadEventColumns(sqlite3_stmt* s, int first, Event* e) {
+  ForEachEventColumn(*e, [&](int i, auto& field) {
+    SetEventColumn(field, kEventColumnNullable[i] ? ColInt(s, first + i)
+                                                  : sqlite3_column_int64(s, first + i));
+  });
 }
 
 // Text a traced process chose (its name and command line, its scripts' paths and function

@@ -19,31 +19,25 @@ StatusOr<int64_t> SingleInt(StoreReader& reader, const std::string& sql,
   return value;
 }
 
+// A row of "SELECT ts, <EventColumnsSql>": the analysis's names for the columns it uses.
 RawEvent ReadRawEvent(sqlite3_stmt* s) {
+  Event row;
+  ReadEventColumns(s, 1, &row);
   RawEvent e;
   e.ts = sqlite3_column_int64(s, 0);
-  e.duration = sqlite3_column_int64(s, 1);
-  e.pid = static_cast<int32_t>(sqlite3_column_int64(s, 2));
-  e.tid = static_cast<int32_t>(sqlite3_column_int64(s, 3));
-  std::optional<Op> op = OpFromId(sqlite3_column_int64(s, 4));
-  e.op = op.value_or(Op::kRead);
-  e.ret = ColInt(s, 5);
-  e.bytes = ColInt(s, 6);
-  e.kind = ColInt(s, 7);
-  e.other_pid = ColInt(s, 8);
-  e.runq = ColInt(s, 9);
-  e.waker_pid = ColInt(s, 10);
-  e.waker_tid = ColInt(s, 11);
-  if (sqlite3_column_type(s, 12) != SQLITE_NULL) {
-    e.cpu = static_cast<int32_t>(sqlite3_column_int64(s, 12));
-  }
+  e.duration = row.duration_ns;
+  e.pid = row.pid;
+  e.tid = row.tid;
+  e.op = OpFromId(static_cast<int64_t>(row.op)).value_or(Op::kRead);
+  if (row.cpu != kNull) e.cpu = static_cast<int32_t>(row.cpu);
+  e.ret = row.ret;
+  e.bytes = row.bytes;
+  e.kind = row.kind;
+  e.other_pid = row.other_pid;
+  e.runq = row.runq_ns;
+  e.waker_pid = row.waker_pid;
+  e.waker_tid = row.waker_tid;
   return e;
-}
-
-// Schema 3 added the waker columns; older files read them as NULL.
-std::string RawColumns(bool wakers) {
-  return std::string("ts, duration_ns, pid, tid, op, ret, bytes, kind, other_pid, runq_ns, ") +
-         (wakers ? "waker_pid, waker_tid" : "NULL, NULL") + ", cpu";
 }
 
 }  // namespace
@@ -223,7 +217,7 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
                     " — hint: `gpuwhy query \"SELECT id, kind, events FROM sessions\"` lists "
                     "them");
   }
-  const std::string raw_columns = RawColumns(v3);
+  const std::string raw_columns = "ts, " + EventColumnsSql(version, "");
   const std::vector<int64_t> range = {session, window.begin_ns, window.end_ns};
 
   RETURN_IF_ERROR(ReadProcesses(reader, session, &w.processes));
