@@ -19,24 +19,12 @@ StatusOr<int64_t> SingleInt(StoreReader& reader, const std::string& sql,
   return value;
 }
 
-// A row of "SELECT ts, <EventColumnsSql>": the analysis's names for the columns it uses.
-RawEvent ReadRawEvent(sqlite3_stmt* s) {
-  Event row;
-  ReadEventColumns(s, 1, &row);
-  RawEvent e;
-  e.ts = sqlite3_column_int64(s, 0);
-  e.duration = row.duration_ns;
-  e.pid = row.pid;
-  e.tid = row.tid;
-  e.op = OpFromId(static_cast<int64_t>(row.op)).value_or(Op::kRead);
-  if (row.cpu != kNull) e.cpu = static_cast<int32_t>(row.cpu);
-  e.ret = row.ret;
-  e.bytes = row.bytes;
-  e.kind = row.kind;
-  e.other_pid = row.other_pid;
-  e.runq = row.runq_ns;
-  e.waker_pid = row.waker_pid;
-  e.waker_tid = row.waker_tid;
+// A row of "SELECT ts, <EventColumnsSql>"; an op this gpuwhy does not know reads as kRead.
+Event ReadRawEvent(sqlite3_stmt* s) {
+  Event e;
+  e.ts_ns = sqlite3_column_int64(s, 0);
+  ReadEventColumns(s, 1, &e);
+  e.op = OpFromId(static_cast<int64_t>(e.op)).value_or(Op::kRead);
   return e;
 }
 
