@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <unordered_map>
 
 #include "store/event_columns.h"
@@ -187,9 +188,9 @@ StatusOr<ImportResult> ImportRemoteSession(const ClickHouseClient& client,
   for (int64_t from = lo; hi >= 0 && from <= hi;) {
     int64_t to = from + page_ns;
     StatusOr<std::string> body =
-        client.Query(std::string("SELECT ts") + kClickHouseEventColumnList + " FROM " + db +
-                         ".gw_events" + of_session + " AND ts >= " + std::to_string(from) +
-                         " AND ts < " + std::to_string(to) + " FORMAT TabSeparated",
+        client.Query("SELECT ts" GW_CLICKHOUSE_EVENT_COLUMN_LIST " FROM " + db + ".gw_events" +
+                         of_session + " AND ts >= " + std::to_string(from) + " AND ts < " +
+                         std::to_string(to) + " FORMAT TabSeparated",
                      "", 120000);
     // A page longer than a query may answer is read again in shorter pages.
     if (!body.ok() && body.status().code() == StatusCode::kFailedPrecondition &&
@@ -201,18 +202,15 @@ StatusOr<ImportResult> ImportRemoteSession(const ClickHouseClient& client,
     std::vector<TsvRow> rows = ParseTsv(*body);
     batch.clear();
     for (const TsvRow& r : rows) {
-      std::optional<Op> op = OpFromName(Text(r, 1 + kEventOpColumn));
+      std::optional<Op> op = OpFromName(Text(r, 1 + kEventColumn_op));
       if (!op) continue;  // an op this gpuwhy does not know (a newer sender)
       Event e;
       e.ts_ns = Int(r, 0);
       ForEachEventColumn(e, [&](int i, auto& field) {
-        if (i == kEventNameColumn) {
-          e.name_id = names.Id(r, 1 + i);  // the text, interned here
-        } else if (i != kEventOpColumn) {
-          SetEventColumn(field, Int(r, 1 + i));
-        }
+        if (i != kEventColumn_op) field = static_cast<std::decay_t<decltype(field)>>(Int(r, 1 + i));
       });
       e.op = *op;
+      e.name_id = names.Id(r, 1 + kEventColumn_name_id);  // gw_events holds the text
       batch.push_back(e);
     }
     writer->AppendEvents(batch.data(), batch.size());

@@ -59,7 +59,7 @@ std::vector<std::string> TableStatements(const std::string& db) {
   return {
       "CREATE DATABASE IF NOT EXISTS " + db,
       Table(db, "events",
-            std::string("session Int64, ts Int64, wall_ns Int64") + kClickHouseEventColumnDecls,
+            "session Int64, ts Int64, wall_ns Int64" GW_CLICKHOUSE_EVENT_COLUMN_DECLS,
             ByTime("wall_ns")),
       Table(db, "sessions",
             "id Int64, kind String, wall_start_ns Int64, mono_start_ns Int64, host String, "

@@ -340,9 +340,10 @@ class Exporter {
         if (e.other_pid != kNull) args.push_back(Arg::Int("other_pid", e.other_pid));
         if (e.ret != kNull) args.push_back(Arg::Int("ret", e.ret));
         if (!e.name.empty()) args.push_back(Arg::Str("name", e.name));
-        Schedule(Wall(e.ts_ns), 1,
-                 perfetto::EventPacket(Wall(e.ts_ns), EventType::kInstant, kProcessTrack | Id32(e.pid),
-                                       std::string(OpName(e.op)), "process", args));
+        Schedule(
+            Wall(e.ts_ns), 1,
+            perfetto::EventPacket(Wall(e.ts_ns), EventType::kInstant, kProcessTrack | Id32(e.pid),
+                                  std::string(OpName(e.op)), "process", args));
         ++sum_->instants;
         return;
       }
@@ -353,9 +354,10 @@ class Exporter {
         std::vector<Arg> args;
         if (e.addr != kNull) args.push_back(Arg::Str("addr", Hex(e.addr)));
         if (!e.name.empty()) args.push_back(Arg::Str("file", e.name));
-        Schedule(Wall(e.ts_ns), 1,
-                 perfetto::EventPacket(Wall(e.ts_ns), EventType::kInstant, kThreadTrack | Id32(e.tid),
-                                       std::string(OpName(e.op)), "fault", args));
+        Schedule(
+            Wall(e.ts_ns), 1,
+            perfetto::EventPacket(Wall(e.ts_ns), EventType::kInstant, kThreadTrack | Id32(e.tid),
+                                  std::string(OpName(e.op)), "fault", args));
         ++sum_->instants;
         return;
       }
@@ -371,8 +373,9 @@ class Exporter {
         if (!e.name.empty()) args.push_back(Arg::Str("file", e.name));
         args.push_back(Arg::Int("duration_ns", e.duration_ns));
         uint64_t begin = Wall(e.ts_ns);
-        NestedSlice(t, kThreadTrack | Id32(e.tid), begin, begin + std::max<int64_t>(e.duration_ns, 1),
-                    std::string(OpName(e.op)), "host", args);
+        NestedSlice(t, kThreadTrack | Id32(e.tid), begin,
+                    begin + std::max<int64_t>(e.duration_ns, 1), std::string(OpName(e.op)), "host",
+                    args);
         return;
       }
     }

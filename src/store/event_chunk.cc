@@ -13,16 +13,9 @@ constexpr const auto& kOptional = kEventOptionalColumns;
 constexpr int kOptionalCount = kEventOptionalCount;
 constexpr int kFirstOptional = kChunkColumns - kOptionalCount;  // after ts..duration_ns
 static_assert(kFirstOptional == 6);
-// The codec writes pid, tid, op and duration_ns its own way, then the nullable columns.
-static_assert([] {
-  for (int i = 0; i < kEventColumnCount; ++i) {
-    if (kEventColumnNullable[i] != (i + 2 >= kFirstOptional)) return false;
-  }
-  return true;
-}());
+static_assert(kEventColumn_duration_ns == 3);  // pid, tid, op, duration_ns: coded their own way
 // Addresses are stored as deltas from the previous one.
-constexpr int kAddrOptional = EventColumnIndex("addr") - (kEventColumnCount - kOptionalCount);
-static_assert(kAddrOptional == 6);
+constexpr int kAddrOptional = kEventColumn_addr - kEventColumn_duration_ns - 1;
 
 // Presence tags of an optional column.
 constexpr uint8_t kNone = 0, kAll = 1, kSome = 2;

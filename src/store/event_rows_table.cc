@@ -91,12 +91,11 @@ thread_local bool declaring = false;
 
 int Connect(sqlite3* db, void*, int, const char* const*, sqlite3_vtab** out, char** err) {
   declaring = true;
-  // NOT NULL where it holds: SQLite then asks for order for MIN(ts) as it does for MAX(ts).
-  static const std::string kDeclaration =
-      std::string("CREATE TABLE x(session INTEGER NOT NULL, ts INTEGER NOT NULL, "
-                  "seq INTEGER NOT NULL") +
-      kEventColumnList + ")";
-  int rc = sqlite3_declare_vtab(db, kDeclaration.c_str());
+  int rc = sqlite3_declare_vtab(db,
+                                // NOT NULL where it holds: SQLite then asks for
+                                // order for MIN(ts) as it does for MAX(ts).
+                                "CREATE TABLE x(session INTEGER NOT NULL, ts INTEGER NOT NULL, "
+                                "seq INTEGER NOT NULL" GW_EVENT_COLUMN_LIST ")");
   declaring = false;
   if (rc != SQLITE_OK) {
     *err = sqlite3_mprintf("gw_events: %s", sqlite3_errmsg(db));

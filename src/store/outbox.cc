@@ -74,9 +74,9 @@ std::string OutboxEncoder::Events(const Event* events, size_t count) const {
     TsvInt(out, wall_start_ns_ + e.ts_ns);
     ForEachEventColumn(e, [&](int i, const auto& field) {
       Tab(out);
-      if (i == kEventOpColumn) {
+      if (i == kEventColumn_op) {
         TsvText(out, OpName(e.op));
-      } else if (i == kEventNameColumn) {
+      } else if (i == kEventColumn_name_id) {
         if (const std::string* name = Name(e.name_id)) TsvText(out, *name); else out += "\\N";
       } else {
         TsvInt(out, static_cast<int64_t>(field));

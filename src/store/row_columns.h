@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "base/text.h"
 #include "store/event.h"
@@ -24,13 +25,11 @@ inline std::string ColText(sqlite3_stmt* s, int i) {
   return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
 }
 
-// Reads the GW_EVENT_COLUMNS (event_columns.h) at columns first, first + 1, ... of `s` into `e`
-// (ts is the caller's): kNull for a NULL nullable column, 0 for a NULL required one. The op is
-// the stored id as is: a reader checks it with OpFromId.
+// Reads GW_EVENT_COLUMNS from columns first, first + 1, … of `s` into `e` (kNull = NULL; the op
+// id as stored: a reader checks it with OpFromId).
 inline void ReadEventColumns(sqlite3_stmt* s, int first, Event* e) {
   ForEachEventColumn(*e, [&](int i, auto& field) {
-    SetEventColumn(field, kEventColumnNullable[i] ? ColInt(s, first + i)
-                                                  : sqlite3_column_int64(s, first + i));
+    field = static_cast<std::decay_t<decltype(field)>>(ColInt(s, first + i));
   });
 }
 

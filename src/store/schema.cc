@@ -330,9 +330,8 @@ Status MigrateToChunks(sqlite3* db, const MigrationProgress& progress) {
     progress(0, total);
   }
   RETURN_IF_ERROR(Exec(db, kMigrationV9));
-  ASSIGN_OR_RETURN(ScopedStmt read,
-                   Prepare(db, std::string("SELECT session, ts") + kEventColumnList +
-                                   " FROM event_rows ORDER BY session, ts, seq"));
+  ASSIGN_OR_RETURN(ScopedStmt read, Prepare(db, "SELECT session, ts" GW_EVENT_COLUMN_LIST
+                                                " FROM event_rows ORDER BY session, ts, seq"));
   ASSIGN_OR_RETURN(ScopedStmt insert, Prepare(db, kInsertChunkSql));
   std::vector<Event> events;
   std::vector<uint32_t> order;
