@@ -27,26 +27,26 @@ constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kSec = 1'000'000'000;
 constexpr int32_t kMain = 100;
 
-RawEvent Sw(int32_t pid, int64_t ts, int64_t dur, SwitchKind kind, int64_t runq, int32_t other = 0,
-            int32_t tid = 0) {
-  RawEvent e;
+Event Sw(int32_t pid, int64_t ts, int64_t dur, SwitchKind kind, int64_t runq, int32_t other = 0,
+         int32_t tid = 0) {
+  Event e;
   e.pid = pid;
   e.tid = tid ? tid : pid;
-  e.ts = ts;
-  e.duration = dur;
+  e.ts_ns = ts;
+  e.duration_ns = dur;
   e.op = Op::kSchedSwitch;
   e.kind = static_cast<int64_t>(kind);
-  e.runq = runq;
+  e.runq_ns = runq;
   e.other_pid = other;
   return e;
 }
 
-RawEvent Call(int32_t pid, Op op, int64_t ts, int64_t dur) {
-  RawEvent e;
+Event Call(int32_t pid, Op op, int64_t ts, int64_t dur) {
+  Event e;
   e.pid = pid;
   e.tid = pid;
-  e.ts = ts;
-  e.duration = dur;
+  e.ts_ns = ts;
+  e.duration_ns = dur;
   e.op = op;
   e.ret = 0;
   return e;
@@ -83,7 +83,7 @@ struct Builder {
     p.first_ts = 0;
     w.processes[pid] = p;
   }
-  void Add(const RawEvent& e) { w.events.push_back(e); }
+  void Add(const Event& e) { w.events.push_back(e); }
   // Spread `total` ns of preemption (run-queue wait) over the window on the main thread.
   void Preempt(int64_t total, int32_t holder, int n = 200) {
     int64_t each = total / n;
@@ -94,7 +94,7 @@ struct Builder {
   }
   Report Run() {
     std::sort(w.events.begin(), w.events.end(),
-              [](const RawEvent& a, const RawEvent& b) { return a.ts < b.ts; });
+              [](const Event& a, const Event& b) { return a.ts_ns < b.ts_ns; });
     return Analyze(w, ExplainOptions{});
   }
 };
@@ -187,11 +187,11 @@ TEST(GpuTruthTest, BaselineComesFromTheResolvedCriticalPath) {
   b.Proc(900, 1, "ffmpeg", false);
   constexpr int32_t kAutograd = 150;
   for (int64_t t = 0; t < 100 * kSec; t += 100 * kMs) {
-    RawEvent wait = Sw(kMain, t + 10 * kMs, 40 * kMs, SwitchKind::kBlocked, 0);
+    Event wait = Sw(kMain, t + 10 * kMs, 40 * kMs, SwitchKind::kBlocked, 0);
     wait.waker_pid = kMain;
     wait.waker_tid = kAutograd;
     b.Add(wait);
-    RawEvent backward = Call(kMain, Op::kCudaLaunchKernel, t + 12 * kMs, 10'000);
+    Event backward = Call(kMain, Op::kCudaLaunchKernel, t + 12 * kMs, 10'000);
     backward.tid = kAutograd;
     b.Add(backward);
     if (t >= 50 * kSec) {
@@ -260,8 +260,8 @@ TEST(FormatTest, DurationsSwitchUnitBeforeReading1000) {
 }
 
 TEST(TimelineTest, BlockedInsideSyncIsSyncAndWakeDelayIsRunq) {
-  RawEvent sync = Call(1, Op::kCudaStreamSync, 0, 10 * kMs);
-  RawEvent sw = Sw(1, 1 * kMs, 8 * kMs, SwitchKind::kBlocked, 2 * kMs, 77);
+  Event sync = Call(1, Op::kCudaStreamSync, 0, 10 * kMs);
+  Event sw = Sw(1, 1 * kMs, 8 * kMs, SwitchKind::kBlocked, 2 * kMs, 77);
   ThreadTimeline t = ThreadTimeline::Build(1, 1, 0, 20 * kMs, {&sync, &sw});
   CauseTimes c = t.Totals();
   EXPECT_EQ(At(c, FeedCause::kSync), 8 * kMs);  // 0-1 on CPU in sync, 1-7 asleep, 9-10
@@ -282,12 +282,12 @@ TEST(TimelineTest, PrecedenceOrder) {
 }
 
 TEST(TimelineTest, KindsMapToCausesAndClipToLifetime) {
-  RawEvent pre = Sw(1, 0, 3 * kMs, SwitchKind::kPreempted, 3 * kMs);
-  RawEvent io = Sw(1, 5 * kMs, 4 * kMs, SwitchKind::kBlockedIo, 1 * kMs);
-  RawEvent fault = Sw(1, 10 * kMs, 2 * kMs, SwitchKind::kBlockedFault, 0);
-  RawEvent copy = Call(1, Op::kCudaMemcpy, 12 * kMs, 4 * kMs);
-  RawEvent sleep = Sw(1, 13 * kMs, 2 * kMs, SwitchKind::kBlocked, 0);  // inside the memcpy
-  RawEvent late = Sw(1, 18 * kMs, 10 * kMs, SwitchKind::kBlocked, 0);  // runs past the end
+  Event pre = Sw(1, 0, 3 * kMs, SwitchKind::kPreempted, 3 * kMs);
+  Event io = Sw(1, 5 * kMs, 4 * kMs, SwitchKind::kBlockedIo, 1 * kMs);
+  Event fault = Sw(1, 10 * kMs, 2 * kMs, SwitchKind::kBlockedFault, 0);
+  Event copy = Call(1, Op::kCudaMemcpy, 12 * kMs, 4 * kMs);
+  Event sleep = Sw(1, 13 * kMs, 2 * kMs, SwitchKind::kBlocked, 0);  // inside the memcpy
+  Event late = Sw(1, 18 * kMs, 10 * kMs, SwitchKind::kBlocked, 0);  // runs past the end
   ThreadTimeline t =
       ThreadTimeline::Build(1, 1, 1 * kMs, 20 * kMs, {&pre, &io, &fault, &copy, &sleep, &late});
   CauseTimes c = t.Totals();
@@ -308,20 +308,20 @@ TEST(TimelineTest, KindsMapToCausesAndClipToLifetime) {
 // for the other 3 ms: the wait is 1 ms the job's own and 3 ms another process's, not all the
 // job's (the switch row names only who took the CPU when the main thread fell asleep).
 TEST(TimelineTest, RunqWaitCreditedToWhoHeldTheCpuItWaitedFor) {
-  auto on = [](RawEvent e, int32_t cpu) {
+  auto on = [](Event e, int32_t cpu) {
     e.cpu = cpu;
     return e;
   };
   // Main thread: asleep 10..16 ms, runnable 16..20 ms, back on CPU 0 (its next row left CPU 0).
-  RawEvent m1 = on(Sw(1, 10 * kMs, 10 * kMs, SwitchKind::kBlocked, 4 * kMs, 1), 0);
-  RawEvent m2 = on(Sw(1, 25 * kMs, 1 * kMs, SwitchKind::kBlocked, 0, 0), 0);
+  Event m1 = on(Sw(1, 10 * kMs, 10 * kMs, SwitchKind::kBlocked, 4 * kMs, 1), 0);
+  Event m2 = on(Sw(1, 25 * kMs, 1 * kMs, SwitchKind::kBlocked, 0, 0), 0);
   // Thread 2 of the job: ran on CPU 0 from 12 to 17 ms (between its two rows).
-  RawEvent t1 = on(Sw(1, 5 * kMs, 7 * kMs, SwitchKind::kBlocked, 0, 0, /*tid=*/2), 0);
-  RawEvent t2 = on(Sw(1, 17 * kMs, 20 * kMs, SwitchKind::kBlocked, 0, 0, /*tid=*/2), 0);
+  Event t1 = on(Sw(1, 5 * kMs, 7 * kMs, SwitchKind::kBlocked, 0, 0, /*tid=*/2), 0);
+  Event t2 = on(Sw(1, 17 * kMs, 20 * kMs, SwitchKind::kBlocked, 0, 0, /*tid=*/2), 0);
   // Thread 3 of the job ran on CPU 1 all the while: not the CPU the main thread waited for.
-  RawEvent u1 = on(Sw(1, 1 * kMs, 1 * kMs, SwitchKind::kBlocked, 0, 0, /*tid=*/3), 1);
-  RawEvent u2 = on(Sw(1, 30 * kMs, 1 * kMs, SwitchKind::kBlocked, 0, 0, /*tid=*/3), 1);
-  std::vector<const RawEvent*> rows = {&m1, &m2, &t1, &t2, &u1, &u2};
+  Event u1 = on(Sw(1, 1 * kMs, 1 * kMs, SwitchKind::kBlocked, 0, 0, /*tid=*/3), 1);
+  Event u2 = on(Sw(1, 30 * kMs, 1 * kMs, SwitchKind::kBlocked, 0, 0, /*tid=*/3), 1);
+  std::vector<const Event*> rows = {&m1, &m2, &t1, &t2, &u1, &u2};
   CpuOccupancy occupancy;
   for (int32_t tid : {1, 2, 3}) occupancy.AddThread(1, tid, rows);
   occupancy.Finish();
@@ -339,7 +339,7 @@ TEST(TimelineTest, RunqWaitCreditedToWhoHeldTheCpuItWaitedFor) {
 }
 
 TEST(TimelineTest, OtherThreadsIgnored) {
-  RawEvent other = Sw(1, 0, 5 * kMs, SwitchKind::kPreempted, 5 * kMs, 0, /*tid=*/2);
+  Event other = Sw(1, 0, 5 * kMs, SwitchKind::kPreempted, 5 * kMs, 0, /*tid=*/2);
   ThreadTimeline t = ThreadTimeline::Build(1, 1, 0, 10 * kMs, {&other});
   EXPECT_EQ(At(t.Totals(), FeedCause::kRunning), 10 * kMs);
 }
@@ -416,7 +416,7 @@ Severity SelfContention(double busy_pct, bool spread, int32_t holder, std::strin
   }
   b.Preempt(10 * kSec, holder);  // 10% of the window
   int i = 0;
-  for (RawEvent& e : b.w.events) {
+  for (Event& e : b.w.events) {
     if (e.op == Op::kSchedSwitch) e.cpu = spread ? (i++ % 2) : 0;
   }
   Report r = b.Run();
@@ -451,7 +451,7 @@ TEST(CpuContentionTest, AlreadyPinnedJobIsNotToldToPinItself) {
   b.Proc(900, 1, "ffmpeg", false);
   b.Preempt(30 * kSec, 900);
   int i = 0;
-  for (RawEvent& e : b.w.events) {
+  for (Event& e : b.w.events) {
     if (e.op == Op::kSchedSwitch) e.cpu = 2 + (i++ % 2);  // CPUs 2-3 only
   }
   Report r = b.Run();
@@ -537,7 +537,7 @@ TEST(RolesTest, OneWakeAtExecDoesNotMakeAWorker) {
   b.Proc(202, kMain, "python3 (-c)", true);
   b.w.processes[202].cmdline = "python3 -c from multiprocessing.spawn import spawn_main";
   for (int64_t t = 0; t < 50; ++t) {
-    RawEvent wait = Sw(kMain, t * kSec + 20 * kMs, 5 * kMs, SwitchKind::kBlocked, 0);
+    Event wait = Sw(kMain, t * kSec + 20 * kMs, 5 * kMs, SwitchKind::kBlocked, 0);
     wait.waker_pid = (t == 0) ? 201 : 202;
     wait.waker_tid = wait.waker_pid;
     b.Add(wait);
@@ -545,7 +545,7 @@ TEST(RolesTest, OneWakeAtExecDoesNotMakeAWorker) {
     b.Add(Sw(202, t * kSec + 60 * kMs, kMs, SwitchKind::kBlocked, 0));
   }
   std::sort(b.w.events.begin(), b.w.events.end(),
-            [](const RawEvent& x, const RawEvent& y) { return x.ts < y.ts; });
+            [](const Event& x, const Event& y) { return x.ts_ns < y.ts_ns; });
   Facts f = ComputeFacts(b.w, ExplainOptions{});
   EXPECT_EQ(f.child_pids, std::vector<int32_t>{201});
   EXPECT_EQ(f.worker_pids, std::vector<int32_t>{202});
@@ -616,7 +616,7 @@ TEST(StarvationTest, WorkerIsJudgedByItsComputingThreadNotItsBusiestWaker) {
   b.Proc(101, kMain, "pt_data_worker:0", true);
   constexpr int32_t kFeeder = 1011;
   for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
-    RawEvent wait = Sw(kMain, t + 30 * kMs, 60 * kMs, SwitchKind::kBlocked, 0);
+    Event wait = Sw(kMain, t + 30 * kMs, 60 * kMs, SwitchKind::kBlocked, 0);
     wait.waker_pid = 101;
     wait.waker_tid = kFeeder;
     b.Add(wait);
@@ -639,7 +639,7 @@ TEST(IoTest, WorkersBlockedOnIoDuringWaits) {
   for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
     b.Add(Sw(kMain, t + 60 * kMs, 10 * kMs, SwitchKind::kBlocked, 0));
     b.Add(Sw(101, t + 60 * kMs, 10 * kMs, SwitchKind::kBlockedIo, 0));
-    RawEvent io = Call(101, Op::kBlockIo, t + 60 * kMs, 9 * kMs);
+    Event io = Call(101, Op::kBlockIo, t + 60 * kMs, 9 * kMs);
     io.bytes = 1 << 20;
     b.Add(io);
   }
@@ -710,7 +710,7 @@ TEST(MemcpyTest, ShareBoundariesAndPinnedBit) {
       int n = 1000;
       int64_t each = static_cast<int64_t>(share * 100 * kSec) / n;
       for (int i = 0; i < n; ++i) {
-        RawEvent c = Call(kMain, Op::kCudaMemcpyAsync, i * 100 * kMs + 6 * kMs, each);
+        Event c = Call(kMain, Op::kCudaMemcpyAsync, i * 100 * kMs + 6 * kMs, each);
         c.bytes = 8 << 20;
         c.kind = 1 | (pinned ? kCopyPinnedHost : 0);
         b.Add(c);
@@ -741,13 +741,13 @@ TEST(MemcpyTest, ReadbackWaitingForTheStreamIsASync) {
   for (int64_t bytes : {int64_t{4}, int64_t{8} << 20}) {
     Builder b;
     for (int i = 0; i < 1000; ++i) {
-      RawEvent c = Call(kMain, Op::kCudaMemcpyAsync, i * 100 * kMs + 6 * kMs, 30 * kMs);
+      Event c = Call(kMain, Op::kCudaMemcpyAsync, i * 100 * kMs + 6 * kMs, 30 * kMs);
       c.bytes = bytes;
       c.kind = static_cast<int64_t>(CopyKind::kDeviceToHost);
       b.Add(c);
     }
     std::sort(b.w.events.begin(), b.w.events.end(),
-              [](const RawEvent& x, const RawEvent& y) { return x.ts < y.ts; });
+              [](const Event& x, const Event& y) { return x.ts_ns < y.ts_ns; });
     Facts f = ComputeFacts(b.w, ExplainOptions{});
     Report r = Analyze(b.w, ExplainOptions{});
     if (bytes == 4) {
@@ -888,8 +888,8 @@ TEST(GpuSharingTest, SecondCudaProcessInflatesSyncs) {
   b.Proc(200, 1, "python3 (eval.py)", true);
   for (int64_t s = 50; s < 100; ++s)
     b.w.op_seconds.push_back({s, 200, Op::kCudaLaunchKernel, 900, 0, 0});
-  for (RawEvent& e : b.w.events) {
-    if (e.op == Op::kCudaStreamSync && e.ts >= 50 * kSec) e.duration = 400'000;
+  for (Event& e : b.w.events) {
+    if (e.op == Op::kCudaStreamSync && e.ts_ns >= 50 * kSec) e.duration_ns = 400'000;
   }
   Report r = b.Run();
   const Finding* f = Find(r, "gpu-sharing");
@@ -899,10 +899,10 @@ TEST(GpuSharingTest, SecondCudaProcessInflatesSyncs) {
 
 TEST(FailureTest, OomAndAllocFailuresAreHigh) {
   Builder b;
-  RawEvent oom = Call(kMain, Op::kOomKill, 10 * kSec, 0);
+  Event oom = Call(kMain, Op::kOomKill, 10 * kSec, 0);
   oom.ret = kNull;
   b.Add(oom);
-  RawEvent bad = Call(kMain, Op::kCudaMalloc, 11 * kSec, 1000);
+  Event bad = Call(kMain, Op::kCudaMalloc, 11 * kSec, 1000);
   bad.ret = 2;
   bad.bytes = 8ll << 30;
   b.Add(bad);
@@ -987,7 +987,7 @@ TEST(ContainerTest, MemoryLimitAndOomKillNameTheContainer) {
     m.events_oom_kill = s >= 10 ? 1 : 0;
     b.w.cgroup_memory.push_back(m);
   }
-  RawEvent oom = Call(kMain + 5, Op::kOomKill, 10 * kSec, 0);
+  Event oom = Call(kMain + 5, Op::kOomKill, 10 * kSec, 0);
   b.Add(oom);
   Report r = b.Run();
   const Finding* lim = Find(r, "memory-limit");
@@ -1020,7 +1020,7 @@ TEST(EvidenceTest, ViewsAndOpNamesForNewestAndOlderSessions) {
     b.w.newest_session = newest;
     b.Proc(900, 1, "ffmpeg", false);
     b.Preempt(30 * kSec, 900);
-    RawEvent oom = Call(kMain, Op::kOomKill, 10 * kSec, 0);
+    Event oom = Call(kMain, Op::kOomKill, 10 * kSec, 0);
     b.Add(oom);
     Report r = b.Run();
     ASSERT_NE(Find(r, "cpu-contention"), nullptr);
@@ -1311,7 +1311,7 @@ TEST(BudgetTest, CausesPartitionTheWindow) {
   for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
     b.Add(Sw(kMain, t + 20 * kMs, 10 * kMs, SwitchKind::kPreempted, 10 * kMs, 900));
     b.Add(Sw(kMain, t + 40 * kMs, 10 * kMs, SwitchKind::kBlockedIo, 0));
-    RawEvent wait = Sw(kMain, t + 60 * kMs, 20 * kMs, SwitchKind::kBlocked, 0);
+    Event wait = Sw(kMain, t + 60 * kMs, 20 * kMs, SwitchKind::kBlocked, 0);
     wait.waker_pid = 101;
     wait.waker_tid = 101;
     b.Add(wait);
@@ -1343,7 +1343,7 @@ TEST(BudgetTest, FindingsTakeTheirLostSecondsFromTheBudget) {
   Builder b;
   b.Proc(101, kMain, "pt_data_worker:0", true);
   for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
-    RawEvent wait = Sw(kMain, t + 60 * kMs, 30 * kMs, SwitchKind::kBlocked, 0);
+    Event wait = Sw(kMain, t + 60 * kMs, 30 * kMs, SwitchKind::kBlocked, 0);
     wait.waker_pid = 101;
     wait.waker_tid = 101;
     b.Add(wait);
@@ -1458,7 +1458,7 @@ TEST(BudgetTest, SiblingThreadHoldingTheMainThreadIsLockContention) {
   b.Proc(101, kMain, "pt_data_worker:0", true);  // workers exist, but did not deliver these
   constexpr int32_t kSpinner = 177;
   for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
-    RawEvent wait = Sw(kMain, t + 10 * kMs, 80 * kMs, SwitchKind::kBlocked, 0);
+    Event wait = Sw(kMain, t + 10 * kMs, 80 * kMs, SwitchKind::kBlocked, 0);
     wait.waker_pid = kMain;
     wait.waker_tid = kSpinner;
     b.Add(wait);
@@ -1584,7 +1584,7 @@ TEST(BudgetTest, TheProfileTellsTheGilHolderFromAThreadAsleepAcrossTheWindow) {
   b.Add(Sw(kMain, 0, kMs, SwitchKind::kBlocked, 0, 0, kAsleep));
   int i = 0;
   for (int64_t t = 10 * kMs; t + 10 * kMs < b.w.to; t += 10 * kMs, ++i) {
-    RawEvent wait = Sw(kMain, t, 5 * kMs, SwitchKind::kBlocked, 0);
+    Event wait = Sw(kMain, t, 5 * kMs, SwitchKind::kBlocked, 0);
     if (i % 10 == 0) {  // one wait in ten ends at the holder's GIL release
       wait.kind = static_cast<int64_t>(SwitchKind::kBlockedGil);
       wait.waker_pid = kMain;
@@ -1652,8 +1652,8 @@ TEST(BudgetTest, MainThreadWritesAreTheProcessesOwnIo) {
 // from the per-process samples, and the verdict does not tell the job to write faster kernels.
 TEST(BudgetTest, NeighbourOnTheGpuIsGpuSharingFromProcessSamples) {
   Builder b;
-  for (RawEvent& e : b.w.events) {
-    if (e.op == Op::kCudaStreamSync) e.duration = 8 * kMs;  // 8 ms of every 10 in syncs
+  for (Event& e : b.w.events) {
+    if (e.op == Op::kCudaStreamSync) e.duration_ns = 8 * kMs;  // 8 ms of every 10 in syncs
   }
   AddUtil(b.w, [](int64_t) { return 95.0; });
   for (const GpuSample& s : std::vector<GpuSample>(b.w.gpu_samples)) {
@@ -1677,7 +1677,7 @@ TEST(BudgetTest, NeighbourOnTheGpuIsGpuSharingFromProcessSamples) {
 TEST(BudgetTest, NotAttributedIsPrintedWithItsSeconds) {
   Builder b;
   for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
-    RawEvent wait = Sw(kMain, t + 10 * kMs, 50 * kMs, SwitchKind::kBlocked, 0);
+    Event wait = Sw(kMain, t + 10 * kMs, 50 * kMs, SwitchKind::kBlocked, 0);
     wait.waker_pid = 0;  // a timer
     wait.waker_tid = 0;
     b.Add(wait);
@@ -1723,7 +1723,7 @@ NcclCallRow NcclCollective(int32_t pid, int64_t seq, int64_t ts) {
 // at step start + late(rank, step), then syncs until the last rank's enqueue + 8 ms.
 struct NcclJobBuilder {
   std::vector<NcclCallRow> calls;
-  std::vector<RawEvent> syncs;
+  std::vector<Event> syncs;
   NcclJobBuilder(int ranks, int steps, const std::function<int64_t(int, int)>& late) {
     for (int r = 0; r < ranks; ++r) calls.push_back(NcclInit(100 + r, r, ranks));
     for (int step = 0; step < steps; ++step) {
@@ -1738,9 +1738,9 @@ struct NcclJobBuilder {
                              std::max<int64_t>(last + 8 * kMs - sync_start, 1000)));
       }
     }
-    auto by_ts = [](const auto& a, const auto& b) { return a.ts < b.ts; };
-    std::stable_sort(calls.begin(), calls.end(), by_ts);
-    std::stable_sort(syncs.begin(), syncs.end(), by_ts);
+    std::stable_sort(calls.begin(), calls.end(), [](auto& a, auto& b) { return a.ts < b.ts; });
+    std::stable_sort(syncs.begin(), syncs.end(),
+                     [](auto& a, auto& b) { return a.ts_ns < b.ts_ns; });
   }
 };
 
@@ -1833,7 +1833,7 @@ TEST(NcclTest, TooFewOrIncompleteCollectivesNameNobody) {
 TEST(NcclTest, BucketsBeforeOneSyncCountThatSyncOnce) {
   // Two all-reduces per step before one sync: the sync's wait counts once, to the later one.
   std::vector<NcclCallRow> calls = {NcclInit(100, 0, 2), NcclInit(101, 1, 2)};
-  std::vector<RawEvent> syncs;
+  std::vector<Event> syncs;
   for (int step = 0; step < 20; ++step) {
     int64_t t0 = kSec + step * 100 * kMs;
     calls.push_back(NcclCollective(100, 2 * step + 1, t0));
@@ -1859,7 +1859,7 @@ TEST(NcclTest, TheFindingNamesTheStragglerAndEachRanksReportBlamesIt) {
   NcclJobBuilder n(3, 60, [](int r, int) -> int64_t { return r == 2 ? 30 * kMs : 0; });
   b.w.nccl_calls = n.calls;
   b.w.events.clear();
-  for (const RawEvent& e : n.syncs) b.w.events.push_back(e);
+  for (const Event& e : n.syncs) b.w.events.push_back(e);
   ExplainOptions o;
   Report r = Analyze(b.w, o);
   const Finding* f = nullptr;
@@ -1901,10 +1901,10 @@ TEST(NcclTest, NodesAreAlignedOnCollectiveCompletionBeforeRanksAreCompared) {
       a.calls.push_back(c);
     }
   }
-  for (RawEvent e : b.syncs) {
+  for (Event e : b.syncs) {
     if (e.pid == 102) {
       e.pid = 100;
-      e.ts = to_b(e.ts);
+      e.ts_ns = to_b(e.ts_ns);
       nb.syncs.push_back(e);
     } else {
       a.syncs.push_back(e);

@@ -138,9 +138,10 @@ bool FromNvml(const Facts& f, int64_t begin, int64_t end, GpuBudget* out, Tally*
 // working, so the computing counts as overlapped. Waits (for batches, I/O, locks, a CPU) leave
 // nothing queued behind a sync per step, so they count as idle either way.
 void FromStream(const Facts& f, int64_t begin, int64_t end, Tally* t) {
-  std::vector<const RawEvent*> syncs;
-  for (const RawEvent& e : f.events) {
-    if (e.tid == f.main_tid && IsSync(e.op) && e.ts >= begin && e.ts < end) syncs.push_back(&e);
+  std::vector<const Event*> syncs;
+  for (const Event& e : f.events) {
+    if (e.tid == f.main_tid && IsSync(e.op) && e.ts_ns >= begin && e.ts_ns < end)
+      syncs.push_back(&e);
   }
   int64_t step_start = begin;
   auto step = [&](int64_t a, int64_t b, bool gpu_working) {
@@ -156,10 +157,10 @@ void FromStream(const Facts& f, int64_t begin, int64_t end, Tally* t) {
     t->busy_job += (b - a) - idle;
     t->covered += b - a;
   };
-  for (const RawEvent* e : syncs) {
+  for (const Event* e : syncs) {
     int64_t stop = std::min(end, e->End());
     if (stop <= step_start) continue;
-    step(step_start, stop, e->duration > th::kStreamSyncIdleNs);
+    step(step_start, stop, e->duration_ns > th::kStreamSyncIdleNs);
     step_start = stop;
   }
   // After the last sync (or without any): no proof either way; the host's computing is not

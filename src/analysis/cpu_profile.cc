@@ -41,10 +41,10 @@ bool Material(const CpuProfileSection& p) {
 class SyncSpans {
  public:
   SyncSpans(const WindowData& w, const std::set<int32_t>& tids) {
-    for (const std::vector<RawEvent>* rows : {&w.carry_in, &w.events}) {
-      for (const RawEvent& e : *rows) {
-        if (IsSync(e.op) && e.duration > 0 && tids.count(e.tid)) {
-          spans_[e.tid].push_back({e.ts, e.ts + e.duration});
+    for (const std::vector<Event>* rows : {&w.carry_in, &w.events}) {
+      for (const Event& e : *rows) {
+        if (IsSync(e.op) && e.duration_ns > 0 && tids.count(e.tid)) {
+          spans_[e.tid].push_back({e.ts_ns, e.ts_ns + e.duration_ns});
         }
       }
     }

@@ -50,7 +50,7 @@ StatusOr<SessionMeasures> Measure(StoreReader& reader, int64_t session) {
   if (auto it = f.switches.find(f.main_pid); it != f.switches.end()) {
     m.ctx_switches = static_cast<double>(it->second.count);
   }
-  for (const RawEvent& e : w.events) {
+  for (const Event& e : w.events) {
     if (e.pid == f.main_pid && e.op == Op::kSchedSwitch &&
         e.kind == static_cast<int64_t>(SwitchKind::kPreempted)) {
       m.preemptions += 1;
@@ -63,8 +63,8 @@ StatusOr<SessionMeasures> Measure(StoreReader& reader, int64_t session) {
   }
   std::vector<int64_t> syncs;
   // explain's syncs: a driver sync nested in a runtime sync is the same sync (f.events).
-  for (const RawEvent& e : f.events) {
-    if (e.pid == f.main_pid && IsSync(e.op)) syncs.push_back(e.duration);
+  for (const Event& e : f.events) {
+    if (e.pid == f.main_pid && IsSync(e.op)) syncs.push_back(e.duration_ns);
   }
   m.sync_p50_us = static_cast<double>(Percentile(syncs, 50)) / 1e3;
   m.sync_p99_us = static_cast<double>(Percentile(syncs, 99)) / 1e3;

@@ -541,7 +541,7 @@ StatusOr<NcclNodeRows> LoadNcclNode(StoreReader& reader, const WindowRequest& wi
   out.node = node;
   out.wall_start_ns = wall_start_ns;
   out.calls = std::move(w.nccl_calls);
-  for (const RawEvent& e : w.events) {
+  for (const Event& e : w.events) {
     if (IsSync(e.op)) out.syncs.push_back(e);
   }
   return out;

@@ -42,15 +42,15 @@ void Lifetime(const WindowData& w, int32_t pid, int64_t* begin, int64_t* end) {
 
 // Rows of tracked processes in the window, a driver call nested in a runtime call on the same
 // thread dropped (the runtime call stands for both).
-std::vector<RawEvent> WithoutNestedDriverCalls(const std::vector<RawEvent>& rows) {
-  std::vector<RawEvent> out;
+std::vector<Event> WithoutNestedDriverCalls(const std::vector<Event>& rows) {
+  std::vector<Event> out;
   out.reserve(rows.size());
   std::map<int32_t, int64_t> runtime_end;  // tid → end of its latest runtime call
-  for (const RawEvent& e : rows) {
+  for (const Event& e : rows) {
     Layer layer = OpLayer(e.op);
     if (layer == Layer::kCudaDriver) {
       auto it = runtime_end.find(e.tid);
-      if (it != runtime_end.end() && e.ts < it->second && e.End() <= it->second) continue;
+      if (it != runtime_end.end() && e.ts_ns < it->second && e.End() <= it->second) continue;
     } else if (layer == Layer::kCudaRuntime) {
       int64_t& end = runtime_end[e.tid];
       end = std::max(end, e.End());
@@ -169,17 +169,17 @@ constexpr int64_t kGilRetryGapNs = 200'000;
 // it from each sleep.
 class JobGraph {
  public:
-  JobGraph(const Facts& f, const std::map<int32_t, std::vector<const RawEvent*>>& rows_by_tid,
+  JobGraph(const Facts& f, const std::map<int32_t, std::vector<const Event*>>& rows_by_tid,
            const std::map<int32_t, ThreadTimeline>& tls)
       : f_(f), tls_(tls) {
     for (const auto& [tid, rows] : rows_by_tid) {
       std::vector<Sleep>& sleeps = sleeps_[tid];
-      for (const RawEvent* e : rows) {
+      for (const Event* e : rows) {
         if (e->op != Op::kSchedSwitch || e->kind == static_cast<int64_t>(SwitchKind::kPreempted)) {
           continue;
         }
-        int64_t runq = e->runq == kNull ? 0 : std::clamp<int64_t>(e->runq, 0, e->duration);
-        sleeps.push_back({e->ts, e->End() - runq, e->waker_pid, e->waker_tid,
+        int64_t runq = e->runq_ns == kNull ? 0 : std::clamp<int64_t>(e->runq_ns, 0, e->duration_ns);
+        sleeps.push_back({e->ts_ns, e->End() - runq, e->waker_pid, e->waker_tid,
                           e->kind == static_cast<int64_t>(SwitchKind::kBlockedGil)});
       }
       std::sort(sleeps.begin(), sleeps.end(),
@@ -757,7 +757,7 @@ void CountCudaCalls(const WindowData& w, Facts* f) {
       f->cuda_ops_per_sec[r.pid][r.sec] += r.count;
     }
   }
-  for (const RawEvent& e : f->events) {
+  for (const Event& e : f->events) {
     if (IsCudaOp(e.op) && cuda_calls.count(e.pid) == 0) cuda_calls[e.pid] = 1;
   }
 }
@@ -813,7 +813,7 @@ void ClassifyDescendants(const WindowData& w, const std::map<int32_t, int64_t>& 
   // again and again feeds it. Once is not enough: a program started with subprocess.Popen wakes
   // its parent once as it execs (the close-on-exec error pipe closes).
   std::map<int32_t, int64_t> wakes_main;
-  for (const RawEvent& e : f->events) {
+  for (const Event& e : f->events) {
     if (e.op == Op::kSchedSwitch && e.pid == f->main_pid && e.waker_pid != kNull &&
         e.waker_pid != f->main_pid) {
       ++wakes_main[static_cast<int32_t>(e.waker_pid)];
@@ -827,9 +827,9 @@ void ClassifyDescendants(const WindowData& w, const std::map<int32_t, int64_t>& 
   // window) are start-up helpers — a shell shim's subshells before it exec'd Python, `readlink`
   // — not DataLoader workers, and not programs that compete with the job either.
   int64_t first_cuda = w.to;
-  for (const RawEvent& e : f->events) {
+  for (const Event& e : f->events) {
     if (e.pid == f->main_pid && IsCudaOp(e.op)) {
-      first_cuda = e.ts;
+      first_cuda = e.ts_ns;
       break;
     }
   }
@@ -862,7 +862,7 @@ void ClassifyDescendants(const WindowData& w, const std::map<int32_t, int64_t>& 
 
 // The rows of the main process's and the workers' threads, grouped by thread.
 struct ThreadRows {
-  std::map<int32_t, std::vector<const RawEvent*>> by_tid;  // carry-in rows first, then the window's
+  std::map<int32_t, std::vector<const Event*>> by_tid;  // carry-in rows first, then the window's
   std::map<int32_t, int32_t> tid_pid;  // every thread that gets a timeline → its process
   std::map<int32_t, int64_t> cuda_rows_by_tid, sync_rows_by_tid;  // main process's threads
 };
@@ -870,20 +870,20 @@ struct ThreadRows {
 ThreadRows GroupRowsByThread(const WindowData& w, const Facts& f) {
   ThreadRows t;
   std::set<int32_t> workers(f.worker_pids.begin(), f.worker_pids.end());
-  auto take = [&](const RawEvent& e) {
+  auto take = [&](const Event& e) {
     if (e.pid != f.main_pid && !workers.count(e.pid)) return;
     t.by_tid[e.tid].push_back(&e);
     t.tid_pid[e.tid] = e.pid;
   };
-  for (const RawEvent& e : w.carry_in) take(e);
-  for (const RawEvent& e : f.events) {
+  for (const Event& e : w.carry_in) take(e);
+  for (const Event& e : f.events) {
     take(e);
     if (e.pid == f.main_pid && IsCudaOp(e.op)) {
       ++t.cuda_rows_by_tid[e.tid];
       if (IsSync(e.op)) ++t.sync_rows_by_tid[e.tid];
     }
   }
-  for (const RawEvent& e : w.launch_samples) {
+  for (const Event& e : w.launch_samples) {
     if (e.pid == f.main_pid) ++t.cuda_rows_by_tid[e.tid];
   }
   // A worker with no rows at all ran without ever leaving the CPU: its main thread still counts.
@@ -953,12 +953,12 @@ std::map<int32_t, ThreadTimeline> BuildTimelines(const WindowData& w, ThreadRows
 // return to the CPU and the next switch out. Before its first row and after its last the thread
 // may as well have been asleep (a thread asleep for good leaves no row after it fell asleep), so
 // those stretches do not count.
-int64_t ProvenRunningNs(const std::vector<const RawEvent*>& rows, int32_t tid) {
+int64_t ProvenRunningNs(const std::vector<const Event*>& rows, int32_t tid) {
   int64_t ns = 0;
-  const RawEvent* prev = nullptr;
-  for (const RawEvent* e : rows) {
+  const Event* prev = nullptr;
+  for (const Event* e : rows) {
     if (e->op != Op::kSchedSwitch || e->tid != tid) continue;
-    if (prev != nullptr && e->ts > prev->End()) ns += e->ts - prev->End();
+    if (prev != nullptr && e->ts_ns > prev->End()) ns += e->ts_ns - prev->End();
     if (prev == nullptr || e->End() > prev->End()) prev = e;
   }
   return ns;
@@ -974,9 +974,9 @@ void PickWorkerThreads(ThreadRows& rows, const std::map<int32_t, ThreadTimeline>
     std::pair<int64_t, int64_t> best = {-1, -1};
     for (const auto& [tid, owner] : rows.tid_pid) {
       if (owner != pid) continue;
-      const std::vector<const RawEvent*>& mine = rows.by_tid[tid];
+      const std::vector<const Event*>& mine = rows.by_tid[tid];
       int64_t switches = 0;
-      for (const RawEvent* e : mine) switches += e->op == Op::kSchedSwitch ? 1 : 0;
+      for (const Event* e : mine) switches += e->op == Op::kSchedSwitch ? 1 : 0;
       std::pair<int64_t, int64_t> key = {ProvenRunningNs(mine, tid), switches};
       if (key > best) {
         best = key;
@@ -1032,7 +1032,7 @@ void MeasureCpuRoom(const WindowData& w, const ThreadRows& rows, Facts* f) {
   for (int32_t tid : feeders) {
     auto it = rows.by_tid.find(tid);
     if (it == rows.by_tid.end()) continue;
-    for (const RawEvent* e : it->second) {
+    for (const Event* e : it->second) {
       if (e->op == Op::kSchedSwitch && e->cpu >= 0) cpus.insert(e->cpu);
     }
   }
@@ -1074,10 +1074,10 @@ void ResolveCriticalPath(const ThreadRows& rows, const std::map<int32_t, ThreadT
 }
 
 // ---- Syncs of the main process, by ts; f->sync_count and the most frequent sync op.
-std::vector<const RawEvent*> MainProcessSyncs(Facts* f) {
+std::vector<const Event*> MainProcessSyncs(Facts* f) {
   std::map<Op, int64_t> sync_ops;
-  std::vector<const RawEvent*> syncs;
-  for (const RawEvent& e : f->events) {
+  std::vector<const Event*> syncs;
+  for (const Event& e : f->events) {
     if (e.pid == f->main_pid && IsSync(e.op)) {
       ++sync_ops[e.op];
       syncs.push_back(&e);
@@ -1096,7 +1096,7 @@ std::vector<const RawEvent*> MainProcessSyncs(Facts* f) {
 
 // Buckets of the window (thresholds::kBucketNs): the feeders' host-wait share, the main
 // process's CUDA throughput and its syncs in each.
-void BuildBuckets(const WindowData& w, const std::vector<const RawEvent*>& syncs, Facts* f) {
+void BuildBuckets(const WindowData& w, const std::vector<const Event*>& syncs, Facts* f) {
   for (int64_t b = FloorDiv(w.from, th::kBucketNs); b * th::kBucketNs < w.to; ++b) {
     Bucket bucket;
     bucket.start = std::max(w.from, b * th::kBucketNs);
@@ -1126,10 +1126,10 @@ void BuildBuckets(const WindowData& w, const std::vector<const RawEvent*>& syncs
         bucket.full_seconds > 0 ? static_cast<double>(ops) / bucket.full_seconds : 0;
     f->buckets.push_back(std::move(bucket));
   }
-  for (const RawEvent* e : syncs) {
+  for (const Event* e : syncs) {
     for (Bucket& b : f->buckets) {
-      if (e->ts >= b.start && e->ts < b.end) {
-        b.sync_ns.push_back(e->duration);
+      if (e->ts_ns >= b.start && e->ts_ns < b.end) {
+        b.sync_ns.push_back(e->duration_ns);
         break;
       }
     }
@@ -1138,7 +1138,7 @@ void BuildBuckets(const WindowData& w, const std::vector<const RawEvent*>& syncs
 
 // Baseline (the calmest bucket with enough syncs: lowest host-wait share) and peak (highest
 // sync p99) of the main process's sync latency; without such buckets, all syncs.
-void PickSyncBaseline(const std::vector<const RawEvent*>& syncs, Facts* f) {
+void PickSyncBaseline(const std::vector<const Event*>& syncs, Facts* f) {
   for (size_t i = 0; i < f->buckets.size(); ++i) {
     Bucket& b = f->buckets[i];
     b.sync_p50 = Percentile(b.sync_ns, 50);
@@ -1160,7 +1160,7 @@ void PickSyncBaseline(const std::vector<const RawEvent*>& syncs, Facts* f) {
     f->peak_p99 = f->buckets[f->peak_bucket].sync_p99;
   } else if (!syncs.empty()) {
     std::vector<int64_t> all;
-    for (const RawEvent* e : syncs) all.push_back(e->duration);
+    for (const Event* e : syncs) all.push_back(e->duration_ns);
     f->base_p50 = Percentile(all, 50);
     f->base_p99 = f->peak_p99 = Percentile(all, 99);
   }
@@ -1323,21 +1323,21 @@ void MeasureMemoryLimit(const WindowData& w, Facts* f) {
 
 // ---- Per-call attribution of slow syncs (thresholds::kSlowSyncFactor × the baseline p50):
 // the syncing thread's time by cause, who held its CPU, the workers' state meanwhile.
-void AttributeSlowSyncs(const std::vector<const RawEvent*>& syncs, Facts* f) {
+void AttributeSlowSyncs(const std::vector<const Event*>& syncs, Facts* f) {
   f->slow.threshold_ns = std::max<int64_t>(
       th::kSlowSyncFloorNs,
       static_cast<int64_t>(th::kSlowSyncFactor * static_cast<double>(f->base_p50)));
-  for (const RawEvent* e : syncs) {
-    if (e->duration < f->slow.threshold_ns) continue;
+  for (const Event* e : syncs) {
+    if (e->duration_ns < f->slow.threshold_ns) continue;
     ++f->slow.count;
-    f->slow.total_ns += e->duration;
+    f->slow.total_ns += e->duration_ns;
     for (const ThreadTimeline& tl : f->train_tls) {
       if (tl.tid() != e->tid) continue;
-      AddTo(f->slow.thread, tl.Overlap(e->ts, e->End()));
-      RunqHoldersIn(*f, tl, e->ts, e->End(), &f->slow.runq_holders);
+      AddTo(f->slow.thread, tl.Overlap(e->ts_ns, e->End()));
+      RunqHoldersIn(*f, tl, e->ts_ns, e->End(), &f->slow.runq_holders);
     }
     for (const ThreadTimeline& tl : f->worker_tls) {
-      AddTo(f->slow.workers, tl.Overlap(e->ts, e->End()));
+      AddTo(f->slow.workers, tl.Overlap(e->ts_ns, e->End()));
     }
   }
 }
@@ -1363,7 +1363,7 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
   MeasureCpuRoom(w, rows, &f);
   ResolveCriticalPath(rows, tls, &f);
 
-  std::vector<const RawEvent*> syncs = MainProcessSyncs(&f);
+  std::vector<const Event*> syncs = MainProcessSyncs(&f);
   BuildBuckets(w, syncs, &f);
   PickSyncBaseline(syncs, &f);
   PickThroughputBuckets(&f);

@@ -123,7 +123,7 @@ struct Facts {
   int64_t cores = 0;
   // Tracked rows of the window with driver calls nested in a runtime call removed (a runtime
   // call and the driver calls it makes count once: calls, bytes and time).
-  std::vector<RawEvent> events;
+  std::vector<Event> events;
 
   // Roles (docs/detections.md, "Roles"). The main thread is the process's initial thread
   // (tid == pid, CPython's main thread) when it calls CUDA; helpers are its other CUDA threads.

@@ -36,16 +36,16 @@ constexpr int32_t kPidMask = (1 << kNodeShift) - 1;
 // When each of a node's collectives completed, as its ranks saw it: (comm, seq) → the median
 // over its ranks of the end of each rank's first sync starting at or after its enqueue.
 std::map<std::pair<std::string, int64_t>, int64_t> Completions(const NcclNodeRows& n) {
-  std::map<int32_t, std::vector<const RawEvent*>> syncs_of;
-  for (const RawEvent& e : n.syncs) {
+  std::map<int32_t, std::vector<const Event*>> syncs_of;
+  for (const Event& e : n.syncs) {
     if (IsSync(e.op)) syncs_of[e.pid].push_back(&e);
   }
   std::map<std::pair<std::string, int64_t>, std::vector<int64_t>> seen;
   for (const NcclCallRow& c : n.calls) {
     if (!IsNcclCollective(c.op) || c.seq == kNull || (c.ret != kNull && c.ret != 0)) continue;
-    const std::vector<const RawEvent*>& ws = syncs_of[c.pid];
+    const std::vector<const Event*>& ws = syncs_of[c.pid];
     auto it = std::lower_bound(ws.begin(), ws.end(), c.ts,
-                               [](const RawEvent* e, int64_t t) { return e->ts < t; });
+                               [](const Event* e, int64_t t) { return e->ts_ns < t; });
     if (it == ws.end()) continue;
     seen[{c.comm, c.seq}].push_back((*it)->End());
   }
@@ -62,11 +62,11 @@ NcclFleet AnalyzeNcclAcrossNodes(const std::vector<NcclNodeRows>& nodes) {
   for (const NcclNodeRows& n : nodes) {
     NcclNodeRows wall = n;  // Completions on the node's own wall clock
     for (NcclCallRow& c : wall.calls) c.ts += n.wall_start_ns;
-    for (RawEvent& e : wall.syncs) e.ts += n.wall_start_ns;
+    for (Event& e : wall.syncs) e.ts_ns += n.wall_start_ns;
     done.push_back(Completions(wall));
   }
   std::vector<NcclCallRow> calls;
-  std::vector<RawEvent> syncs;
+  std::vector<Event> syncs;
   for (size_t k = 0; k < nodes.size(); ++k) {
     NcclNodeClock clock;
     clock.node = nodes[k].node;
@@ -89,16 +89,15 @@ NcclFleet AnalyzeNcclAcrossNodes(const std::vector<NcclNodeRows>& nodes) {
       c.pid = tag | (c.pid & kPidMask);
       calls.push_back(std::move(c));
     }
-    for (RawEvent e : nodes[k].syncs) {
-      e.ts += shift;
+    for (Event e : nodes[k].syncs) {
+      e.ts_ns += shift;
       e.pid = tag | (e.pid & kPidMask);
       syncs.push_back(e);
     }
     fleet.clocks.push_back(std::move(clock));
   }
-  auto by_ts = [](const auto& a, const auto& b) { return a.ts < b.ts; };
-  std::stable_sort(calls.begin(), calls.end(), by_ts);
-  std::stable_sort(syncs.begin(), syncs.end(), by_ts);
+  std::stable_sort(calls.begin(), calls.end(), [](auto& a, auto& b) { return a.ts < b.ts; });
+  std::stable_sort(syncs.begin(), syncs.end(), [](auto& a, auto& b) { return a.ts_ns < b.ts_ns; });
   fleet.job = AnalyzeNccl(calls, syncs);
   for (NcclCommunicator& c : fleet.job.comms) {
     for (NcclRankStats& r : c.ranks) {
@@ -137,7 +136,7 @@ struct CommRows {
 
 }  // namespace
 
-NcclJob AnalyzeNccl(const std::vector<NcclCallRow>& calls, const std::vector<RawEvent>& syncs) {
+NcclJob AnalyzeNccl(const std::vector<NcclCallRow>& calls, const std::vector<Event>& syncs) {
   NcclJob job;
   std::map<std::string, CommRows> comms;
   for (const NcclCallRow& c : calls) {
@@ -160,8 +159,8 @@ NcclJob AnalyzeNccl(const std::vector<NcclCallRow>& calls, const std::vector<Raw
   }
 
   // Sync rows per pid, by ts.
-  std::map<int32_t, std::vector<const RawEvent*>> syncs_of;
-  for (const RawEvent& e : syncs) {
+  std::map<int32_t, std::vector<const Event*>> syncs_of;
+  for (const Event& e : syncs) {
     if (IsSync(e.op)) syncs_of[e.pid].push_back(&e);
   }
 
@@ -255,12 +254,12 @@ NcclJob AnalyzeNccl(const std::vector<NcclCallRow>& calls, const std::vector<Raw
       size_t s = static_cast<size_t>(comm.straggler);
       for (size_t w = 0; w < n; ++w) {
         if (w == s) continue;
-        const std::vector<const RawEvent*>& ws = syncs_of[comm.ranks[w].pid];
+        const std::vector<const Event*>& ws = syncs_of[comm.ranks[w].pid];
         std::map<size_t, int64_t> until;  // sync index → latest straggler enqueue
         for (const std::vector<int64_t>& ts : complete) {
           if (*std::max_element(ts.begin(), ts.end()) != ts[s]) continue;
           auto it = std::lower_bound(ws.begin(), ws.end(), ts[w],
-                                     [](const RawEvent* e, int64_t t) { return e->ts < t; });
+                                     [](const Event* e, int64_t t) { return e->ts_ns < t; });
           if (it == ws.end()) continue;
           size_t k = static_cast<size_t>(it - ws.begin());
           int64_t& u = until[k];
@@ -268,8 +267,8 @@ NcclJob AnalyzeNccl(const std::vector<NcclCallRow>& calls, const std::vector<Raw
         }
         int64_t waited = 0;
         for (const auto& [k, u] : until) {
-          const RawEvent* e = ws[k];
-          waited += std::max<int64_t>(0, std::min(e->End(), u) - e->ts);
+          const Event* e = ws[k];
+          waited += std::max<int64_t>(0, std::min(e->End(), u) - e->ts_ns);
         }
         comm.ranks[w].waited_s = static_cast<double>(waited) / 1e9;
         comm.others_waited_s += comm.ranks[w].waited_s;

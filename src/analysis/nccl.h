@@ -49,7 +49,7 @@ struct NcclJob {
 };
 
 // `calls`: NCCL rows by ts (NcclCallRow); `syncs`: sync rows (IsSync) of every pid, by ts.
-NcclJob AnalyzeNccl(const std::vector<NcclCallRow>& calls, const std::vector<RawEvent>& syncs);
+NcclJob AnalyzeNccl(const std::vector<NcclCallRow>& calls, const std::vector<Event>& syncs);
 
 // One node's rows for the view across nodes (`fleet --nccl`): timestamps are that node's
 // session ns; wall_start_ns (sessions.wall_start_ns) puts them on its wall clock.
@@ -57,7 +57,7 @@ struct NcclNodeRows {
   std::string node;
   int64_t wall_start_ns = 0;
   std::vector<NcclCallRow> calls;  // by ts
-  std::vector<RawEvent> syncs;     // by ts
+  std::vector<Event> syncs;        // by ts
 };
 
 // How a node's clock was aligned to the first node's: the offset added to its wall-clock

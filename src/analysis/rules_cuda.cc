@@ -24,9 +24,9 @@ void LaunchAndSyncRates(const Facts& f, double* launches_per_s, double* syncs_pe
   int64_t launches = 0, syncs = 0;
   double launch_ns = 0;
   int64_t launch_rows_ns = 0, launch_rows = 0;
-  for (const RawEvent& e : f.w->launch_samples) {
+  for (const Event& e : f.w->launch_samples) {
     if (e.pid != f.main_pid) continue;
-    launch_rows_ns += e.duration;
+    launch_rows_ns += e.duration_ns;
     ++launch_rows;
   }
   double mean = launch_rows > 0 ? static_cast<double>(launch_rows_ns) / launch_rows : 0;
@@ -94,7 +94,7 @@ EvidenceQuery LaunchAndSyncRatesQuery(const Facts& f) {
 void MemcpyBottleneck(const Facts& f, std::vector<Finding>* out) {
   int64_t n = 0, ns = 0;
   double bytes = 0, pageable_bytes = 0, pageable_ns = 0, pinned_bytes = 0, pinned_ns = 0;
-  for (const RawEvent& e : f.events) {
+  for (const Event& e : f.events) {
     // The main thread's host↔device copies: what its memcpy time was spent on.
     if (e.tid != f.main_tid || !IsMemcpy(e.op)) continue;
     if (CopyWaitedForStream(e)) continue;  // a readback waiting for the stream: a sync
@@ -102,15 +102,15 @@ void MemcpyBottleneck(const Facts& f, std::vector<Finding>* out) {
     int64_t dir = e.kind == kNull ? 4 : (e.kind & ~kCopyPinnedHost);
     if (dir == static_cast<int64_t>(CopyKind::kDeviceToDevice)) continue;
     ++n;
-    ns += e.duration;
+    ns += e.duration_ns;
     double b = e.bytes == kNull ? 0 : static_cast<double>(e.bytes);
     bytes += b;
     if (pinned) {
       pinned_bytes += b;
-      pinned_ns += static_cast<double>(e.duration);
+      pinned_ns += static_cast<double>(e.duration_ns);
     } else {
       pageable_bytes += b;
-      pageable_ns += static_cast<double>(e.duration);
+      pageable_ns += static_cast<double>(e.duration_ns);
     }
   }
   // Short copies the row budget counted in the kernel instead of writing rows: they are on no
@@ -475,10 +475,10 @@ namespace {
 GraphCaptureTotals GraphCapturesIn(const Facts& f, int64_t from, int64_t to) {
   GraphCaptureTotals t;
   std::map<int32_t, int64_t> open;  // tid -> begin ts
-  for (const RawEvent& e : f.events) {
+  for (const Event& e : f.events) {
     if (e.pid != f.main_pid) continue;
     if (e.op == Op::kCudaStreamBeginCapture) {
-      if (e.ret == 0 || e.ret == kNull) open[e.tid] = e.ts;
+      if (e.ret == 0 || e.ret == kNull) open[e.tid] = e.ts_ns;
     } else if (e.op == Op::kCudaStreamEndCapture) {
       auto it = open.find(e.tid);
       if (it == open.end()) continue;  // begun before the window
@@ -486,11 +486,11 @@ GraphCaptureTotals GraphCapturesIn(const Facts& f, int64_t from, int64_t to) {
       open.erase(it);
       if (begin < from || begin >= to) continue;
       ++t.captures;
-      t.capture_ns += SaturatingSub(SaturatingAdd(e.ts, e.duration), begin);
+      t.capture_ns += SaturatingSub(SaturatingAdd(e.ts_ns, e.duration_ns), begin);
     } else if (e.op == Op::kCudaGraphInstantiate) {
-      if (e.ts < from || e.ts >= to) continue;
+      if (e.ts_ns < from || e.ts_ns >= to) continue;
       ++t.instantiations;
-      t.instantiate_ns += e.duration;
+      t.instantiate_ns += e.duration_ns;
     }
   }
   return t;
@@ -574,9 +574,9 @@ void ColdStart(const Facts& f, std::vector<Finding>* out) {
   if (f.w->from > f.w->session_first_ts + 1'000'000'000) return;
   int64_t first_call = -1;
   std::map<Op, std::pair<int64_t, int64_t>> early;  // op -> (calls, ns) before steady state
-  for (const RawEvent& e : f.events) {
+  for (const Event& e : f.events) {
     if (e.pid != f.main_pid || OpLayer(e.op) == Layer::kHost) continue;
-    if (first_call < 0) first_call = e.ts;
+    if (first_call < 0) first_call = e.ts_ns;
   }
   auto ops = f.cuda_ops_per_sec.find(f.main_pid);
   if (ops == f.cuda_ops_per_sec.end() || ops->second.empty()) return;
@@ -600,10 +600,10 @@ void ColdStart(const Facts& f, std::vector<Finding>* out) {
   int64_t ready = ready_sec * 1'000'000'000;
   int64_t cold_ns = ready - first_call;
   if (cold_ns < th::kColdStartMinNs) return;
-  for (const RawEvent& e : f.events) {
-    if (e.pid != f.main_pid || OpLayer(e.op) == Layer::kHost || e.ts >= ready) continue;
+  for (const Event& e : f.events) {
+    if (e.pid != f.main_pid || OpLayer(e.op) == Layer::kHost || e.ts_ns >= ready) continue;
     early[e.op].first += 1;
-    early[e.op].second += e.duration;
+    early[e.op].second += e.duration_ns;
   }
   double share = Share(Sec(cold_ns), f.window_s);
   Finding x;
@@ -745,9 +745,9 @@ void GpuSharing(const Facts& f, std::vector<Finding>* out) {
   double overlap =
       Share(static_cast<double>(shared_secs.size()), static_cast<double>(main_ops->second.size()));
   std::vector<int64_t> alone, shared;
-  for (const RawEvent& e : f.events) {
+  for (const Event& e : f.events) {
     if (e.pid != f.main_pid || !IsSync(e.op)) continue;
-    (shared_secs.count(e.ts / 1'000'000'000) ? shared : alone).push_back(e.duration);
+    (shared_secs.count(e.ts_ns / 1'000'000'000) ? shared : alone).push_back(e.duration_ns);
   }
   int64_t p50_alone = Percentile(alone, 50);
   int64_t p50_shared = Percentile(shared, 50);
@@ -805,7 +805,7 @@ void AllocFailures(const Facts& f, std::vector<Finding>* out) {
   int64_t failed = 0;
   int64_t largest = 0;
   std::set<int64_t> codes;
-  for (const RawEvent& e : f.events) {
+  for (const Event& e : f.events) {
     if (!IsAlloc(e.op) || e.ret == kNull || e.ret == 0) continue;
     ++failed;
     codes.insert(e.ret);

@@ -231,7 +231,7 @@ void GilContention(const Facts& f, std::vector<Finding>* out) {
   // The hand-offs themselves: the main thread's sleeps that the holder ended by releasing the
   // GIL (sched_switch kind 4).
   int64_t handoffs = 0, sleeps = 0;
-  for (const RawEvent& e : f.w->events) {
+  for (const Event& e : f.w->events) {
     if (e.op != Op::kSchedSwitch || e.tid != f.main_tid ||
         e.kind == static_cast<int64_t>(SwitchKind::kPreempted)) {
       continue;
@@ -470,7 +470,7 @@ void ProcessIo(const Facts& f, std::vector<Finding>* out) {
   // itself (writes mostly leave through the kernel's flusher threads, not the process).
   double read_bytes = 0, write_bytes = 0, read_ns = 0, write_ns = 0;
   int64_t reads = 0, writes_n = 0, syncs = 0;
-  for (const RawEvent& e : f.events) {
+  for (const Event& e : f.events) {
     if (e.pid != f.main_pid) continue;
     double b = e.bytes == kNull ? 0 : static_cast<double>(e.bytes);
     if (e.op == Op::kBlockIo) {
@@ -478,11 +478,11 @@ void ProcessIo(const Facts& f, std::vector<Finding>* out) {
     } else if (e.op == Op::kRead) {
       ++reads;
       read_bytes += b;
-      read_ns += static_cast<double>(e.duration);
+      read_ns += static_cast<double>(e.duration_ns);
     } else if (e.op == Op::kWrite) {
       (e.kind == 1 ? syncs : writes_n) += 1;
       write_bytes += b;
-      write_ns += static_cast<double>(e.duration);
+      write_ns += static_cast<double>(e.duration_ns);
     }
   }
   // Without syscall rows, a process that waits on I/O without reading is writing.

@@ -107,15 +107,15 @@ void IoBottleneck(const Facts& f, std::vector<Finding>* out) {
   std::vector<int64_t> read_ns;
   int64_t base_end = f.base_bucket >= 0 ? f.buckets[f.base_bucket].end : f.w->from;
   int64_t base_start = f.base_bucket >= 0 ? f.buckets[f.base_bucket].start : f.w->from;
-  for (const RawEvent& e : f.events) {
+  for (const Event& e : f.events) {
     if (!IsFeeder(f, e.pid)) continue;
     if (e.op == Op::kBlockIo) {
-      lat.push_back(e.duration);
-      if (e.ts >= base_start && e.ts < base_end) base_lat.push_back(e.duration);
+      lat.push_back(e.duration_ns);
+      if (e.ts_ns >= base_start && e.ts_ns < base_end) base_lat.push_back(e.duration_ns);
       if (e.bytes != kNull) bytes += static_cast<double>(e.bytes);
     } else if (e.op == Op::kRead) {
       ++reads;
-      read_ns.push_back(e.duration);
+      read_ns.push_back(e.duration_ns);
     }
   }
   Finding x;
@@ -205,12 +205,12 @@ void IoBottleneck(const Facts& f, std::vector<Finding>* out) {
 
 void MemoryPressure(const Facts& f, std::vector<Finding>* out) {
   int64_t major = 0, reclaim_n = 0, reclaim_ns = 0;
-  for (const RawEvent& e : f.events) {
+  for (const Event& e : f.events) {
     if (!IsFeeder(f, e.pid)) continue;
     if (e.op == Op::kMajorFault) ++major;
     if (e.op == Op::kDirectReclaim) {
       ++reclaim_n;
-      reclaim_ns += e.duration;
+      reclaim_ns += e.duration_ns;
     }
   }
   int64_t swap_max = 0;
@@ -356,8 +356,8 @@ void MemoryLimitHit(const Facts& f, std::vector<Finding>* out) {
 }
 
 void OomKills(const Facts& f, std::vector<Finding>* out) {
-  std::vector<const RawEvent*> kills;
-  for (const RawEvent& e : f.events) {
+  std::vector<const Event*> kills;
+  for (const Event& e : f.events) {
     if (e.op == Op::kOomKill) kills.push_back(&e);
   }
   if (kills.empty()) return;

@@ -54,42 +54,43 @@ void AppendRunq(int64_t a, int64_t b, int32_t other, int32_t cpu, const CpuOccup
 }
 
 // back_on: the CPU the thread ran on next (-1: not known).
-void AppendIntervals(const RawEvent& e, int32_t back_on, const CpuOccupancy* occupancy,
+void AppendIntervals(const Event& e, int32_t back_on, const CpuOccupancy* occupancy,
                      std::vector<Interval>* out) {
-  if (e.duration <= 0) return;
+  if (e.duration_ns <= 0) return;
   if (e.op == Op::kSchedSwitch) {
     int32_t other = e.other_pid == kNull ? 0 : static_cast<int32_t>(e.other_pid);
-    int64_t runq = e.runq == kNull ? 0 : std::clamp<int64_t>(e.runq, 0, e.duration);
+    int64_t runq = e.runq_ns == kNull ? 0 : std::clamp<int64_t>(e.runq_ns, 0, e.duration_ns);
     if (e.kind == static_cast<int64_t>(SwitchKind::kPreempted)) {
       // Preempted: runnable from the moment it left the CPU.
-      AppendRunq(e.ts, e.End(), other, back_on, occupancy, out);
+      AppendRunq(e.ts_ns, e.End(), other, back_on, occupancy, out);
       return;
     }
     // Blocked: slept first, then waited for a CPU after the wake-up.
     int64_t wake = SaturatingSub(e.End(), runq);
-    if (wake > e.ts) out->push_back({e.ts, wake, BlockedCause(e.kind), other});
+    if (wake > e.ts_ns) out->push_back({e.ts_ns, wake, BlockedCause(e.kind), other});
     if (runq > 0) AppendRunq(wake, e.End(), other, back_on, occupancy, out);
     return;
   }
   if (IsSync(e.op) || CopyWaitedForStream(e)) {
-    out->push_back({e.ts, e.End(), FeedCause::kSync, 0});
+    out->push_back({e.ts_ns, e.End(), FeedCause::kSync, 0});
   } else if (IsMemcpy(e.op)) {
-    out->push_back({e.ts, e.End(), FeedCause::kMemcpy, 0});
+    out->push_back({e.ts_ns, e.End(), FeedCause::kMemcpy, 0});
   } else if (e.op == Op::kMajorFault || e.op == Op::kDirectReclaim) {
-    out->push_back({e.ts, e.End(), FeedCause::kPageFault, 0});
+    out->push_back({e.ts_ns, e.End(), FeedCause::kPageFault, 0});
   } else if (e.op == Op::kRead || e.op == Op::kWrite) {
     // A slow file syscall: its time is the file I/O's, the CPU part (copying to or from the
     // page cache) included.
-    out->push_back({e.ts, e.End(), FeedCause::kBlockedIo, 0, true});
+    out->push_back({e.ts_ns, e.End(), FeedCause::kBlockedIo, 0, true});
   }
 }
 
 }  // namespace
 
-bool CopyWaitedForStream(const RawEvent& e) {
-  if (!IsMemcpy(e.op) || e.bytes == kNull || e.duration < thresholds::kCopyWaitMinNs) return false;
+bool CopyWaitedForStream(const Event& e) {
+  if (!IsMemcpy(e.op) || e.bytes == kNull || e.duration_ns < thresholds::kCopyWaitMinNs)
+    return false;
   return static_cast<double>(e.bytes) <
-         thresholds::kCopyWaitMaxBytesPerNs * static_cast<double>(e.duration);
+         thresholds::kCopyWaitMaxBytesPerNs * static_cast<double>(e.duration_ns);
 }
 
 int CausePrecedence(FeedCause cause) {
@@ -120,18 +121,18 @@ void AddTo(CauseTimes& sum, const CauseTimes& add) {
   for (size_t i = 0; i < kFeedCauseCount; ++i) sum[i] += add[i];
 }
 
-void CpuOccupancy::AddThread(int32_t pid, int32_t tid, const std::vector<const RawEvent*>& rows) {
-  std::vector<const RawEvent*> switches;
-  for (const RawEvent* e : rows) {
+void CpuOccupancy::AddThread(int32_t pid, int32_t tid, const std::vector<const Event*>& rows) {
+  std::vector<const Event*> switches;
+  for (const Event* e : rows) {
     if (e->tid == tid && e->op == Op::kSchedSwitch) switches.push_back(e);
   }
   std::sort(switches.begin(), switches.end(),
-            [](const RawEvent* a, const RawEvent* b) { return a->ts < b->ts; });
+            [](const Event* a, const Event* b) { return a->ts_ns < b->ts_ns; });
   // Before the first row and after the last the thread may as well have been asleep: only the
   // stretches between two rows are known runs.
   for (size_t i = 1; i < switches.size(); ++i) {
     int64_t start = switches[i - 1]->End();
-    int64_t end = switches[i]->ts;
+    int64_t end = switches[i]->ts_ns;
     if (switches[i]->cpu >= 0 && end > start) by_cpu_[switches[i]->cpu].push_back({start, end, pid});
   }
 }
@@ -143,7 +144,7 @@ void CpuOccupancy::Finish() {
 }
 
 ThreadTimeline ThreadTimeline::Build(int32_t pid, int32_t tid, int64_t begin, int64_t end,
-                                     const std::vector<const RawEvent*>& rows,
+                                     const std::vector<const Event*>& rows,
                                      const CpuOccupancy* occupancy) {
   ThreadTimeline t;
   t.pid_ = pid;
@@ -151,8 +152,8 @@ ThreadTimeline ThreadTimeline::Build(int32_t pid, int32_t tid, int64_t begin, in
   t.begin_ = begin;
   t.end_ = std::max(begin, end);
   std::vector<Interval> intervals;
-  std::vector<const RawEvent*> switches;
-  for (const RawEvent* e : rows) {
+  std::vector<const Event*> switches;
+  for (const Event* e : rows) {
     if (e->tid != tid) continue;
     if (e->op == Op::kSchedSwitch) {
       switches.push_back(e);
@@ -162,9 +163,10 @@ ThreadTimeline ThreadTimeline::Build(int32_t pid, int32_t tid, int64_t begin, in
   }
   // A wait for a CPU ends on the CPU the thread runs on next: the one its next switch row left.
   std::sort(switches.begin(), switches.end(),
-            [](const RawEvent* a, const RawEvent* b) { return a->ts < b->ts; });
+            [](const Event* a, const Event* b) { return a->ts_ns < b->ts_ns; });
   for (size_t i = 0; i < switches.size(); ++i) {
-    int32_t back_on = i + 1 < switches.size() ? switches[i + 1]->cpu : -1;
+    int64_t next_cpu = i + 1 < switches.size() ? switches[i + 1]->cpu : kNull;
+    int32_t back_on = next_cpu >= 0 ? static_cast<int32_t>(next_cpu) : -1;
     AppendIntervals(*switches[i], back_on, occupancy, &intervals);
   }
   // Sweep over interval boundaries; at each elementary stretch the highest-precedence active

@@ -36,7 +36,7 @@ struct TimelineSegment {
 class CpuOccupancy {
  public:
   // rows: one thread's rows (any order); only its switch rows are read.
-  void AddThread(int32_t pid, int32_t tid, const std::vector<const RawEvent*>& rows);
+  void AddThread(int32_t pid, int32_t tid, const std::vector<const Event*>& rows);
   void Finish();  // call once every thread is added, before ForEachHeld
   // Calls piece(start, end, pid) for each stretch of [a, b) in which one of the job's threads
   // held `cpu`, in order.
@@ -65,7 +65,7 @@ class ThreadTimeline {
   // credited, stretch by stretch, to the job's thread that held the CPU the thread got back on,
   // and to other processes in between.
   static ThreadTimeline Build(int32_t pid, int32_t tid, int64_t begin, int64_t end,
-                              const std::vector<const RawEvent*>& rows,
+                              const std::vector<const Event*>& rows,
                               const CpuOccupancy* occupancy = nullptr);
 
   int32_t pid() const { return pid_; }
@@ -92,7 +92,7 @@ class ThreadTimeline {
 int CausePrecedence(FeedCause cause);
 // A memcpy row that waited for its stream rather than moving data (thresholds.h,
 // kCopyWait*): its time is a sync on the critical path, and memcpy-bottleneck leaves it out.
-bool CopyWaitedForStream(const RawEvent& e);
+bool CopyWaitedForStream(const Event& e);
 
 template <typename F>
 void CpuOccupancy::ForEachHeld(int32_t cpu, int64_t a, int64_t b, F piece) const {

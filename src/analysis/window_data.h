@@ -28,10 +28,10 @@ struct WindowData {
   int64_t drops = 0;
   std::string label;                           // "last 2 min"
   std::map<int32_t, ProcessRecord> processes;  // every process of the session
-  std::vector<RawEvent> events;          // tracked processes' non-launch rows in the window, by ts
+  std::vector<Event> events;  // tracked processes' non-launch rows in the window, by ts
   // Rows of tracked processes that began before the window but end inside it (off-CPU
   // intervals, syncs, copies): for timelines only, never counted.
-  std::vector<RawEvent> carry_in;
+  std::vector<Event> carry_in;
   int32_t tracer_pid = 0;  // the recording gpuwhy (sessions.tracer_pid), 0 = unknown
   // Each launch counted once (sessions.launches_once); false: a driver launch nested in a
   // runtime launch was counted on both layers (recordings before schema 5).
@@ -40,7 +40,7 @@ struct WindowData {
   // op_seconds' launch counts are that sample; estimates scale them by launch_duty.
   int64_t launch_duty = 1;
   LaunchEstimates launch_estimates;  // what counted launches stand for, per process
-  std::vector<RawEvent> launch_samples;  // a bounded sample of launch rows (durations)
+  std::vector<Event> launch_samples;     // a bounded sample of launch rows (durations)
   std::vector<OpSecondRow> op_seconds;   // window seconds, every pid
   // Short copies aggregated in the kernel (no rows), per pid, op and direction.
   std::vector<CopyAggregateRow> copy_aggregates;

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <unordered_map>
 
+#include "store/event_columns.h"
 #include "store/ops.h"
 #include "store/writer.h"
 
@@ -186,10 +188,9 @@ StatusOr<ImportResult> ImportRemoteSession(const ClickHouseClient& client,
   for (int64_t from = lo; hi >= 0 && from <= hi;) {
     int64_t to = from + page_ns;
     StatusOr<std::string> body =
-        client.Query("SELECT ts, pid, tid, op, duration_ns, ret, bytes, kind, cpu, other_pid, "
-                     "runq_ns, addr, name, stack_id, waker_pid, waker_tid FROM " + db +
-                         ".gw_events" + of_session + " AND ts >= " + std::to_string(from) +
-                         " AND ts < " + std::to_string(to) + " FORMAT TabSeparated",
+        client.Query("SELECT ts" GW_CLICKHOUSE_EVENT_COLUMN_LIST " FROM " + db + ".gw_events" +
+                         of_session + " AND ts >= " + std::to_string(from) + " AND ts < " +
+                         std::to_string(to) + " FORMAT TabSeparated",
                      "", 120000);
     // A page longer than a query may answer is read again in shorter pages.
     if (!body.ok() && body.status().code() == StatusCode::kFailedPrecondition &&
@@ -201,25 +202,15 @@ StatusOr<ImportResult> ImportRemoteSession(const ClickHouseClient& client,
     std::vector<TsvRow> rows = ParseTsv(*body);
     batch.clear();
     for (const TsvRow& r : rows) {
-      std::optional<Op> op = OpFromName(Text(r, 3));
+      std::optional<Op> op = OpFromName(Text(r, 1 + kEventColumn_op));
       if (!op) continue;  // an op this gpuwhy does not know (a newer sender)
       Event e;
       e.ts_ns = Int(r, 0);
-      e.pid = static_cast<int32_t>(Int(r, 1));
-      e.tid = static_cast<int32_t>(Int(r, 2));
+      ForEachEventColumn(e, [&](int i, auto& field) {
+        if (i != kEventColumn_op) field = static_cast<std::decay_t<decltype(field)>>(Int(r, 1 + i));
+      });
       e.op = *op;
-      e.duration_ns = Int(r, 4);
-      e.ret = Int(r, 5);
-      e.bytes = Int(r, 6);
-      e.kind = Int(r, 7);
-      e.cpu = Int(r, 8);
-      e.other_pid = Int(r, 9);
-      e.runq_ns = Int(r, 10);
-      e.addr = Int(r, 11);
-      e.name_id = names.Id(r, 12);
-      e.stack_id = Int(r, 13);
-      e.waker_pid = Int(r, 14);
-      e.waker_tid = Int(r, 15);
+      e.name_id = names.Id(r, 1 + kEventColumn_name_id);  // gw_events holds the text
       batch.push_back(e);
     }
     writer->AppendEvents(batch.data(), batch.size());

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <utility>
 
+#include "store/event_columns.h"
+
 namespace gw {
 
 namespace {
@@ -57,10 +59,7 @@ std::vector<std::string> TableStatements(const std::string& db) {
   return {
       "CREATE DATABASE IF NOT EXISTS " + db,
       Table(db, "events",
-            "session Int64, ts Int64, wall_ns Int64, pid Int32, tid Int32, op String, "
-            "duration_ns Int64, ret " + n + ", bytes " + n + ", kind " + n + ", cpu " + n +
-                ", other_pid " + n + ", runq_ns " + n + ", addr " + n +
-                ", name Nullable(String), stack_id " + n + ", waker_pid " + n + ", waker_tid " + n,
+            "session Int64, ts Int64, wall_ns Int64" GW_CLICKHOUSE_EVENT_COLUMN_DECLS,
             ByTime("wall_ns")),
       Table(db, "sessions",
             "id Int64, kind String, wall_start_ns Int64, mono_start_ns Int64, host String, "

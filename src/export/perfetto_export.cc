@@ -163,9 +163,9 @@ class Exporter {
 
   void Row(const ExportEvent& e) {
     ++sum_->rows;
-    EmitCountersBefore(Wall(e.ts));
-    CloseRunningAtExitsBefore(Wall(e.ts));
-    FlushBefore(Wall(e.ts));
+    EmitCountersBefore(Wall(e.ts_ns));
+    CloseRunningAtExitsBefore(Wall(e.ts_ns));
+    FlushBefore(Wall(e.ts_ns));
     if (!pids_.empty() && pids_.count(e.pid) == 0) return;
     if (e.op == Op::kSchedSwitch) {
       OffCpu(e);
@@ -321,10 +321,10 @@ class Exporter {
       args.push_back(Arg::Str(IsSync(e.op) || IsMemcpy(e.op) || IsLaunch(e.op) ? "stream" : "addr",
                               Hex(e.addr)));
     if (e.stack_id != kNull) args.push_back(Arg::Str("stack_id", Hex(e.stack_id)));
-    args.push_back(Arg::Int("duration_ns", e.duration));
-    uint64_t begin = Wall(e.ts);
+    args.push_back(Arg::Int("duration_ns", e.duration_ns));
+    uint64_t begin = Wall(e.ts_ns);
     int64_t before = sum_->slices;
-    NestedSlice(t, kThreadTrack | Id32(e.tid), begin, begin + std::max<int64_t>(e.duration, 1),
+    NestedSlice(t, kThreadTrack | Id32(e.tid), begin, begin + std::max<int64_t>(e.duration_ns, 1),
                 std::string(OpName(e.op)), "cuda", args);
     sum_->cuda_slices += sum_->slices - before;
   }
@@ -340,9 +340,10 @@ class Exporter {
         if (e.other_pid != kNull) args.push_back(Arg::Int("other_pid", e.other_pid));
         if (e.ret != kNull) args.push_back(Arg::Int("ret", e.ret));
         if (!e.name.empty()) args.push_back(Arg::Str("name", e.name));
-        Schedule(Wall(e.ts), 1,
-                 perfetto::EventPacket(Wall(e.ts), EventType::kInstant, kProcessTrack | Id32(e.pid),
-                                       std::string(OpName(e.op)), "process", args));
+        Schedule(
+            Wall(e.ts_ns), 1,
+            perfetto::EventPacket(Wall(e.ts_ns), EventType::kInstant, kProcessTrack | Id32(e.pid),
+                                  std::string(OpName(e.op)), "process", args));
         ++sum_->instants;
         return;
       }
@@ -353,9 +354,10 @@ class Exporter {
         std::vector<Arg> args;
         if (e.addr != kNull) args.push_back(Arg::Str("addr", Hex(e.addr)));
         if (!e.name.empty()) args.push_back(Arg::Str("file", e.name));
-        Schedule(Wall(e.ts), 1,
-                 perfetto::EventPacket(Wall(e.ts), EventType::kInstant, kThreadTrack | Id32(e.tid),
-                                       std::string(OpName(e.op)), "fault", args));
+        Schedule(
+            Wall(e.ts_ns), 1,
+            perfetto::EventPacket(Wall(e.ts_ns), EventType::kInstant, kThreadTrack | Id32(e.tid),
+                                  std::string(OpName(e.op)), "fault", args));
         ++sum_->instants;
         return;
       }
@@ -369,10 +371,11 @@ class Exporter {
                                                              : "other"));
         }
         if (!e.name.empty()) args.push_back(Arg::Str("file", e.name));
-        args.push_back(Arg::Int("duration_ns", e.duration));
-        uint64_t begin = Wall(e.ts);
-        NestedSlice(t, kThreadTrack | Id32(e.tid), begin, begin + std::max<int64_t>(e.duration, 1),
-                    std::string(OpName(e.op)), "host", args);
+        args.push_back(Arg::Int("duration_ns", e.duration_ns));
+        uint64_t begin = Wall(e.ts_ns);
+        NestedSlice(t, kThreadTrack | Id32(e.tid), begin,
+                    begin + std::max<int64_t>(e.duration_ns, 1), std::string(OpName(e.op)), "host",
+                    args);
         return;
       }
     }
@@ -409,8 +412,8 @@ class Exporter {
       EmitTrack(perfetto::TrackPacket(track, kThreadTrack | Id32(e.tid), "state"));
       t.state_track = true;
     }
-    uint64_t begin = Wall(e.ts);
-    uint64_t end = begin + static_cast<uint64_t>(std::max<int64_t>(e.duration, 1));
+    uint64_t begin = Wall(e.ts_ns);
+    uint64_t end = begin + static_cast<uint64_t>(std::max<int64_t>(e.duration_ns, 1));
     if (t.running_since) {  // the thread ran from its last wake-up until now
       if (begin > *t.running_since) {
         Schedule(begin, 0, perfetto::SliceEndPacket(begin, track));
@@ -426,7 +429,7 @@ class Exporter {
       begin = t.state_busy_until;
       if (begin >= end) return;
     }
-    int64_t runq = e.runq == kNull ? 0 : std::clamp<int64_t>(e.runq, 0, e.duration);
+    int64_t runq = e.runq_ns == kNull ? 0 : std::clamp<int64_t>(e.runq_ns, 0, e.duration_ns);
     uint64_t runnable_at = std::max(begin, end - static_cast<uint64_t>(runq));
     std::vector<Arg> args;
     if (e.kind != kNull) args.push_back(Arg::Int("kind", e.kind));
@@ -442,7 +445,7 @@ class Exporter {
       args.push_back(Arg::Int("woken_by_pid", e.waker_pid));
       args.push_back(Arg::Int("woken_by_tid", e.waker_tid == kNull ? 0 : e.waker_tid));
     }
-    args.push_back(Arg::Int("off_cpu_ns", e.duration));
+    args.push_back(Arg::Int("off_cpu_ns", e.duration_ns));
     args.push_back(Arg::Int("runq_ns", runq));
     if (e.stack_id != kNull) args.push_back(Arg::Str("stack_id", Hex(e.stack_id)));
     if (runnable_at > begin) StatePiece(track, begin, runnable_at, SwitchStateName(e.kind), args);
@@ -468,7 +471,7 @@ class Exporter {
     }
     if (e.kind == 0 && e.other_pid != kNull && e.other_pid > 0 && e.other_pid != e.pid &&
         e.cpu != kNull) {
-      Preemption(e, Wall(e.ts), end);
+      Preemption(e, Wall(e.ts_ns), end);
     }
   }
 

@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "base/saturating.h"
 #include "store/ops.h"
 
 namespace gw {
@@ -38,6 +39,7 @@ struct Event {
   int64_t stack_id = kNull; // stacks.id (trace --stack)
   int64_t waker_pid = kNull;  // sched_switch of a blocked task: who woke it (0 = interrupt)
   int64_t waker_tid = kNull;  // that task's thread (0 = interrupt)
+  int64_t End() const { return SaturatingAdd(ts_ns, duration_ns); }
 };
 
 // A process seen during a session. `name` is the display name used by process_names

@@ -13,7 +13,9 @@ constexpr const auto& kOptional = kEventOptionalColumns;
 constexpr int kOptionalCount = kEventOptionalCount;
 constexpr int kFirstOptional = kChunkColumns - kOptionalCount;  // after ts..duration_ns
 static_assert(kFirstOptional == 6);
-constexpr int kAddrOptional = 6;  // addresses are stored as deltas from the previous one
+static_assert(kEventColumn_duration_ns == 3);  // pid, tid, op, duration_ns: coded their own way
+// Addresses are stored as deltas from the previous one.
+constexpr int kAddrOptional = kEventColumn_addr - kEventColumn_duration_ns - 1;
 
 // Presence tags of an optional column.
 constexpr uint8_t kNone = 0, kAll = 1, kSome = 2;

@@ -15,6 +15,7 @@
 
 #include "base/status.h"
 #include "store/event.h"
+#include "store/event_columns.h"
 
 namespace gw {
 
@@ -33,17 +34,9 @@ inline int64_t ChunkSeqBase(int64_t chunk) {
   return (chunk < 0 ? 0 : chunk > kMaxChunkNumber ? kMaxChunkNumber : chunk) * kChunkSeqStride;
 }
 
-// The columns of one decoded event, in event_rows' column order after session:
-// ts, seq, pid, tid, op, duration_ns, ret, bytes, kind, cpu, other_pid, runq_ns, addr, name_id,
-// stack_id, waker_pid, waker_tid. kNull = SQL NULL.
-inline constexpr int kChunkColumns = 17;
-// The optional arguments, in that column order (after duration_ns).
-inline constexpr int64_t Event::*kEventOptionalColumns[] = {
-    &Event::ret,     &Event::bytes, &Event::kind,    &Event::cpu,     &Event::other_pid,
-    &Event::runq_ns, &Event::addr,  &Event::name_id, &Event::stack_id, &Event::waker_pid,
-    &Event::waker_tid};
-inline constexpr int kEventOptionalCount =
-    static_cast<int>(sizeof(kEventOptionalColumns) / sizeof(kEventOptionalColumns[0]));
+// The columns of one decoded event, in event_rows' column order after session: ts, seq, then
+// GW_EVENT_COLUMNS (event_columns.h). kNull = SQL NULL.
+inline constexpr int kChunkColumns = 2 + kEventColumnCount;
 struct ChunkRow {
   int64_t col[kChunkColumns];
 };

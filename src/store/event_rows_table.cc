@@ -95,9 +95,7 @@ int Connect(sqlite3* db, void*, int, const char* const*, sqlite3_vtab** out, cha
                                 // NOT NULL where it holds: SQLite then asks for
                                 // order for MIN(ts) as it does for MAX(ts).
                                 "CREATE TABLE x(session INTEGER NOT NULL, ts INTEGER NOT NULL, "
-                                "seq INTEGER NOT NULL, pid, tid, op, duration_ns, ret, "
-                                "bytes, kind, cpu, other_pid, runq_ns, addr, name_id, stack_id, "
-                                "waker_pid, waker_tid)");
+                                "seq INTEGER NOT NULL" GW_EVENT_COLUMN_LIST ")");
   declaring = false;
   if (rc != SQLITE_OK) {
     *err = sqlite3_mprintf("gw_events: %s", sqlite3_errmsg(db));

@@ -1,8 +1,7 @@
 // `event_rows` since schema 9: a virtual table (module `gw_events`) that shows the chunks of
 // `event_chunks` (event_chunk.h) as one row per event, with the columns event_rows had as a
-// plain table: session, ts, seq, pid, tid, op, duration_ns, ret, bytes, kind, cpu, other_pid,
-// runq_ns, addr, name_id, stack_id, waker_pid, waker_tid. The views (`events`, `events_all`),
-// the brief's SQL and every reader query it unchanged.
+// plain table: session, ts, seq, then GW_EVENT_COLUMNS (event_columns.h). The views (`events`,
+// `events_all`), the brief's SQL and every reader query it unchanged.
 //
 // Constraints on session (=) and ts (=, <, <=, >, >=) become a range of the chunks' key, and
 // the rows come out in (session, ts, seq) order (a merge of the chunks that overlap in time),

@@ -65,39 +65,21 @@ StatusOr<ExportSession> ReadExportSession(StoreReader& reader, const SessionWind
 Status ForEachWindowEvent(StoreReader& reader, const SessionWindow& window,
                           const ExportEventFn& fn) {
   ASSIGN_OR_RETURN(int64_t version, reader.SchemaVersion());
-  // Schema 3 added the waker columns; schema 2 stack_id.
-  const std::string sql =
-      std::string(
-          "SELECT r.ts, r.duration_ns, r.pid, r.tid, r.op, r.ret, r.bytes, r.kind, r.cpu, "
-          "r.other_pid, r.runq_ns, r.addr, ") +
-      (version >= 2 ? "r.stack_id, " : "NULL, ") +
-      (version >= 3 ? "r.waker_pid, r.waker_tid, " : "NULL, NULL, ") +
-      "s.text FROM event_rows r LEFT JOIN strings s ON s.id = r.name_id "
-      "WHERE r.session = ?1 AND r.ts >= ?2 AND r.ts < ?3 ORDER BY r.ts, r.seq";
+  // Columns a schema older than the file's lacks (stack_id, the wakers) read as NULL.
+  const std::string sql = "SELECT r.ts, " + EventColumnsSql(version, "r.") +
+                          ", s.text FROM event_rows r LEFT JOIN strings s ON s.id = r.name_id "
+                          "WHERE r.session = ?1 AND r.ts >= ?2 AND r.ts < ?3 ORDER BY r.ts, r.seq";
   bool stopped = false;
   ExportEvent e;
   // ForEach cannot stop early; after `fn` declines, the remaining rows are only stepped over.
   return reader.ForEach(sql, {window.session, window.begin_ns, window.end_ns},
                         [&](sqlite3_stmt* s) {
                           if (stopped) return;
-                          std::optional<Op> op = OpFromId(sqlite3_column_int64(s, 4));
-                          if (!op) return;  // an op this gpuwhy does not know (newer file)
-                          e.ts = sqlite3_column_int64(s, 0);
-                          e.duration = sqlite3_column_int64(s, 1);
-                          e.pid = static_cast<int32_t>(sqlite3_column_int64(s, 2));
-                          e.tid = static_cast<int32_t>(sqlite3_column_int64(s, 3));
-                          e.op = *op;
-                          e.ret = ColInt(s, 5);
-                          e.bytes = ColInt(s, 6);
-                          e.kind = ColInt(s, 7);
-                          e.cpu = ColInt(s, 8);
-                          e.other_pid = ColInt(s, 9);
-                          e.runq = ColInt(s, 10);
-                          e.addr = ColInt(s, 11);
-                          e.stack_id = ColInt(s, 12);
-                          e.waker_pid = ColInt(s, 13);
-                          e.waker_tid = ColInt(s, 14);
-                          e.name = ColLine(s, 15);
+                          ReadEventColumns(s, 1, &e);
+                          // An op this gpuwhy does not know (a newer file) is skipped.
+                          if (!OpFromId(static_cast<int64_t>(e.op))) return;
+                          e.ts_ns = sqlite3_column_int64(s, 0);
+                          e.name = ColLine(s, 1 + kEventColumnCount);
                           if (!fn(e)) stopped = true;
                         });
 }

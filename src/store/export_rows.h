@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "store/event.h"
 #include "store/ops.h"
 #include "store/window.h"
 #include "store/window_rows.h"
@@ -20,24 +21,10 @@ namespace gw {
 
 class StoreReader;
 
-// One event_rows row with its name (strings.text) resolved; kNull where the column is NULL.
-struct ExportEvent {
-  int64_t ts = 0;  // session ns
-  int64_t duration = 0;
-  int32_t pid = 0;
-  int32_t tid = 0;
-  Op op = Op::kSchedSwitch;
-  int64_t ret = kNull;
-  int64_t bytes = kNull;
-  int64_t kind = kNull;
-  int64_t cpu = kNull;
-  int64_t other_pid = kNull;
-  int64_t runq = kNull;
-  int64_t addr = kNull;
-  int64_t stack_id = kNull;
-  int64_t waker_pid = kNull;
-  int64_t waker_tid = kNull;
-  std::string name;  // kernel or file name; "" when none
+// One event_rows row (its columns as `Event` holds them, kNull where NULL) with its name
+// (strings.text of name_id) resolved; "" when none.
+struct ExportEvent : Event {
+  std::string name;
 };
 
 struct ExportSession {

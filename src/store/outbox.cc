@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "store/event_columns.h"
 #include "store/ops.h"
 
 namespace gw {
@@ -62,8 +63,7 @@ const std::string* OutboxEncoder::Name(int64_t id) const {
   return it == strings_.end() ? nullptr : &it->second;
 }
 
-// session, ts, wall_ns, pid, tid, op, duration_ns, ret, bytes, kind, cpu, other_pid, runq_ns,
-// addr, name, stack_id, waker_pid, waker_tid
+// session, ts, wall_ns, then GW_EVENT_COLUMNS as gw_events has them (op and name as text)
 std::string OutboxEncoder::Events(const Event* events, size_t count) const {
   std::string out;
   out.reserve(count * 96);
@@ -71,23 +71,17 @@ std::string OutboxEncoder::Events(const Event* events, size_t count) const {
     const Event& e = *e_ptr;
     TsvInt(out, session_); Tab(out);
     TsvInt(out, e.ts_ns); Tab(out);
-    TsvInt(out, wall_start_ns_ + e.ts_ns); Tab(out);
-    TsvInt(out, e.pid); Tab(out);
-    TsvInt(out, e.tid); Tab(out);
-    TsvText(out, OpName(e.op)); Tab(out);
-    TsvInt(out, e.duration_ns); Tab(out);
-    TsvInt(out, e.ret); Tab(out);
-    TsvInt(out, e.bytes); Tab(out);
-    TsvInt(out, e.kind); Tab(out);
-    TsvInt(out, e.cpu); Tab(out);
-    TsvInt(out, e.other_pid); Tab(out);
-    TsvInt(out, e.runq_ns); Tab(out);
-    TsvInt(out, e.addr); Tab(out);
-    if (const std::string* name = Name(e.name_id)) TsvText(out, *name); else out += "\\N";
-    Tab(out);
-    TsvInt(out, e.stack_id); Tab(out);
-    TsvInt(out, e.waker_pid); Tab(out);
-    TsvInt(out, e.waker_tid);
+    TsvInt(out, wall_start_ns_ + e.ts_ns);
+    ForEachEventColumn(e, [&](int i, const auto& field) {
+      Tab(out);
+      if (i == kEventColumn_op) {
+        TsvText(out, OpName(e.op));
+      } else if (i == kEventColumn_name_id) {
+        if (const std::string* name = Name(e.name_id)) TsvText(out, *name); else out += "\\N";
+      } else {
+        TsvInt(out, static_cast<int64_t>(field));
+      }
+    });
     out += '\n';
   }
   return out;

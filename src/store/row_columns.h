@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "base/text.h"
 #include "store/event.h"
+#include "store/event_columns.h"
 
 namespace gw {
 
@@ -21,6 +23,14 @@ inline int64_t ColInt(sqlite3_stmt* s, int i) {
 inline std::string ColText(sqlite3_stmt* s, int i) {
   const unsigned char* t = sqlite3_column_text(s, i);
   return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
+}
+
+// Reads GW_EVENT_COLUMNS from columns first, first + 1, … of `s` into `e` (kNull = NULL; the op
+// id as stored: a reader checks it with OpFromId).
+inline void ReadEventColumns(sqlite3_stmt* s, int first, Event* e) {
+  ForEachEventColumn(*e, [&](int i, auto& field) {
+    field = static_cast<std::decay_t<decltype(field)>>(ColInt(s, first + i));
+  });
 }
 
 // Text a traced process chose (its name and command line, its scripts' paths and function

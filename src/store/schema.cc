@@ -5,6 +5,7 @@
 #include "store/event_chunk.h"
 #include "store/event_rows_table.h"
 #include "store/ops.h"
+#include "store/row_columns.h"
 #include "store/sqlite_util.h"
 
 namespace gw {
@@ -329,10 +330,8 @@ Status MigrateToChunks(sqlite3* db, const MigrationProgress& progress) {
     progress(0, total);
   }
   RETURN_IF_ERROR(Exec(db, kMigrationV9));
-  ASSIGN_OR_RETURN(ScopedStmt read,
-                   Prepare(db, "SELECT session, ts, pid, tid, op, duration_ns, ret, bytes, kind, "
-                               "cpu, other_pid, runq_ns, addr, name_id, stack_id, waker_pid, "
-                               "waker_tid FROM event_rows ORDER BY session, ts, seq"));
+  ASSIGN_OR_RETURN(ScopedStmt read, Prepare(db, "SELECT session, ts" GW_EVENT_COLUMN_LIST
+                                                " FROM event_rows ORDER BY session, ts, seq"));
   ASSIGN_OR_RETURN(ScopedStmt insert, Prepare(db, kInsertChunkSql));
   std::vector<Event> events;
   std::vector<uint32_t> order;
@@ -346,10 +345,6 @@ Status MigrateToChunks(sqlite3* db, const MigrationProgress& progress) {
     events.clear();
     return st;
   };
-  auto column = [&](int i) {
-    return sqlite3_column_type(read.get(), i) == SQLITE_NULL ? kNull
-                                                             : sqlite3_column_int64(read.get(), i);
-  };
   int rc;
   int64_t done = 0;
   while ((rc = sqlite3_step(read.get())) == SQLITE_ROW) {
@@ -361,12 +356,8 @@ Status MigrateToChunks(sqlite3* db, const MigrationProgress& progress) {
     }
     session = row_session;
     Event e;
-    e.ts_ns = column(1);
-    e.pid = static_cast<int32_t>(column(2));
-    e.tid = static_cast<int32_t>(column(3));
-    e.op = static_cast<Op>(column(4));
-    e.duration_ns = column(5);
-    for (int i = 0; i < kEventOptionalCount; ++i) e.*kEventOptionalColumns[i] = column(6 + i);
+    e.ts_ns = sqlite3_column_int64(read.get(), 1);
+    ReadEventColumns(read.get(), 2, &e);
     events.push_back(e);
   }
   if (rc != SQLITE_DONE) return SqliteStatus(db, rc, "read event_rows");

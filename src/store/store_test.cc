@@ -385,11 +385,7 @@ TEST(EventChunkTest, EncodesAndDecodesEveryColumn) {
     e.tid = e.pid + static_cast<int32_t>(rng() % 3) - 1;
     e.op = static_cast<Op>(rng() % 300);
     e.duration_ns = static_cast<int64_t>(rng() % 10'000'000);
-    for (int64_t Event::*m : {&Event::ret, &Event::bytes, &Event::kind, &Event::cpu,
-                              &Event::other_pid, &Event::runq_ns, &Event::addr, &Event::name_id,
-                              &Event::stack_id, &Event::waker_pid, &Event::waker_tid}) {
-      e.*m = value();
-    }
+    for (int64_t Event::*m : kEventOptionalColumns) e.*m = value();
   }
   events[3].ret = kNull;  // a column present in all rows but one, and one in none
   for (Event& e : events) e.waker_tid = kNull;

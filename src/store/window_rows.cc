@@ -19,31 +19,13 @@ StatusOr<int64_t> SingleInt(StoreReader& reader, const std::string& sql,
   return value;
 }
 
-RawEvent ReadRawEvent(sqlite3_stmt* s) {
-  RawEvent e;
-  e.ts = sqlite3_column_int64(s, 0);
-  e.duration = sqlite3_column_int64(s, 1);
-  e.pid = static_cast<int32_t>(sqlite3_column_int64(s, 2));
-  e.tid = static_cast<int32_t>(sqlite3_column_int64(s, 3));
-  std::optional<Op> op = OpFromId(sqlite3_column_int64(s, 4));
-  e.op = op.value_or(Op::kRead);
-  e.ret = ColInt(s, 5);
-  e.bytes = ColInt(s, 6);
-  e.kind = ColInt(s, 7);
-  e.other_pid = ColInt(s, 8);
-  e.runq = ColInt(s, 9);
-  e.waker_pid = ColInt(s, 10);
-  e.waker_tid = ColInt(s, 11);
-  if (sqlite3_column_type(s, 12) != SQLITE_NULL) {
-    e.cpu = static_cast<int32_t>(sqlite3_column_int64(s, 12));
-  }
+// A row of "SELECT ts, <EventColumnsSql>"; an op this gpuwhy does not know reads as kRead.
+Event ReadRawEvent(sqlite3_stmt* s) {
+  Event e;
+  e.ts_ns = sqlite3_column_int64(s, 0);
+  ReadEventColumns(s, 1, &e);
+  e.op = OpFromId(static_cast<int64_t>(e.op)).value_or(Op::kRead);
   return e;
-}
-
-// Schema 3 added the waker columns; older files read them as NULL.
-std::string RawColumns(bool wakers) {
-  return std::string("ts, duration_ns, pid, tid, op, ret, bytes, kind, other_pid, runq_ns, ") +
-         (wakers ? "waker_pid, waker_tid" : "NULL, NULL") + ", cpu";
 }
 
 }  // namespace
@@ -223,7 +205,7 @@ StatusOr<WindowRows> ReadWindowRows(StoreReader& reader, const SessionWindow& wi
                     " — hint: `gpuwhy query \"SELECT id, kind, events FROM sessions\"` lists "
                     "them");
   }
-  const std::string raw_columns = RawColumns(v3);
+  const std::string raw_columns = "ts, " + EventColumnsSql(version, "");
   const std::vector<int64_t> range = {session, window.begin_ns, window.end_ns};
 
   RETURN_IF_ERROR(ReadProcesses(reader, session, &w.processes));

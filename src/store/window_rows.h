@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "base/saturating.h"
 #include "base/status.h"
 #include "store/event.h"
 #include "store/launch_estimate.h"
@@ -19,24 +18,6 @@
 namespace gw {
 
 class StoreReader;
-
-// One raw row of event_rows (launch rows are not loaded: op_seconds counts them).
-struct RawEvent {
-  int64_t ts = 0;  // session ns
-  int64_t duration = 0;
-  int32_t pid = 0;
-  int32_t tid = 0;
-  Op op = Op::kSchedSwitch;
-  int32_t cpu = -1;  // CPU the event happened on (-1: not recorded)
-  int64_t ret = kNull;
-  int64_t bytes = kNull;
-  int64_t kind = kNull;
-  int64_t other_pid = kNull;
-  int64_t runq = kNull;
-  int64_t waker_pid = kNull;  // sched_switch of a blocked task: who woke it (0 = interrupt)
-  int64_t waker_tid = kNull;
-  int64_t End() const { return SaturatingAdd(ts, duration); }
-};
 
 struct ProcessRecord {
   int32_t pid = 0;
@@ -166,11 +147,11 @@ struct WindowRows {
   LaunchEstimates launch_estimates;
   std::map<int32_t, ProcessRecord> processes;  // every process of the session
   // Tracked processes' rows in the window except launches, plus OOM kills of any process, by ts.
-  std::vector<RawEvent> events;
+  std::vector<Event> events;
   // Tracked processes' interval rows (off-CPU, syncs, copies) that began up to carry_in_ns
   // before the window and end inside it, by ts.
-  std::vector<RawEvent> carry_in;
-  std::vector<RawEvent> launch_samples;     // at most max_launch_samples launch rows
+  std::vector<Event> carry_in;
+  std::vector<Event> launch_samples;        // at most max_launch_samples launch rows
   std::vector<OpSecondRow> op_seconds;      // the window's seconds, every pid, by sec
   std::vector<CopyAggregateRow> copy_aggregates;  // every pid
   std::vector<KernelLaunchRow> kernel_launches;   // by launches, most first
