@@ -350,10 +350,10 @@ int RunTrace(const Args& all_args) {
   }
 
   TracerOptions options;
-  std::vector<std::string> pid_texts, cuda_libs;
+  std::vector<std::string> pid_texts;
   if (Status st = CollectRepeated(args, "pid", &pid_texts); !st.ok()) return ReportError(st);
   if (Status st = CollectRepeated(args, "comm", &options.comms); !st.ok()) return ReportError(st);
-  if (Status st = CollectRepeated(args, "cuda-lib", &options.cuda_libs); !st.ok()) {
+  if (Status st = CollectRepeated(args, "cuda-lib", &options.sources.cuda.libraries); !st.ok()) {
     return ReportError(st);
   }
   // --container and --pod become the pids of the processes in them now; their children are
@@ -414,7 +414,7 @@ int RunTrace(const Args& all_args) {
                           comm.substr(0, 15)));
     }
   }
-  for (const std::string& lib : options.cuda_libs) {
+  for (const std::string& lib : options.sources.cuda.libraries) {
     if (access(lib.c_str(), R_OK) != 0) {
       std::fprintf(stderr, "gpuwhy trace: warning: --cuda-lib %s: %s (nothing to attach there)\n",
                    lib.c_str(), std::strerror(errno));
@@ -462,9 +462,9 @@ int RunTrace(const Args& all_args) {
     return ReportError(InvalidArgument("--launch-duty " + std::to_string(duty) +
                                        ": a whole number of seconds from 1 to 3600"));
   } else {
-    options.launch_duty = static_cast<uint32_t>(duty);
+    options.sources.cuda.launch_duty = static_cast<uint32_t>(duty);
   }
-  options.cuda_all_rows = flags.GetBool("all-rows", false);
+  options.sources.cuda.row_budget = !flags.GetBool("all-rows", false);
   if (std::string text = flags.GetString("row-min", "20us"); !text.empty()) {
     StatusOr<int64_t> ns = ParseDurationNs(text);
     if (!ns.ok() || *ns < 1'000 || *ns > 10'000'000'000) {
@@ -472,7 +472,7 @@ int RunTrace(const Args& all_args) {
                                          ": a duration between 1us and 10s (--all-rows: "
                                          "every call a row)"));
     }
-    options.cuda_row_min_ns = *ns;
+    options.sources.cuda.call_row_min_ns = static_cast<uint64_t>(*ns);
   }
   options.db_path = DatabasePath(flags);
   // An older file is migrated before the trace starts; a large one takes a while.
@@ -578,7 +578,7 @@ int RunTrace(const Args& all_args) {
     options.pids = {static_cast<int32_t>(job->pid())};
     options.session_kind = kJobSessionKind;  // explain's default window: the job's lifetime
     for (std::string& dir : CudaLibDirsNextTo(command[0], std::getenv("PATH")))
-      options.cuda_libs.push_back(dir);
+      options.sources.cuda.libraries.push_back(dir);
   }
 
   StatusOr<std::unique_ptr<Tracer>> created = Tracer::Create(options);
