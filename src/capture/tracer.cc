@@ -65,14 +65,8 @@ std::optional<DatabaseFile> Tracer::database_file() const {
 
 Status Tracer::Start() {
   if (started_) return FailedPrecondition("tracer started twice");
-  SourceSetOptions set;
-  set.host = options_.host;
-  set.cuda = options_.cuda;
-  set.cuda_libs = options_.cuda_libs;
-  set.launch_duty = options_.launch_duty;
-  set.cuda_row_budget = !options_.cuda_all_rows;
-  set.cuda_row_min_ns = options_.cuda_row_min_ns;
-  if (options_.observer && options_.cuda) options_.observer->OnLaunchDuty(options_.launch_duty);
+  const SourceSetOptions& set = options_.sources;
+  if (options_.observer && set.cuda_enabled) options_.observer->OnLaunchDuty(set.cuda.launch_duty);
   ASSIGN_OR_RETURN(std::vector<RegisteredSource> sources, CreateSources(set));
 
   // Before the session row exists: a failure here leaves nothing behind in the database.
@@ -103,7 +97,8 @@ Status Tracer::Start() {
     info.version = options_.version;
     info.command_line = options_.command_line;
     info.tracer_pid = static_cast<int32_t>(getpid());
-    info.launch_duty = options_.cuda ? static_cast<int32_t>(std::max(1u, options_.launch_duty)) : 1;
+    info.launch_duty =
+        set.cuda_enabled ? static_cast<int32_t>(std::max(1u, set.cuda.launch_duty)) : 1;
     info.profile_hz = static_cast<int32_t>(options_.profile_hz);
     ASSIGN_OR_RETURN(int64_t session, writer_->BeginSession(info));
     (void)session;
@@ -120,7 +115,6 @@ Status Tracer::Start() {
   context.pids = options_.pids;
   context.comms = options_.comms;
   context.pids_if_alive = options_.pids_if_alive;
-  context.cuda_libs = options_.cuda_libs;
   // In the registry's order: a source that owns the tracked set shares it with the ones after.
   for (RegisteredSource& r : sources) {
     if (Status st = r.source->Start(context); !st.ok()) {
@@ -492,14 +486,15 @@ void Tracer::OnOpCounts(const std::vector<OpCount>& counts) {
   // Launches counted one second in N: the live view gets the estimate, N × the count (the
   // database keeps what was counted; sessions.launch_duty says how to scale it; the observer
   // scales its own, told by OnLaunchDuty).
+  const uint32_t duty = options_.sources.cuda.launch_duty;
   std::vector<OpCount> estimated;
-  if (options_.launch_duty > 1) {
+  if (duty > 1) {
     estimated = counts;
     for (OpCount& c : estimated) {
-      if (IsLaunch(c.op)) c.count *= static_cast<int64_t>(options_.launch_duty);
+      if (IsLaunch(c.op)) c.count *= static_cast<int64_t>(duty);
     }
   }
-  live_.AddOpCounts(options_.launch_duty > 1 ? estimated : counts);
+  live_.AddOpCounts(duty > 1 ? estimated : counts);
   if (options_.observer) options_.observer->OnOpCounts(counts);  // it scales (OnLaunchDuty)
   if (writer_) writer_->AppendOpCounts(counts);
   if (options_.json && options_.json_out) {

@@ -55,13 +55,9 @@ struct TracerOptions {
   std::string db_path;
   bool record = true;          // false: no database, live view / JSON only
   int64_t max_db_bytes = 0;
-  std::vector<std::string> cuda_libs;
-  bool cuda = true;            // start the CUDA source
-  // Count kernel launches in one second of every N (CudaSourceOptions::launch_duty).
-  uint32_t launch_duty = 1;
-  // The CUDA row budget (CudaSourceOptions::row_budget, call_row_min_ns); all_rows: off.
-  bool cuda_all_rows = false;
-  int64_t cuda_row_min_ns = 20'000;
+  // The sources' own options (host; CUDA: libraries, launch duty, row budget), handed to
+  // CreateSources as they are.
+  SourceSetOptions sources;
   bool json = false;           // stream every event as a JSON line on `json_out`
   bool stacks = false;         // trace --stack: caller stacks on CUDA calls and off-CPU switches
   // trace --profile-hz: on-CPU samples a second of each CPU running a tracked thread, with the
@@ -88,7 +84,6 @@ struct TracerOptions {
   std::string command_line;
   // Told how the migration of an older --db file is going (StoreWriter's migration_progress).
   MigrationProgress on_migration;
-  HostOptions host;
   // Also sees every decoded event, process, count, GPU round and the drops (trace --prometheus);
   // not owned, must outlive the tracer's Stop().
   EventObserver* observer = nullptr;

@@ -203,16 +203,17 @@ void PrintSummary(FILE* out, const TraceSummary& s, const LiveSnapshot& live, bo
   }
 }
 
-}  // namespace
-
-int RunTrace(const Args& all_args) {
-  // Everything after "--" is the job to run under the tracer; only what comes before is ours.
-  Args args = all_args;
-  std::vector<std::string> command;
-  if (auto dash = std::find(args.begin(), args.end(), "--"); dash != args.end()) {
-    command.assign(dash + 1, args.end());
-    args.erase(dash, args.end());
+// Everything after "--" is the job to run under the tracer; only what comes before is ours.
+void SplitJobCommand(const Args& all_args, Args* args, std::vector<std::string>* command) {
+  *args = all_args;
+  if (auto dash = std::find(args->begin(), args->end(), "--"); dash != args->end()) {
+    command->assign(dash + 1, args->end());
+    args->erase(dash, args->end());
   }
+}
+
+// The flags of `gpuwhy trace`; their declarations are also its --help.
+FlagSet TraceFlags() {
   FlagSet flags("trace", "gpuwhy trace [flags] [-- COMMAND [ARGS...]]",
                 "Trace CUDA API calls and host kernel events of GPU jobs (needs root or "
                 "CAP_BPF+CAP_PERFMON+CAP_SYS_ADMIN).\n\n"
@@ -318,165 +319,186 @@ int RunTrace(const Args& all_args) {
              "PYTHON*, OMP_*, MKL_*, HF_*, WANDB_* and the like; LD_* and SUDO_* only if named",
              ""});
   AddPrometheusFlags(flags);
-  int exit_code = 0;
-  if (!ParseOrExit(flags, args, &exit_code)) return exit_code;
-  if (!flags.positionals().empty()) {
-    return ReportError(InvalidArgument("unexpected argument '" + flags.positionals()[0] +
-                                       "' — hint: to run a job under the tracer, put it after "
-                                       "--: gpuwhy trace [flags] -- " +
-                                       flags.positionals()[0] + " ..."));
-  }
-  if (all_args.size() != args.size() && command.empty()) {
-    return ReportError(
-        InvalidArgument("nothing after -- — hint: gpuwhy trace -- python3 train.py"));
-  }
+  return flags;
+}
 
-  std::vector<std::string> keep_env;
-  if (Status st = CollectRepeated(args, "keep-env", &keep_env); !st.ok()) return ReportError(st);
-  for (const std::string& name : keep_env) {
+// What the command line of `gpuwhy trace` asks for.
+struct TraceRequest {
+  TracerOptions options;
+  std::vector<std::string> command;   // the job after --; empty: attach to running jobs
+  std::vector<std::string> keep_env;  // --keep-env: more variables passed on to the job
+  bool quiet = false;                 // --quiet: only the final summary
+  std::optional<SinkOptions> sink;    // --sink: the recording is also streamed to ClickHouse
+};
+
+// Words no flag takes, and a -- with nothing after it.
+Status CheckPositionals(const FlagSet& flags, bool dash_given, bool has_command) {
+  if (!flags.positionals().empty()) {
+    return InvalidArgument("unexpected argument '" + flags.positionals()[0] +
+                           "' — hint: to run a job under the tracer, put it after "
+                           "--: gpuwhy trace [flags] -- " +
+                           flags.positionals()[0] + " ...");
+  }
+  if (dash_given && !has_command) {
+    return InvalidArgument("nothing after -- — hint: gpuwhy trace -- python3 train.py");
+  }
+  return Status::Ok();
+}
+
+// --keep-env: names (or PREFIX*) of variables, only for a job run with -- COMMAND.
+Status CollectKeepEnv(const Args& args, bool has_command, std::vector<std::string>* keep_env) {
+  RETURN_IF_ERROR(CollectRepeated(args, "keep-env", keep_env));
+  for (const std::string& name : *keep_env) {
     std::string_view base(name);
     if (!base.empty() && base.back() == '*') base.remove_suffix(1);
     bool valid = !name.empty() && std::all_of(base.begin(), base.end(), [](char c) {
       return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
     });
     if (!valid) {
-      return ReportError(InvalidArgument("--keep-env: '" + TerminalSafe(name) +
-                                         "' is not a variable name (letters, digits, _; a "
-                                         "trailing * for a prefix)"));
+      return InvalidArgument("--keep-env: '" + TerminalSafe(name) +
+                             "' is not a variable name (letters, digits, _; a "
+                             "trailing * for a prefix)");
     }
   }
-  if (!keep_env.empty() && command.empty()) {
-    return ReportError(InvalidArgument("--keep-env is for a job run with -- COMMAND"));
+  if (!keep_env->empty() && !has_command) {
+    return InvalidArgument("--keep-env is for a job run with -- COMMAND");
   }
+  return Status::Ok();
+}
 
-  TracerOptions options;
-  std::vector<std::string> pid_texts, cuda_libs;
-  if (Status st = CollectRepeated(args, "pid", &pid_texts); !st.ok()) return ReportError(st);
-  if (Status st = CollectRepeated(args, "comm", &options.comms); !st.ok()) return ReportError(st);
-  if (Status st = CollectRepeated(args, "cuda-lib", &options.cuda_libs); !st.ok()) {
-    return ReportError(st);
-  }
-  // --container and --pod become the pids of the processes in them now; their children are
-  // tracked as --pid's are.
+// --pid, --comm, --container and --pod: the running processes to trace (none: every CUDA
+// process). --container and --pod become the pids of the processes in them now; their
+// children are tracked as --pid's are.
+Status ResolveTargets(const FlagSet& flags, const Args& args, bool has_command,
+                      TracerOptions* options) {
+  std::vector<std::string> pid_texts;
+  RETURN_IF_ERROR(CollectRepeated(args, "pid", &pid_texts));
+  RETURN_IF_ERROR(CollectRepeated(args, "comm", &options->comms));
   std::vector<std::string> container_texts, pod_texts, containers, pods;
-  if (Status st = CollectRepeated(args, "container", &container_texts); !st.ok()) {
-    return ReportError(st);
-  }
-  if (Status st = CollectRepeated(args, "pod", &pod_texts); !st.ok()) return ReportError(st);
+  RETURN_IF_ERROR(CollectRepeated(args, "container", &container_texts));
+  RETURN_IF_ERROR(CollectRepeated(args, "pod", &pod_texts));
   for (const std::string& text : container_texts) {
-    StatusOr<std::string> id = NormalizeContainerId(text);
-    if (!id.ok()) return ReportError(id.status());
-    containers.push_back(*id);
+    ASSIGN_OR_RETURN(std::string id, NormalizeContainerId(text));
+    containers.push_back(id);
   }
   for (const std::string& text : pod_texts) {
-    StatusOr<std::string> uid = NormalizePodUid(text);
-    if (!uid.ok()) return ReportError(uid.status());
-    pods.push_back(*uid);
+    ASSIGN_OR_RETURN(std::string uid, NormalizePodUid(text));
+    pods.push_back(uid);
   }
-  if (!command.empty() && (!containers.empty() || !pods.empty())) {
-    return ReportError(InvalidArgument(
+  if (has_command && (!containers.empty() || !pods.empty())) {
+    return InvalidArgument(
         "-- COMMAND traces that job and its descendants; --container and --pod are for jobs "
-        "already running — use one or the other"));
+        "already running — use one or the other");
   }
   if (!containers.empty() || !pods.empty()) {
-    StatusOr<ContainerMatch> match = FindContainerProcesses("/proc", containers, pods);
-    if (!match.ok()) return ReportError(match.status());
-    options.pids_if_alive = match->pids;
+    ASSIGN_OR_RETURN(ContainerMatch match, FindContainerProcesses("/proc", containers, pods));
+    options->pids_if_alive = match.pids;
     std::string what;
-    for (const std::string& c : match->containers) what += " container " + c.substr(0, 12);
-    for (const std::string& p : match->pods) what += " pod " + p;
+    for (const std::string& c : match.containers) what += " container " + c.substr(0, 12);
+    for (const std::string& p : match.pods) what += " pod " + p;
     if (!flags.GetBool("quiet", false) && !flags.GetBool("json", false)) {
-      std::fprintf(stderr, "gpuwhy trace:%s: %zu processes\n", what.c_str(), match->pids.size());
+      std::fprintf(stderr, "gpuwhy trace:%s: %zu processes\n", what.c_str(), match.pids.size());
     }
   }
   for (const std::string& text : pid_texts) {
     StatusOr<int64_t> pid = ParseInt(text);
-    if (!pid.ok() || *pid <= 0)
-      return ReportError(InvalidArgument("--pid " + text + ": not a pid"));
+    if (!pid.ok() || *pid <= 0) return InvalidArgument("--pid " + text + ": not a pid");
     // Checked before a session is opened, so a typo leaves no empty session behind.
     if (access(("/proc/" + std::to_string(*pid)).c_str(), F_OK) != 0) {
-      return ReportError(NotFound("--pid " + text + ": no such process"));
+      return NotFound("--pid " + text + ": no such process");
     }
-    options.pids.push_back(static_cast<int32_t>(*pid));
+    options->pids.push_back(static_cast<int32_t>(*pid));
   }
-  options.duration_ns = flags.GetDurationNs("duration", 0);
-  if (flags.Has("duration") && options.duration_ns <= 0) {
-    return ReportError(InvalidArgument(
-        "--duration must be more than 0 — hint: leave it out to trace until Ctrl-C"));
-  }
-  for (const std::string& comm : options.comms) {
-    // The kernel keeps 15 bytes of a command name (TASK_COMM_LEN 16): a longer one never matches.
+  return Status::Ok();
+}
+
+// The kernel keeps 15 bytes of a command name (TASK_COMM_LEN 16): a longer --comm never matches.
+Status CheckCommNames(const std::vector<std::string>& comms) {
+  for (const std::string& comm : comms) {
     if (comm.size() > 15) {
-      return ReportError(
-          InvalidArgument("--comm " + comm +
-                          ": longer than the kernel's 15-character command names, so it "
-                          "would never match — hint: use its first 15 characters: " +
-                          comm.substr(0, 15)));
+      return InvalidArgument("--comm " + comm +
+                             ": longer than the kernel's 15-character command names, so it "
+                             "would never match — hint: use its first 15 characters: " +
+                             comm.substr(0, 15));
     }
   }
-  for (const std::string& lib : options.cuda_libs) {
+  return Status::Ok();
+}
+
+Status DurationFromFlags(const FlagSet& flags, int64_t* duration_ns) {
+  *duration_ns = flags.GetDurationNs("duration", 0);
+  if (flags.Has("duration") && *duration_ns <= 0) {
+    return InvalidArgument(
+        "--duration must be more than 0 — hint: leave it out to trace until Ctrl-C");
+  }
+  return Status::Ok();
+}
+
+// The flags other than the targets and the duration into `options`, each value checked
+// against its range.
+Status TracerOptionsFromFlags(const FlagSet& flags, const Args& args, TracerOptions* options) {
+  CudaSourceOptions& cuda = options->sources.cuda;
+  RETURN_IF_ERROR(CollectRepeated(args, "cuda-lib", &cuda.libraries));
+  for (const std::string& lib : cuda.libraries) {
     if (access(lib.c_str(), R_OK) != 0) {
       std::fprintf(stderr, "gpuwhy trace: warning: --cuda-lib %s: %s (nothing to attach there)\n",
                    lib.c_str(), std::strerror(errno));
     }
   }
-  options.record = flags.GetBool("record", true);
-  options.max_db_bytes = flags.GetSizeBytes("max-db", 0);
-  options.json = flags.GetBool("json", false);
-  options.stacks = flags.GetBool("stack", false);
+  options->record = flags.GetBool("record", true);
+  options->max_db_bytes = flags.GetSizeBytes("max-db", 0);
+  options->json = flags.GetBool("json", false);
+  options->stacks = flags.GetBool("stack", false);
   if (int64_t rate = flags.GetInt("stack-rate", kDefaultStackRate); rate < 1 || rate > 100'000) {
-    return ReportError(InvalidArgument("--stack-rate " + std::to_string(rate) +
-                                       ": stacks a second per thread, from 1 to 100000"));
+    return InvalidArgument("--stack-rate " + std::to_string(rate) +
+                           ": stacks a second per thread, from 1 to 100000");
   } else {
-    options.stack_rate = static_cast<uint32_t>(rate);
+    options->stack_rate = static_cast<uint32_t>(rate);
   }
-  if (flags.Has("stack-rate") && !options.stacks) {
-    return ReportError(InvalidArgument("--stack-rate needs --stack"));
+  if (flags.Has("stack-rate") && !options->stacks) {
+    return InvalidArgument("--stack-rate needs --stack");
   }
   if (int64_t hz = flags.GetInt("profile-hz", kDefaultProfileHz); hz < 0 || hz > 1000) {
-    return ReportError(InvalidArgument("--profile-hz " + std::to_string(hz) +
-                                       ": samples a second per CPU, from 0 (off) to 1000"));
+    return InvalidArgument("--profile-hz " + std::to_string(hz) +
+                           ": samples a second per CPU, from 0 (off) to 1000");
   } else {
-    options.profile_hz = static_cast<uint32_t>(hz);
+    options->profile_hz = static_cast<uint32_t>(hz);
   }
-  bool quiet = flags.GetBool("quiet", false);
-  options.poll_interval_ns = flags.GetDurationNs("poll-interval", 5'000'000);
-  if (options.poll_interval_ns < 1'000'000 || options.poll_interval_ns > 100'000'000) {
-    return ReportError(InvalidArgument("--poll-interval must be between 1ms and 100ms"));
+  options->poll_interval_ns = flags.GetDurationNs("poll-interval", 5'000'000);
+  if (options->poll_interval_ns < 1'000'000 || options->poll_interval_ns > 100'000'000) {
+    return InvalidArgument("--poll-interval must be between 1ms and 100ms");
   }
   if (std::string text = flags.GetString("gpu-interval", "200ms"); text == "off" || text == "0") {
-    options.gpu_interval_ns = 0;
+    options->gpu_interval_ns = 0;
   } else {
     StatusOr<int64_t> ns = ParseDurationNs(text);
     if (!ns.ok() || *ns < 10'000'000 || *ns > 60'000'000'000) {
-      return ReportError(InvalidArgument("--gpu-interval " + text +
-                                         ": a duration between 10ms and 60s, or 0/off"));
+      return InvalidArgument("--gpu-interval " + text +
+                             ": a duration between 10ms and 60s, or 0/off");
     }
-    options.gpu_interval_ns = *ns;
+    options->gpu_interval_ns = *ns;
   }
-  options.nvml_lib = flags.GetString("nvml-lib", "");
-  if (Status st = CheckLoadableUnderSudo(options.nvml_lib, "--nvml-lib"); !st.ok()) {
-    return ReportError(st);
-  }
+  options->nvml_lib = flags.GetString("nvml-lib", "");
+  RETURN_IF_ERROR(CheckLoadableUnderSudo(options->nvml_lib, "--nvml-lib"));
   if (int64_t duty = flags.GetInt("launch-duty", 10); duty < 1 || duty > 3600) {
-    return ReportError(InvalidArgument("--launch-duty " + std::to_string(duty) +
-                                       ": a whole number of seconds from 1 to 3600"));
+    return InvalidArgument("--launch-duty " + std::to_string(duty) +
+                           ": a whole number of seconds from 1 to 3600");
   } else {
-    options.launch_duty = static_cast<uint32_t>(duty);
+    cuda.launch_duty = static_cast<uint32_t>(duty);
   }
-  options.cuda_all_rows = flags.GetBool("all-rows", false);
+  cuda.row_budget = !flags.GetBool("all-rows", false);
   if (std::string text = flags.GetString("row-min", "20us"); !text.empty()) {
     StatusOr<int64_t> ns = ParseDurationNs(text);
     if (!ns.ok() || *ns < 1'000 || *ns > 10'000'000'000) {
-      return ReportError(InvalidArgument("--row-min " + text +
-                                         ": a duration between 1us and 10s (--all-rows: "
-                                         "every call a row)"));
+      return InvalidArgument("--row-min " + text +
+                             ": a duration between 1us and 10s (--all-rows: "
+                             "every call a row)");
     }
-    options.cuda_row_min_ns = *ns;
+    cuda.call_row_min_ns = static_cast<uint64_t>(*ns);
   }
-  options.db_path = DatabasePath(flags);
+  options->db_path = DatabasePath(flags);
   // An older file is migrated before the trace starts; a large one takes a while.
-  options.on_migration = [path = options.db_path](int64_t done, int64_t total) {
+  options->on_migration = [path = options->db_path](int64_t done, int64_t total) {
     if (total < kMigrationProgressRows) return;
     std::fprintf(stderr,
                  "gpuwhy trace: updating %s to this version's format (events into chunks): "
@@ -484,107 +506,135 @@ int RunTrace(const Args& all_args) {
                  path.c_str(), WithThousands(done).c_str(), WithThousands(total).c_str(),
                  static_cast<int>(100 * done / total));
   };
-  options.version = VersionString();
-  options.command_line = CommandLine();
+  options->version = VersionString();
+  options->command_line = CommandLine();
+  return Status::Ok();
+}
 
-  std::optional<SinkOptions> sink_options;
+// --sink URL, --node, --sink-spool: where the recording is also streamed; the writer then
+// spools what is committed in its outbox.
+Status SinkFromFlags(const FlagSet& flags, TracerOptions* options,
+                     std::optional<SinkOptions>* sink) {
   if (std::string url = flags.GetString("sink", ""); !url.empty() || flags.Has("sink")) {
     StatusOr<ClickHouseUrl> parsed = ParseClickHouseUrl(url);
-    if (!parsed.ok()) return ReportError(parsed.status().WithContext("--sink"));
-    if (!options.record) {
-      return ReportError(InvalidArgument(
-          "--sink forwards what is recorded: it cannot be used with --record=false"));
+    if (!parsed.ok()) return parsed.status().WithContext("--sink");
+    if (!options->record) {
+      return InvalidArgument(
+          "--sink forwards what is recorded: it cannot be used with --record=false");
     }
-    sink_options.emplace();
-    sink_options->url = *parsed;
-    sink_options->node = flags.GetString("node", ReadHostInfo().host);
-    if (Status st = ValidateNodeName(sink_options->node); !st.ok()) return ReportError(st);
-    options.outbox = true;
-    options.outbox_max_bytes = flags.GetSizeBytes("sink-spool", int64_t{512} << 20);
-    if (options.outbox_max_bytes < (int64_t{1} << 20)) {
-      return ReportError(InvalidArgument("--sink-spool must be at least 1M"));
+    sink->emplace();
+    (*sink)->url = *parsed;
+    (*sink)->node = flags.GetString("node", ReadHostInfo().host);
+    RETURN_IF_ERROR(ValidateNodeName((*sink)->node));
+    options->outbox = true;
+    options->outbox_max_bytes = flags.GetSizeBytes("sink-spool", int64_t{512} << 20);
+    if (options->outbox_max_bytes < (int64_t{1} << 20)) {
+      return InvalidArgument("--sink-spool must be at least 1M");
     }
   } else if (flags.Has("node") || flags.Has("sink-spool")) {
-    return ReportError(InvalidArgument("--node and --sink-spool go with --sink URL"));
+    return InvalidArgument("--node and --sink-spool go with --sink URL");
   }
-  std::unique_ptr<ClickHouseSink> sink;
-  StoreWriter* sink_writer = nullptr;
-  if (sink_options) {
-    options.on_session = [&](StoreWriter* writer) -> Status {
-      sink_writer = writer;
-      ASSIGN_OR_RETURN(sink, ClickHouseSink::Start(writer, *sink_options));
-      return Status::Ok();
-    };
-    options.on_closing = [&](TraceSummary* summary) {
-      if (!sink) return;
-      sink->Finish(10'000);  // the last rows, and the session row with its totals
-      SinkStats st = sink->stats();
-      std::string note = "sink: " + WithThousands(st.rows_sent) + " rows sent to " +
-                         sink_options->url.Display() + " as node " + sink_options->node;
-      if (st.duplicates_skipped > 0) {
-        note += " (" + WithThousands(st.duplicates_skipped) +
-                " batches found already there after an unanswered request)";
-      }
-      summary->notes.push_back(note);
-      if (st.rows_rejected > 0) {
-        summary->notes.push_back("sink: ClickHouse refused " + WithThousands(st.rows_rejected) +
-                                 " rows: " + st.last_error);
-      }
-      StatusOr<OutboxStatus> left = sink_writer->OutboxState();
-      if (left.ok() && left->rows > 0) {
-        summary->notes.push_back(
-            "sink: " + WithThousands(left->rows) + " rows wait in " + summary->db_path +
-            " (ClickHouse: " + (st.last_error.empty() ? "slow" : st.last_error) +
-            "); the next `gpuwhy trace --sink` on this file sends them");
-      }
-      if (left.ok() && left->rows_dropped > 0) {
-        summary->notes.push_back("sink: " + WithThousands(left->rows_dropped) +
-                                 " rows were dropped from the spool unsent (over --sink-spool); "
-                                 "they are still in the local file");
-      }
-    };
-  }
+  return Status::Ok();
+}
 
-  if (!command.empty() &&
+// The whole command line, checked, into `request` (whose `command` is already set).
+Status RequestFromFlags(const FlagSet& flags, const Args& args, bool dash_given,
+                        TraceRequest* request) {
+  bool has_command = !request->command.empty();
+  RETURN_IF_ERROR(CheckPositionals(flags, dash_given, has_command));
+  RETURN_IF_ERROR(CollectKeepEnv(args, has_command, &request->keep_env));
+  TracerOptions& options = request->options;
+  RETURN_IF_ERROR(ResolveTargets(flags, args, has_command, &options));
+  // In this order, the one the errors have always come in.
+  RETURN_IF_ERROR(DurationFromFlags(flags, &options.duration_ns));
+  RETURN_IF_ERROR(CheckCommNames(options.comms));
+  RETURN_IF_ERROR(TracerOptionsFromFlags(flags, args, &options));
+  request->quiet = flags.GetBool("quiet", false);
+  RETURN_IF_ERROR(SinkFromFlags(flags, &options, &request->sink));
+  if (has_command &&
       (!options.pids.empty() || !options.pids_if_alive.empty() || !options.comms.empty())) {
-    return ReportError(
-        InvalidArgument("-- COMMAND traces that job and its descendants; --pid, --comm, "
-                        "--container and --pod are for jobs already running — use one or the "
-                        "other"));
+    return InvalidArgument(
+        "-- COMMAND traces that job and its descendants; --pid, --comm, "
+        "--container and --pod are for jobs already running — use one or the "
+        "other");
+  }
+  return Status::Ok();
+}
+
+// The ClickHouse sink of `trace --sink`: started once the session row exists, finished after
+// the session is closed, with what it sent (and what is left) as notes of the summary.
+class TraceSink {
+ public:
+  // Hooks the sink into `options` (on_session, on_closing): it must outlive the tracer.
+  TraceSink(SinkOptions sink_options, TracerOptions* options) : options_(std::move(sink_options)) {
+    options->on_session = [this](StoreWriter* writer) { return Start(writer); };
+    options->on_closing = [this](TraceSummary* summary) { Finish(summary); };
+  }
+  TraceSink(const TraceSink&) = delete;
+  TraceSink& operator=(const TraceSink&) = delete;
+
+ private:
+  Status Start(StoreWriter* writer) {
+    writer_ = writer;
+    ASSIGN_OR_RETURN(sink_, ClickHouseSink::Start(writer, options_));
+    return Status::Ok();
   }
 
-  if (Status st = CheckTracePrivileges(); !st.ok()) return ReportError(st);
-  // Bound before the job is spawned and anything is loaded: a taken port fails here.
-  StatusOr<std::unique_ptr<TracePrometheus>> prometheus =
-      TracePrometheus::FromFlags(flags, options.record ? options.db_path : "", options.version);
-  if (!prometheus.ok()) return ReportError(prometheus.status());
-  if (*prometheus) options.observer = (*prometheus)->observer();
-
-  // The job: forked now, while gpuwhy has one thread, held at a gate until every probe is
-  // attached, then exec'd as the user who ran sudo. pip-installed CUDA runtimes next to it (a
-  // venv's site-packages/nvidia/*/lib) are attached before it runs, so its first CUDA calls
-  // and kernel registrations are seen.
-  std::optional<GatedChild> job;
-  bool job_as_user = false;  // run as the sudo user: in a session of its own
-  if (!command.empty()) {
-    ChildOptions child;
-    child.argv = command;
-    child.uid = InvokingUserUid();
-    child.keep_env = keep_env;
-    job_as_user = child.uid >= 0;
-    StatusOr<GatedChild> spawned = GatedChild::Spawn(child);
-    if (!spawned.ok()) return ReportError(spawned.status());
-    job.emplace(std::move(*spawned));
-    options.pids = {static_cast<int32_t>(job->pid())};
-    options.session_kind = kJobSessionKind;  // explain's default window: the job's lifetime
-    for (std::string& dir : CudaLibDirsNextTo(command[0], std::getenv("PATH")))
-      options.cuda_libs.push_back(dir);
+  void Finish(TraceSummary* summary) {
+    if (!sink_) return;
+    sink_->Finish(10'000);  // the last rows, and the session row with its totals
+    SinkStats st = sink_->stats();
+    std::string note = "sink: " + WithThousands(st.rows_sent) + " rows sent to " +
+                       options_.url.Display() + " as node " + options_.node;
+    if (st.duplicates_skipped > 0) {
+      note += " (" + WithThousands(st.duplicates_skipped) +
+              " batches found already there after an unanswered request)";
+    }
+    summary->notes.push_back(note);
+    if (st.rows_rejected > 0) {
+      summary->notes.push_back("sink: ClickHouse refused " + WithThousands(st.rows_rejected) +
+                               " rows: " + st.last_error);
+    }
+    StatusOr<OutboxStatus> left = writer_->OutboxState();
+    if (left.ok() && left->rows > 0) {
+      summary->notes.push_back("sink: " + WithThousands(left->rows) + " rows wait in " +
+                               summary->db_path +
+                               " (ClickHouse: " + (st.last_error.empty() ? "slow" : st.last_error) +
+                               "); the next `gpuwhy trace --sink` on this file sends them");
+    }
+    if (left.ok() && left->rows_dropped > 0) {
+      summary->notes.push_back("sink: " + WithThousands(left->rows_dropped) +
+                               " rows were dropped from the spool unsent (over --sink-spool); "
+                               "they are still in the local file");
+    }
   }
 
-  StatusOr<std::unique_ptr<Tracer>> created = Tracer::Create(options);
-  if (!created.ok()) return ReportError(created.status());
-  std::unique_ptr<Tracer> tracer = std::move(created).value();
+  SinkOptions options_;
+  std::unique_ptr<ClickHouseSink> sink_;
+  StoreWriter* writer_ = nullptr;
+};
 
+// The job of `trace -- COMMAND`: forked now, while gpuwhy has one thread, held at a gate until
+// every probe is attached, then exec'd as the user who ran sudo (`*as_user`: in a session of
+// its own). pip-installed CUDA runtimes next to it (a venv's site-packages/nvidia/*/lib) are
+// attached before it runs, so its first CUDA calls and kernel registrations are seen.
+StatusOr<GatedChild> SpawnJob(const std::vector<std::string>& command,
+                              const std::vector<std::string>& keep_env, TracerOptions* options,
+                              bool* as_user) {
+  ChildOptions child;
+  child.argv = command;
+  child.uid = InvokingUserUid();
+  child.keep_env = keep_env;
+  *as_user = child.uid >= 0;
+  ASSIGN_OR_RETURN(GatedChild job, GatedChild::Spawn(child));
+  options->pids = {static_cast<int32_t>(job.pid())};
+  options->session_kind = kJobSessionKind;  // explain's default window: the job's lifetime
+  for (std::string& dir : CudaLibDirsNextTo(command[0], std::getenv("PATH")))
+    options->sources.cuda.libraries.push_back(dir);
+  return job;
+}
+
+void InstallStopHandlers() {
   struct sigaction sa {};
   sa.sa_sigaction = OnStopSignal;
   sa.sa_flags = SA_SIGINFO;
@@ -593,14 +643,98 @@ int RunTrace(const Args& all_args) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGHUP, &sa, nullptr);  // an ssh disconnect: flush and close the session too
   signal(SIGPIPE, SIG_IGN);
+}
 
-  if (Status st = tracer->Start(); !st.ok()) {
-    sink.reset();  // its thread reads the writer, which goes with the tracer
-    return ReportError(st);
+// What the terminal shows while a trace runs: the notes as they come and the live view, a
+// frame redrawn in place on a TTY, one status line a second otherwise. A job run under the
+// tracer owns the terminal: no full-screen view over its output, just the start line and the
+// summary.
+class TraceConsole {
+ public:
+  TraceConsole(bool quiet, bool json, bool job)
+      : quiet_(quiet),
+        live_(!quiet && !json && !job),
+        tty_(isatty(STDOUT_FILENO) == 1),
+        info_(json ? stderr : stdout) {}
+
+  FILE* info() const { return info_; }
+  bool live() const { return live_; }
+
+  void PrintStart(const TracerOptions& options, const std::string& job) {
+    if (quiet_) return;
+    std::fprintf(info_, "gpuwhy trace: tracing%s %s%s — %s\n", job.c_str(),
+                 options.record ? ("into " + options.db_path).c_str() : "without recording",
+                 options.duration_ns > 0
+                     ? (" for " + std::to_string(options.duration_ns / 1'000'000'000) + "s").c_str()
+                     : "",
+                 job.empty() ? "Ctrl-C to stop" : "until it exits");
+    std::fflush(info_);
   }
+
+  void ShowNotes(std::vector<std::string> notes) {
+    for (std::string& n : notes) {
+      if (quiet_) continue;
+      if (live_ && tty_) {
+        recent_notes_.push_back(std::move(n));  // shown under the frame
+        if (recent_notes_.size() > 4) recent_notes_.erase(recent_notes_.begin());
+      } else {
+        std::fprintf(info_, "gpuwhy trace: %s\n", TerminalSafe(n).c_str());
+      }
+    }
+    std::fflush(info_);
+  }
+
+  void ClearOnce() {
+    if (live_ && tty_) std::fputs("\x1b[2J", stdout);  // once; frames then redraw in place
+  }
+
+  void ShowLive(const LiveSnapshot& snap) {
+    if (tty_) {
+      std::string frame = RenderLiveView(snap, TerminalWidth(), TerminalHeight());
+      for (const std::string& n : recent_notes_) frame += "note: " + n + "\n";  // fit by DrawFrame
+      DrawFrame(frame);
+    } else {
+      std::printf("%s\n", TerminalSafe(RenderStatusLine(snap)).c_str());
+      std::fflush(stdout);
+    }
+  }
+
+  void ShowLastFrame(const LiveSnapshot& snap) {
+    if (live_ && tty_) DrawFrame(RenderLiveView(snap, TerminalWidth(), TerminalHeight()));
+  }
+
+ private:
+  bool quiet_;
+  bool live_;
+  bool tty_;
+  FILE* info_;
+  std::vector<std::string> recent_notes_;
+};
+
+// Stopped by a signal or --duration while the job runs: the session is closed; pass the signal
+// on (a terminal's Ctrl-C reached the job already) and wait, like a shell would. Returns the
+// job's exit status.
+int WaitForJob(GatedChild& job, const std::string& name) {
+  int sig = g_stop_signal.load();
+  if (pid_t target = ForwardTarget(sig, g_stop_from_tty.load()); sig != 0 && target != 0) {
+    kill(target, sig);
+  }
+  std::fprintf(stderr, "gpuwhy trace: session closed; waiting for %s (pid %d) to exit\n",
+               name.c_str(), job.pid());
+  return job.Wait();
+}
+
+// Runs a started tracer: releases the job, shows the trace until it stops (the duration, a
+// signal, the job's exit), stops it, prints the summary and waits for the job. Returns the
+// exit code: the job's, else 0 or an error's.
+int TraceUntilStopped(const TraceRequest& request, Tracer* tracer, TracePrometheus* prometheus,
+                      GatedChild* job, bool job_as_user) {
+  const TracerOptions& options = request.options;
   std::vector<std::string> own_notes;
-  if (*prometheus) own_notes.push_back((*prometheus)->Started(tracer->session_id(), tracer->database_file()));
-  if (job.has_value()) {
+  if (prometheus) {
+    own_notes.push_back(prometheus->Started(tracer->session_id(), tracer->database_file()));
+  }
+  if (job) {
     if (Status st = job->Release(); !st.ok()) {
       (void)tracer->Stop();
       std::fprintf(stderr, "gpuwhy trace: %s\n", st.message().c_str());
@@ -611,80 +745,79 @@ int RunTrace(const Args& all_args) {
     ForwardOtherSignals();
   }
 
-  bool tty = isatty(STDOUT_FILENO) == 1;
-  // A job run under the tracer owns the terminal: no full-screen view over its output, just
-  // the start line and the summary.
-  bool live = !quiet && !options.json && !job.has_value();
-  FILE* info = options.json ? stderr : stdout;
-  if (!quiet) {
-    std::string what =
-        job.has_value() ? " " + command[0] + " (pid " + std::to_string(job->pid()) + ")" : "";
-    std::fprintf(info, "gpuwhy trace: tracing%s %s%s — %s\n", what.c_str(),
-                 options.record ? ("into " + options.db_path).c_str() : "without recording",
-                 options.duration_ns > 0
-                     ? (" for " + std::to_string(options.duration_ns / 1'000'000'000) + "s").c_str()
-                     : "",
-                 job.has_value() ? "until it exits" : "Ctrl-C to stop");
-    std::fflush(info);
-  }
-  std::vector<std::string> recent_notes;
-  auto take_notes = [&] {
-    std::vector<std::string> notes = tracer->TakeNotes();
-    notes.insert(notes.begin(), own_notes.begin(), own_notes.end());
-    own_notes.clear();
-    for (std::string& n : notes) {
-      if (quiet) continue;
-      if (live && tty) {
-        recent_notes.push_back(std::move(n));  // shown under the frame
-        if (recent_notes.size() > 4) recent_notes.erase(recent_notes.begin());
-      } else {
-        std::fprintf(info, "gpuwhy trace: %s\n", TerminalSafe(n).c_str());
-      }
-    }
-    std::fflush(info);
-  };
-  take_notes();
-  if (live && tty) std::fputs("\x1b[2J", stdout);  // once; frames then redraw in place
+  TraceConsole console(request.quiet, options.json, job != nullptr);
+  console.PrintStart(
+      options, job ? " " + request.command[0] + " (pid " + std::to_string(job->pid()) + ")" : "");
+  std::vector<std::string> notes = tracer->TakeNotes();
+  notes.insert(notes.begin(), own_notes.begin(), own_notes.end());
+  console.ShowNotes(std::move(notes));
+  console.ClearOnce();
   bool job_exited = false;
   int job_code = 0;
   tracer->Wait(&g_stop, [&] {
-    if (job.has_value() && job->Exited(&job_code)) {
+    if (job && job->Exited(&job_code)) {
       job_exited = true;
       g_stop.store(true);
     }
-    take_notes();
-    if (!live) return;
-    LiveSnapshot snap = tracer->Live();
-    if (tty) {
-      std::string frame = RenderLiveView(snap, TerminalWidth(), TerminalHeight());
-      for (const std::string& n : recent_notes) frame += "note: " + n + "\n";  // fit by DrawFrame
-      DrawFrame(frame);
-    } else {
-      std::printf("%s\n", TerminalSafe(RenderStatusLine(snap)).c_str());
-      std::fflush(stdout);
-    }
+    console.ShowNotes(tracer->TakeNotes());
+    if (console.live()) console.ShowLive(tracer->Live());
   });
   StatusOr<TraceSummary> summary = tracer->Stop();
   if (!summary.ok()) return ReportError(summary.status());
   LiveSnapshot last = tracer->Live();
-  if (live && tty) DrawFrame(RenderLiveView(last, TerminalWidth(), TerminalHeight()));
+  console.ShowLastFrame(last);
   bool filtered = !options.pids.empty() || !options.pids_if_alive.empty() || !options.comms.empty();
-  PrintSummary(info, *summary, last, filtered);
-  if (*prometheus) (*prometheus)->Finished();             // final values (and --prometheus-linger)
-  if (job.has_value() && job_exited) g_job_pid.store(0);  // reaped: its pid may be reused
-  if (job.has_value() && !job_exited) {
-    // Stopped by a signal or --duration while the job runs: the session is closed; pass the
-    // signal on (a terminal's Ctrl-C reached the job already) and wait, like a shell would.
-    int sig = g_stop_signal.load();
-    if (pid_t target = ForwardTarget(sig, g_stop_from_tty.load()); sig != 0 && target != 0) {
-      kill(target, sig);
-    }
-    std::fprintf(stderr, "gpuwhy trace: session closed; waiting for %s (pid %d) to exit\n",
-                 command[0].c_str(), job->pid());
-    job_code = job->Wait();
-  }
+  PrintSummary(console.info(), *summary, last, filtered);
+  if (prometheus) prometheus->Finished();     // final values (and --prometheus-linger)
+  if (job && job_exited) g_job_pid.store(0);  // reaped: its pid may be reused
+  if (job && !job_exited) job_code = WaitForJob(*job, request.command[0]);
   if (!summary->store_error.ok()) return ReportError(summary->store_error);
-  return job.has_value() ? job_code : kExitOk;
+  return job ? job_code : kExitOk;
+}
+
+}  // namespace
+
+int RunTrace(const Args& all_args) {
+  Args args;
+  TraceRequest request;
+  SplitJobCommand(all_args, &args, &request.command);
+  FlagSet flags = TraceFlags();
+  int exit_code = 0;
+  if (!ParseOrExit(flags, args, &exit_code)) return exit_code;
+  if (Status st = RequestFromFlags(flags, args, all_args.size() != args.size(), &request);
+      !st.ok()) {
+    return ReportError(st);
+  }
+  TracerOptions& options = request.options;
+  std::optional<TraceSink> sink;
+  if (request.sink) sink.emplace(*request.sink, &options);
+
+  if (Status st = CheckTracePrivileges(); !st.ok()) return ReportError(st);
+  // Bound before the job is spawned and anything is loaded: a taken port fails here.
+  StatusOr<std::unique_ptr<TracePrometheus>> prometheus =
+      TracePrometheus::FromFlags(flags, options.record ? options.db_path : "", options.version);
+  if (!prometheus.ok()) return ReportError(prometheus.status());
+  if (*prometheus) options.observer = (*prometheus)->observer();
+
+  std::optional<GatedChild> job;
+  bool job_as_user = false;
+  if (!request.command.empty()) {
+    StatusOr<GatedChild> spawned =
+        SpawnJob(request.command, request.keep_env, &options, &job_as_user);
+    if (!spawned.ok()) return ReportError(spawned.status());
+    job.emplace(std::move(*spawned));
+  }
+
+  StatusOr<std::unique_ptr<Tracer>> created = Tracer::Create(options);
+  if (!created.ok()) return ReportError(created.status());
+  std::unique_ptr<Tracer> tracer = std::move(created).value();
+  InstallStopHandlers();
+  if (Status st = tracer->Start(); !st.ok()) {
+    sink.reset();  // its thread reads the writer, which goes with the tracer
+    return ReportError(st);
+  }
+  return TraceUntilStopped(request, tracer.get(), prometheus->get(), job ? &*job : nullptr,
+                           job_as_user);
 }
 
 }  // namespace gw

@@ -314,7 +314,7 @@ StatusOr<LiveDemoRecording> RecordLiveDemo(const LiveDemoOptions& options) {
   topts.duration_ns = options.duration_ns;
   topts.pids = {static_cast<int32_t>(loop)};
   topts.db_path = options.db_path;
-  topts.cuda_libs = {sim.lib};
+  topts.sources.cuda.libraries = {sim.lib};
   // The simulated NVML next to the simulated runtime: GPU truth from the simulated device.
   if (access((sim.lib + "/libnvidia-ml.so.1").c_str(), R_OK) == 0) {
     topts.nvml_lib = sim.lib + "/libnvidia-ml.so.1";

@@ -7,18 +7,18 @@
 #include <vector>
 
 #include "base/status.h"
+#include "sources/cuda/cuda_options.h"
 #include "sources/host/host_source.h"
 #include "sources/source.h"
 
 namespace gw {
 
+// What the sources are built with, one struct per source, passed through unchanged (the
+// CLI fills them inside TracerOptions::sources).
 struct SourceSetOptions {
   HostOptions host;
-  bool cuda = true;                    // the CUDA source (uprobes on libcudart/libcuda)
-  std::vector<std::string> cuda_libs;  // extra library files or directories (--cuda-lib)
-  uint32_t launch_duty = 1;            // CudaSourceOptions::launch_duty
-  bool cuda_row_budget = true;         // CudaSourceOptions::row_budget
-  int64_t cuda_row_min_ns = 20'000;    // CudaSourceOptions::call_row_min_ns
+  bool cuda_enabled = true;  // start the CUDA source (uprobes on libcudart/libcuda)
+  CudaSourceOptions cuda;
 };
 
 struct RegisteredSource {

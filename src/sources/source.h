@@ -80,8 +80,6 @@ struct SourceContext {
   uint64_t stack_interval_ns() const {
     return 1'000'000'000ull / (stack_rate > 0 ? stack_rate : 1);
   }
-  // Extra CUDA library files or directories to attach to (trace --cuda-lib).
-  std::vector<std::string> cuda_libs;
 };
 
 // Counts of records lost, by where they were lost ("bpf_reserve", …).

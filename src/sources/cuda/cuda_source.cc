@@ -599,8 +599,7 @@ std::vector<CudaLibrary> CudaSource::Libraries() {
 }
 
 std::vector<CudaLibrary> CudaSource::FindLibraries() {
-  std::vector<std::string> extra = options_.libraries;
-  extra.insert(extra.end(), context_.cuda_libs.begin(), context_.cuda_libs.end());
+  const std::vector<std::string>& extra = options_.libraries;
   if (options_.discover) return FindCudaLibraries(extra, "/proc", &maps_filter_);
   // Only the named files (tests, benchmarks): no /proc scan, no standard directories.
   std::vector<CudaLibrary> named;
