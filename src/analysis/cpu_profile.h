@@ -25,20 +25,11 @@ std::string TopSiteLine(const CpuProfileSection& p);
 // The profile section's name for the thread that held the GIL most: "thread 42 (the GIL holder)".
 std::string GilHolderTitle(int32_t tid);
 
-// A thread's CPU spent writing files, from its on-CPU samples outside CUDA syncs: samples in the
-// kernel under a libc write call (write, pwrite, writev, fsync, …: copying into the page cache,
-// flushing), and every sample under a Python function that made such calls when at least
-// thresholds::kWriterMinWriteShare of its samples were in them (serializing what it writes:
-// torch.save's pickling and checksums). Empty without a profile.
-struct WriterProfile {
-  int64_t working_samples = 0;  // the thread's samples outside CUDA syncs
-  int64_t write_samples = 0;    // in the kernel under a write call
-  int64_t writer_samples = 0;   // those and the samples under the writing Python functions
-  double writer_s = 0;          // writer_samples at the profile's rate
-  std::vector<int64_t> writer_ts;  // the writer samples' times, ascending
-  std::string function;         // the writing Python function with the most samples ("": none)
-  std::string location;         // its file:line
-};
+// A thread's CPU spent writing files (WriterProfile, facts.h), from its on-CPU samples outside
+// CUDA syncs: samples in the kernel under a libc write call (write, pwrite, writev, fsync, …:
+// copying into the page cache, flushing), and every sample under a Python function that made
+// such calls when at least thresholds::kWriterMinWriteShare of its samples were in them
+// (serializing what it writes: torch.save's pickling and checksums). Empty without a profile.
 WriterProfile WriterSamples(const WindowData& w, int32_t tid);
 
 // The main thread, the CUDA helper threads and the thread that held the GIL most, each when it

@@ -636,11 +636,16 @@ BudgetTimes PathDetailOverlap(const Facts& f, int64_t a, int64_t b) {
   if (!f.main_tl || b <= a) return out;
   const ThreadTimeline& tl = *f.main_tl;
   CauseTimes own = tl.Overlap(a, b);
-  // The profile's writing samples in [a, b): that much of the thread's running was writing.
-  auto first = std::lower_bound(f.main_writer_ts.begin(), f.main_writer_ts.end(), a);
-  auto last = std::lower_bound(first, f.main_writer_ts.end(), b);
-  int64_t writing = std::min(At(own, FeedCause::kRunning),
-                             static_cast<int64_t>(last - first) * f.profile_period_ns);
+  // The profile's writing samples in [a, b), one sampling period each: that much of the
+  // thread's running was writing.
+  const std::vector<int64_t>& ts = f.main_writer.writer_ts;
+  auto first = std::lower_bound(ts.begin(), ts.end(), a);
+  auto last = std::lower_bound(first, ts.end(), b);
+  int64_t writing = 0;
+  if (last != first) {
+    auto period = static_cast<double>(last - first) * 1e9 / static_cast<double>(f.w->profile_hz);
+    writing = std::min(At(own, FeedCause::kRunning), static_cast<int64_t>(period));
+  }
   At(out, BudgetCause::kHostWrite) += writing;
   At(out, BudgetCause::kHostCompute) += At(own, FeedCause::kRunning) - writing;
   At(out, BudgetCause::kProcessIo) += At(own, FeedCause::kBlockedIo);
@@ -1061,10 +1066,7 @@ void ResolveCriticalPath(const ThreadRows& rows, const std::map<int32_t, ThreadT
   f->own_runq_share = Share(own, all);
   f->path = graph.ResolveMain(&f->waits, &f->helper_waits, &f->path_spans, &f->hold_by_tid,
                               &f->gil_hold_by_tid);
-  if (f->w->profile_hz > 0) {
-    f->main_writer_ts = WriterSamples(*f->w, f->main_tid).writer_ts;
-    f->profile_period_ns = static_cast<int64_t>(1e9 / static_cast<double>(f->w->profile_hz));
-  }
+  f->main_writer = WriterSamples(*f->w, f->main_tid);
   f->path_detail = PathDetailOverlap(*f, f->main_tl->begin(), f->main_tl->end());
   f->lost_contention = static_cast<double>(At(f->path, FeedCause::kRunqWait));
   f->lost_io = static_cast<double>(At(f->path, FeedCause::kBlockedIo));

@@ -60,6 +60,17 @@ struct Competitor {
   bool child = false;  // started by the job (exec'd descendant), e.g. subprocess.Popen
 };
 
+// A thread's CPU spent writing files, from the on-CPU profile (cpu_profile.h WriterSamples).
+struct WriterProfile {
+  int64_t working_samples = 0;     // the thread's samples outside CUDA syncs
+  int64_t write_samples = 0;       // in the kernel under a write call
+  int64_t writer_samples = 0;      // those and the samples under the writing Python functions
+  double writer_s = 0;             // writer_samples at the profile's rate
+  std::vector<int64_t> writer_ts;  // the writer samples' times, ascending
+  std::string function;            // the writing Python function with the most samples ("": none)
+  std::string location;            // its file:line
+};
+
 // Critical-path time per BudgetCause (report.h), ns.
 using BudgetTimes = std::array<int64_t, kBudgetCauseCount>;
 inline int64_t& At(BudgetTimes& t, BudgetCause c) { return t[static_cast<size_t>(c)]; }
@@ -145,11 +156,9 @@ struct Facts {
   CauseTimes path{};                       // the main thread's time, waits resolved
   std::vector<PathSpan> path_spans;        // the resolved stretches, by start
   BudgetTimes path_detail{};               // the whole critical path by budget cause
-  // The main thread's on-CPU samples spent writing files (cpu_profile.h WriterSamples), by
-  // time, and the profile's sampling period: its running time in them is host_write, not
-  // host_compute. Empty without a profile.
-  std::vector<int64_t> main_writer_ts;
-  int64_t profile_period_ns = 0;
+  // The main thread's on-CPU samples spent writing files: its running time in them is
+  // host_write, not host_compute (PathDetailOverlap). Empty without a profile.
+  WriterProfile main_writer;
   // Threads of the main process that held the main thread up while running (thread_hold), ns.
   std::map<int32_t, int64_t> hold_by_tid;
   // The same for gil_hold: the ns seen as GIL hand-offs, by holder: wake-ups the holder made just

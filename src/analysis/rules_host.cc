@@ -500,7 +500,7 @@ void ProcessIo(const Facts& f, std::vector<Finding>* out) {
                      IdleLine(f, BudgetCause::kProcessIo));
   }
   if (writing > 0) {
-    WriterProfile p = WriterSamples(*f.w, f.main_tid);
+    const WriterProfile& p = f.main_writer;
     std::string who = p.function.empty() ? std::string("")
                                          : Fmt(" (%s in %s)", p.location.c_str(),
                                                p.function.c_str());
