@@ -25,6 +25,7 @@ import os
 import random
 import signal
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -135,6 +136,15 @@ def parse_args(argv):
                    help="--checkpoint-file: size in MB (default 64)")
     p.add_argument("--checkpoint-every", type=int, default=100,
                    help="--checkpoint-file: steps between checkpoints (default 100)")
+    p.add_argument("--main-sleep-ms", type=float, default=0.0, metavar="MS",
+                   help="the main thread sleeps MS each step (time.sleep: a throttle, or a "
+                        "loop polling for a file)")
+    p.add_argument("--wait-program-every", type=int, default=0, metavar="N",
+                   help="every N steps the main thread runs a separate program and waits for "
+                        "it (subprocess.run: a synchronous eval or upload script); it computes "
+                        "--wait-program-ms of CPU")
+    p.add_argument("--wait-program-ms", type=float, default=200.0, metavar="MS",
+                   help="--wait-program-every: the program's CPU time in ms (default 200)")
     p.add_argument("--report", action="store_true",
                    help="print one machine-readable line at exit, 'gw_train_loop: steps=N "
                         "seconds=S steps_per_s=X samples_per_s=Y' (the training loop's steps "
@@ -157,6 +167,8 @@ def parse_args(argv):
         p.error("--gil-thread-duty must be in (0, 1]")
     if args.neighbour and (args.neighbour_kernel_ms < 0 or args.neighbour_sync_every < 0):
         p.error("--neighbour-kernel-ms and --neighbour-sync-every must be >= 0")
+    if args.main_sleep_ms < 0 or args.wait_program_every < 0 or args.wait_program_ms < 0:
+        p.error("--main-sleep-ms, --wait-program-every and --wait-program-ms must be >= 0")
     if args.main_thread_batches or args.neighbour:
         args.workers = 0  # num_workers=0: nothing is forked
     return args
@@ -507,6 +519,14 @@ def write_checkpoint(args):
     os.replace(tmp, args.checkpoint_file)
 
 
+def run_program(args):
+    """The main thread runs a separate program (a new interpreter with its own command line, not
+    a fork of this one) that computes --wait-program-ms of CPU, and waits for it to exit."""
+    code = ("import time\nend = time.monotonic() + %f\nwhile time.monotonic() < end:\n    pass\n"
+            % (args.wait_program_ms / 1000))
+    subprocess.run([sys.executable, "-S", "-c", code], check=True)
+
+
 def train(args, rt, kernels, workers, state, helper=None):
     vp = ctypes.c_void_p
     stream = None  # the legacy default stream, as PyTorch uses by default
@@ -591,6 +611,10 @@ def train(args, rt, kernels, workers, state, helper=None):
             pending.clear()
         if args.checkpoint_file and step % args.checkpoint_every == 0:
             write_checkpoint(args)
+        if args.main_sleep_ms:
+            time.sleep(args.main_sleep_ms / 1000)
+        if args.wait_program_every and step % args.wait_program_every == 0:
+            run_program(args)
         state["steps"] = step
     check(rt, rt.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
     state["seconds"] = time.monotonic() - start

@@ -201,7 +201,7 @@ void ComputeBudget(Facts* f) {
     }
     b.lines.push_back(line);
   }
-  for (const auto& [tid, ns] : f->hold_by_tid) {
+  for (const auto& [tid, ns] : f->holders.thread) {
     if (static_cast<double>(ns) / 1e9 > b.hold_s) {
       b.hold_s = static_cast<double>(ns) / 1e9;
       b.hold_tid = tid;

@@ -159,6 +159,7 @@ struct Sleep {
   // wait that ran out with the thread's next sleep, right after, being one (take_gil() waits
   // in switch-interval slices, asking the holder to drop the lock after each).
   bool gil = false;
+  int64_t stack_id = kNull;  // where the thread left the CPU (trace --stack)
 };
 
 // How soon after a timed-out sleep the next one must begin to be the same GIL wait: the
@@ -180,7 +181,7 @@ class JobGraph {
         }
         int64_t runq = e->runq_ns == kNull ? 0 : std::clamp<int64_t>(e->runq_ns, 0, e->duration_ns);
         sleeps.push_back({e->ts_ns, e->End() - runq, e->waker_pid, e->waker_tid,
-                          e->kind == static_cast<int64_t>(SwitchKind::kBlockedGil)});
+                          e->kind == static_cast<int64_t>(SwitchKind::kBlockedGil), e->stack_id});
       }
       std::sort(sleeps.begin(), sleeps.end(),
                 [](const Sleep& a, const Sleep& b) { return a.start < b.start; });
@@ -215,10 +216,9 @@ class JobGraph {
 
   // The main thread's own timeline with every "blocked otherwise" stretch resolved through the
   // thread that ended it. Fills the batch and helper wait tallies, each span's budget detail and
-  // the holders of thread_hold time.
+  // who held the path in its waits.
   CauseTimes ResolveMain(BatchWaits* batches, HelperWaits* helpers, std::vector<PathSpan>* spans,
-                         std::map<int32_t, int64_t>* holders,
-                         std::map<int32_t, int64_t>* gil_holders) {
+                         PathHolders* holders) {
     CauseTimes out{};
     const ThreadTimeline& tl = tls_.at(f_.main_tid);
     AddTo(out, tl.Totals());
@@ -242,8 +242,7 @@ class JobGraph {
       AddTo(out, part);
     }
     At(out, FeedCause::kBlockedOther) += blocked - resolved;  // rounding safety: totals hold
-    *holders = hold_;
-    *gil_holders = gil_hold_;
+    *holders = holders_;
     // Tally the waits per sleep (a sleep may span several segments).
     if (sleeps) {
       for (const Sleep& s : *sleeps) {
@@ -394,7 +393,7 @@ class JobGraph {
           At(*d, BudgetCause::kHelperCompute) += run;
         } else {
           At(*d, via == Via::kGil ? BudgetCause::kGilHold : BudgetCause::kThreadHold) += run;
-          if (run > 0) (via == Via::kGil ? gil_hold_ : hold_)[tl.tid()] += run;
+          if (run > 0) (via == Via::kGil ? holders_.gil : holders_.thread)[tl.tid()] += run;
         }
         At(*d, BudgetCause::kMemcpy) += copies;
         At(*d, BudgetCause::kSyncWait) += syncs;
@@ -531,10 +530,27 @@ class JobGraph {
         At(*d, BudgetCause::kNotAttributed) += (b - a) - credited;
         return out;
       }
+      // No sibling ran through it: the thread slept until a timer or an interrupt ended the
+      // sleep (time.sleep, a polling loop, a timeout, a socket). A GIL wait whose holder is not
+      // seen stays unattributed.
+      if (s->gil) return other();
+      At(out, FeedCause::kBlockedOther) += b - a;
+      At(*d, BudgetCause::kHostSleep) += b - a;
+      holders_.sleep_stack[s->stack_id == kNull ? 0 : s->stack_id] += b - a;
+      if (slept_.insert(s).second) ++holders_.sleeps;
+      return out;
+    }
+    if (s->waker_pid > 0 && !IsMainProcess(s->waker_pid)) {
+      // Another program ended the wait (not one of the job's workers: those are batch waits):
+      // a subprocess the job waited for, the far end of a pipe or socket.
+      At(out, FeedCause::kBlockedOther) += b - a;
+      At(*d, BudgetCause::kOtherProgram) += b - a;
+      holders_.program[static_cast<int32_t>(s->waker_pid)] += b - a;
+      return out;
     }
     if (!IsMainProcess(s->waker_pid) || s->waker_tid == tid || s->waker_tid == f_.main_tid ||
         depth >= 3) {
-      return other();  // interrupt/timer, another program, or a cycle back to the main thread
+      return other();  // a cycle back to the main thread, or too deep
     }
     int32_t waker = static_cast<int32_t>(s->waker_tid);
     Via via = Via::kHelper;
@@ -582,8 +598,8 @@ class JobGraph {
   std::map<int32_t, std::vector<Sleep>> sleeps_;
   std::set<int32_t> workers_;
   std::set<int32_t> helpers_;
-  mutable std::map<int32_t, int64_t> hold_;      // thread_hold ns by the sibling that ran
-  mutable std::map<int32_t, int64_t> gil_hold_;  // gil_hold ns by the sibling that ran
+  mutable PathHolders holders_;  // filled as ResolveWait credits holders
+  mutable std::set<const Sleep*> slept_;  // the sleeps counted in holders_.sleeps
   std::set<int32_t> gil_holders_;  // threads of the main process seen releasing the GIL
   // Threads whose timeline says running but the on-CPU profile did not see them run.
   std::set<int32_t> not_running_;
@@ -663,7 +679,7 @@ BudgetTimes PathDetailOverlap(const Facts& f, int64_t a, int64_t b) {
 
 std::pair<int32_t, int64_t> TopGilHolder(const Facts& f) {
   std::pair<int32_t, int64_t> top{0, 0};
-  for (const auto& [tid, ns] : f.gil_hold_by_tid) {
+  for (const auto& [tid, ns] : f.holders.gil) {
     if (ns > top.second) top = {tid, ns};
   }
   return top;
@@ -1064,8 +1080,7 @@ void ResolveCriticalPath(const ThreadRows& rows, const std::map<int32_t, ThreadT
     if (pid > 0 && IsOwnPid(*f, pid)) own += ns;
   }
   f->own_runq_share = Share(own, all);
-  f->path = graph.ResolveMain(&f->waits, &f->helper_waits, &f->path_spans, &f->hold_by_tid,
-                              &f->gil_hold_by_tid);
+  f->path = graph.ResolveMain(&f->waits, &f->helper_waits, &f->path_spans, &f->holders);
   f->main_writer = WriterSamples(*f->w, f->main_tid);
   f->path_detail = PathDetailOverlap(*f, f->main_tl->begin(), f->main_tl->end());
   f->lost_contention = static_cast<double>(At(f->path, FeedCause::kRunqWait));

@@ -123,6 +123,22 @@ struct MemoryLimit {
   int64_t limit() const { return max_bytes != kNull ? max_bytes : high_bytes; }
 };
 
+// Who and what held the main thread's critical path in its waits, ns on the path (the critical
+// path's resolution fills them; the budget lines they belong to hold the same time in all).
+struct PathHolders {
+  // thread_hold: threads of the main process that held the main thread up while running.
+  std::map<int32_t, int64_t> thread;
+  // gil_hold: the ns seen as GIL hand-offs, by holder: wake-ups the holder made just after
+  // releasing CPython's GIL (sched_switch kind 4), and the timed waits of the same wait.
+  std::map<int32_t, int64_t> gil;
+  // other_program: the program (pid) whose wake-up ended the wait.
+  std::map<int32_t, int64_t> program;
+  // host_sleep: the stack where the sleeping thread left the CPU (trace --stack; 0: none
+  // sampled), and how many sleeps there were.
+  std::map<int64_t, int64_t> sleep_stack;
+  int64_t sleeps = 0;
+};
+
 struct Facts {
   const WindowData* w = nullptr;
   // The job's lifetime inside the window (the main process's, clipped to the window): every
@@ -159,11 +175,7 @@ struct Facts {
   // The main thread's on-CPU samples spent writing files: its running time in them is
   // host_write, not host_compute (PathDetailOverlap). Empty without a profile.
   WriterProfile main_writer;
-  // Threads of the main process that held the main thread up while running (thread_hold), ns.
-  std::map<int32_t, int64_t> hold_by_tid;
-  // The same for gil_hold: the ns seen as GIL hand-offs, by holder: wake-ups the holder made just
-  // after releasing CPython's GIL (sched_switch kind 4), and the timed waits of the same wait.
-  std::map<int32_t, int64_t> gil_hold_by_tid;
+  PathHolders holders;  // who and what held the critical path in its waits
   // Share of the feeders' run-queue time whose CPU holder was the job's own (IsOwnPid): splits
   // run-queue time of unknown holder.
   double own_runq_share = 0;
@@ -234,7 +246,7 @@ void RunRules(const Facts& f, std::vector<Finding>* out);
 // contradict); nullopt = leave it as it is.
 std::optional<int64_t> RecommendedWorkers(const Facts& f);
 
-// The thread that held the GIL the longest (gil_hold_by_tid) and its ns; {0, 0} when none.
+// The thread that held the GIL the longest (holders.gil) and its ns; {0, 0} when none.
 std::pair<int32_t, int64_t> TopGilHolder(const Facts& f);
 // The CPUs the job can use: the host's cores, or fewer under its cgroup's CPU quota.
 int64_t UsableCpus(const Facts& f);

@@ -170,10 +170,13 @@ struct FeedTimeGroup {
   X(kRunqOwn, "runq_own", "waiting for a CPU held by the job's own threads")                      \
   X(kRunqOther, "runq_other", "waiting for a CPU held by other processes")                        \
   X(kRunqQuota, "runq_quota", "runnable while the job's cgroup was throttled (CPU quota spent)") \
+  X(kHostSleep, "host_sleep",                                                                     \
+    "asleep until a timer or an interrupt woke it (sleep, polling, timeouts, network)")          \
+  X(kOtherProgram, "other_program", "waiting for another program (a subprocess, pipes, sockets)") \
   X(kPageFault, "page_fault", "page faults and reclaim")                                          \
   X(kMemcpy, "memcpy", "host-device copies")                                                      \
   X(kSyncWait, "sync_wait", "waiting for the GPU to finish (syncs)")                              \
-  X(kNotAttributed, "not_attributed", "not attributed (idle workers, timers, unknown wakers)")
+  X(kNotAttributed, "not_attributed", "not attributed (idle workers, unknown wakers)")
 
 enum class BudgetCause {
 #define GW_BUDGET_ENUM(e, key, label) e,

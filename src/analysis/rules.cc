@@ -256,6 +256,43 @@ void AddThroughputEffect(const Facts& f, Finding* out) {
   out->evidence.push_back(ThroughputPeakAndLow(f));
 }
 
+// The budget line every host finding quotes: "N s of the window's GPU idle time (M s on the
+// critical path)".
+std::string IdleLine(const Facts& f, BudgetCause c) {
+  return Fmt("%s s of GPU idle time in %s s (%s of the window), %s s on the critical path",
+             FormatSeconds(BudgetLostS(f, c)).c_str(), FormatSeconds(f.budget.window_s).c_str(),
+             FormatPct(Share(BudgetLostS(f, c), f.budget.window_s)).c_str(),
+             FormatSeconds(BudgetPathS(f, c)).c_str());
+}
+
+EvidenceQuery MainThreadSwitches(const Facts& f) {
+  return {
+      "the main thread's off-CPU time by reason and who woke it (kind: 0 preempted, 1 "
+      "blocked, 2 I/O, 3 page fault; waker in the same process or not)",
+      Sql(f,
+          "SELECT e.kind, CASE WHEN e.waker_pid = e.pid THEN 'same process' WHEN "
+          "e.waker_pid = 0 THEN 'interrupt' WHEN e.waker_pid IS NULL THEN 'preempted' "
+          "ELSE 'other process' END AS woken_by, COUNT(*) AS switches, "
+          "ROUND(SUM(e.duration_ns) / 1e9, 3) AS off_cpu_s FROM {EVENTS} e WHERE "
+          "{e.IN_S}e.op = 'sched_switch' AND e.tid = " +
+              std::to_string(f.main_tid) +
+              " AND e.timestamp >= {F} AND e.timestamp < {T} GROUP BY e.kind, woken_by "
+              "ORDER BY off_cpu_s DESC")};
+}
+
+EvidenceQuery GpuSamples(const Facts& f) {
+  return {"the GPU's utilization over the window (NVML samples)",
+          Sql(f,
+              "SELECT gpu, COUNT(*) AS samples, ROUND(AVG(util_pct), 1) AS util_pct, "
+              "ROUND(AVG(sm_active_pct), 1) AS sm_active_pct FROM gpu_samples WHERE session = "
+              "{S} AND ts >= {F} AND ts < {T} GROUP BY gpu")};
+}
+
+void AddBudgetEvidence(const Facts& f, Finding* x) {
+  x->evidence.push_back(MainThreadSwitches(f));
+  if (f.budget.source != "stream") x->evidence.push_back(GpuSamples(f));
+}
+
 }  // namespace rules
 
 namespace {
@@ -283,6 +320,10 @@ constexpr RuleSpec kRules[] = {
      "while the main thread waited for its own I/O", kMainOnly, kStory},
     {"io-bottleneck", rules::IoBottleneck, kBlames, FC::kBlockedIo,
      "while the main thread waited for I/O", kFeeders, kStory},
+    {"host-sleep", rules::HostSleep, kBlames, FC::kBlockedOther,
+     "while the main thread slept until a timer or an interrupt", kMainOnly, kStory},
+    {"waits-for-program", rules::OtherProgram, kBlames, FC::kBlockedOther,
+     "while the main thread waited for another program", kMainOnly, kStory},
     {"memory-pressure", rules::MemoryPressure, kBlames, FC::kPageFault,
      "while the main thread waited on page faults", kFeeders, kStory},
     {"memory-limit", rules::MemoryLimitHit, kNoBlame, FC::kPageFault, "", kMainOnly, kAlone},

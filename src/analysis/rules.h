@@ -95,6 +95,14 @@ bool WakeupLatencyOnly(const Facts& f);
 std::string WakeupLatencyLine(const Facts& f);
 void CpuContention(const Facts& f, std::vector<Finding>* out);
 void DataLoaderStarvation(const Facts& f, std::vector<Finding>* out);
+// The budget line every host finding quotes: "N s of GPU idle time in W s (P% of the window),
+// M s on the critical path".
+std::string IdleLine(const Facts& f, BudgetCause c);
+// The main thread's off-CPU time by reason and waker, and the GPU's samples (budget findings).
+EvidenceQuery MainThreadSwitches(const Facts& f);
+EvidenceQuery GpuSamples(const Facts& f);
+void AddBudgetEvidence(const Facts& f, Finding* x);
+
 // rules_host.cc (from the GPU-time budget)
 void HostCompute(const Facts& f, std::vector<Finding>* out);
 void LockContention(const Facts& f, std::vector<Finding>* out);
@@ -105,6 +113,9 @@ void CpuOversubscription(const Facts& f, std::vector<Finding>* out);
 bool QuotaThrottles(const Facts& f);
 void CpuQuota(const Facts& f, std::vector<Finding>* out);
 void ProcessIo(const Facts& f, std::vector<Finding>* out);
+// rules_waits.cc (from the GPU-time budget)
+void HostSleep(const Facts& f, std::vector<Finding>* out);
+void OtherProgram(const Facts& f, std::vector<Finding>* out);
 // rules_memory_io.cc
 void IoBottleneck(const Facts& f, std::vector<Finding>* out);
 void MemoryPressure(const Facts& f, std::vector<Finding>* out);

@@ -33,43 +33,6 @@ double LaunchesPerSecond(const Facts& f) {
          std::max(1.0, f.window_s);
 }
 
-// The budget line every host finding quotes: "N s of the window's GPU idle time (M s on the
-// critical path)".
-std::string IdleLine(const Facts& f, BudgetCause c) {
-  return Fmt("%s s of GPU idle time in %s s (%s of the window), %s s on the critical path",
-             FormatSeconds(BudgetLostS(f, c)).c_str(), FormatSeconds(f.budget.window_s).c_str(),
-             FormatPct(Share(BudgetLostS(f, c), f.budget.window_s)).c_str(),
-             FormatSeconds(BudgetPathS(f, c)).c_str());
-}
-
-EvidenceQuery MainThreadSwitches(const Facts& f) {
-  return {
-      "the main thread's off-CPU time by reason and who woke it (kind: 0 preempted, 1 "
-      "blocked, 2 I/O, 3 page fault; waker in the same process or not)",
-      Sql(f,
-          "SELECT e.kind, CASE WHEN e.waker_pid = e.pid THEN 'same process' WHEN "
-          "e.waker_pid = 0 THEN 'interrupt' WHEN e.waker_pid IS NULL THEN 'preempted' "
-          "ELSE 'other process' END AS woken_by, COUNT(*) AS switches, "
-          "ROUND(SUM(e.duration_ns) / 1e9, 3) AS off_cpu_s FROM {EVENTS} e WHERE "
-          "{e.IN_S}e.op = 'sched_switch' AND e.tid = " +
-              std::to_string(f.main_tid) +
-              " AND e.timestamp >= {F} AND e.timestamp < {T} GROUP BY e.kind, woken_by "
-              "ORDER BY off_cpu_s DESC")};
-}
-
-EvidenceQuery GpuSamples(const Facts& f) {
-  return {"the GPU's utilization over the window (NVML samples)",
-          Sql(f,
-              "SELECT gpu, COUNT(*) AS samples, ROUND(AVG(util_pct), 1) AS util_pct, "
-              "ROUND(AVG(sm_active_pct), 1) AS sm_active_pct FROM gpu_samples WHERE session = "
-              "{S} AND ts >= {F} AND ts < {T} GROUP BY gpu")};
-}
-
-void AddBudgetEvidence(const Facts& f, Finding* x) {
-  x->evidence.push_back(MainThreadSwitches(f));
-  if (f.budget.source != "stream") x->evidence.push_back(GpuSamples(f));
-}
-
 // "The main thread's hottest line on the CPU: train.py:88 in build_batch (41% of 612 samples)",
 // from the on-CPU profile; nullopt without one.
 std::optional<std::string> HottestLine(const Facts& f, const std::vector<int32_t>& tids,
@@ -189,10 +152,10 @@ void LockContention(const Facts& f, std::vector<Finding>* out) {
                        "or a timed wait ran out): ",
                        f.budget.hold_tid, ProcessLabel(*f.w, f.main_pid).c_str()) +
                    IdleLine(f, BudgetCause::kThreadHold));
-  if (f.hold_by_tid.size() > 1) {
+  if (f.holders.thread.size() > 1) {
     std::string others;
     int n = 0;
-    for (const auto& [tid, ns] : f.hold_by_tid) {
+    for (const auto& [tid, ns] : f.holders.thread) {
       if (tid == f.budget.hold_tid || n == 3 || Sec(ns) < 0.05) continue;
       others +=
           (others.empty() ? "" : ", ") + Fmt("%d (%s s)", tid, FormatSeconds(Sec(ns)).c_str());
@@ -255,10 +218,10 @@ void GilContention(const Facts& f, std::vector<Finding>* out) {
                        FormatCount(handoffs).c_str(), FormatCount(sleeps).c_str(), holder));
   std::optional<std::string> hottest = HottestLine(f, {holder}, Fmt("Thread %d", holder).c_str());
   if (hottest) x.root.push_back(*hottest);
-  if (f.gil_hold_by_tid.size() > 1) {
+  if (f.holders.gil.size() > 1) {
     std::string others;
     int n = 0;
-    for (const auto& [tid, ns] : f.gil_hold_by_tid) {
+    for (const auto& [tid, ns] : f.holders.gil) {
       if (tid == holder || n == 3 || Sec(ns) < 0.05) continue;
       others +=
           (others.empty() ? "" : ", ") + Fmt("%d (%s s)", tid, FormatSeconds(Sec(ns)).c_str());

@@ -144,6 +144,10 @@ inline constexpr double kGpuBoundBusyShare = 0.85;
 inline constexpr double kHostComputeHighShare = 0.35;
 inline constexpr double kHostComputeMediumShare = 0.20;
 inline constexpr double kHostComputeLowShare = 0.10;
+// host-sleep and waits-for-program start at a higher LOW than the other waits: a healthy loop
+// has timer and cross-program wake-ups of its own (DataLoader status checks, logging, the
+// tracer), worth no finding below this share of the window's GPU idle time.
+inline constexpr double kWaitLowShare = 0.03;
 // Host-compute reads as kernel dispatch (CUDA Graphs, larger kernels) rather than other CPU work
 // from this many launches a second (or helper threads doing half the computing).
 inline constexpr double kHostDispatchLaunchesPerSec = 20000.0;
