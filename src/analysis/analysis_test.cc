@@ -1672,15 +1672,82 @@ TEST(BudgetTest, NeighbourOnTheGpuIsGpuSharingFromProcessSamples) {
   EXPECT_NE(r.gpu_verdict.find("the GPU is shared"), std::string::npos) << r.gpu_verdict;
 }
 
-// A helper thread of the process with no batch to relay stays not attributed when it is asleep
-// too; the not-attributed remainder is printed with its seconds.
-TEST(BudgetTest, NotAttributedIsPrintedWithItsSeconds) {
+// The main thread sleeps 50 ms of every 100 until a timer ends the sleep, no thread of the job
+// running meanwhile (time.sleep in the loop, a polling wait): host_sleep, the host-sleep finding
+// with the line it slept on (trace --stack), and nothing left unattributed.
+TEST(BudgetTest, SleepsATimerEndedAreTheMainThreadsSleep) {
   Builder b;
+  b.Proc(101, kMain, "pt_data_worker:0", true);  // workers exist, but did not end these
   for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
     Event wait = Sw(kMain, t + 10 * kMs, 50 * kMs, SwitchKind::kBlocked, 0);
     wait.waker_pid = 0;  // a timer
     wait.waker_tid = 0;
+    wait.stack_id = t < 80 * kSec ? 7 : 8;
     b.Add(wait);
+  }
+  StackFrameRow sleep = Native("clock_nanosleep", "/usr/lib/x86_64-linux-gnu/libc.so.6");
+  b.w.stack_frames[7] = {sleep, Py("train_step", "/srv/job/train.py", 88)};
+  b.w.stack_frames[8] = {sleep, Py("train_step", "/srv/job/train.py", 120)};
+  AddUtil(b.w, [](int64_t) { return 50.0; });
+  Report r = b.Run();
+  EXPECT_NEAR(PathS(r, BudgetCause::kHostSleep), 50, 0.5);
+  EXPECT_NEAR(LostS(r, BudgetCause::kHostSleep), 50, 0.5);
+  EXPECT_NEAR(PathS(r, BudgetCause::kNotAttributed), 0, 0.5);
+  ASSERT_FALSE(r.findings.empty());
+  const Finding& f = r.findings[0];
+  EXPECT_EQ(f.rule, "host-sleep");
+  EXPECT_EQ(f.severity, Severity::kHigh);
+  EXPECT_NEAR(f.lost_s, 50, 0.5);
+  std::string root;
+  for (const std::string& x : f.root) root += x + "\n";
+  EXPECT_NE(root.find("asleep 1,000 times"), std::string::npos) << root;
+  // Line 88 holds 4 of every 5 sleeps (the window's first 80 s), line 120 the rest.
+  EXPECT_NE(root.find("Where it slept: train.py:88 in train_step (39.8 s of the 49.8 s"),
+            std::string::npos)
+      << root;
+  std::string fixes;
+  for (const std::string& x : f.fix) fixes += x + "\n";
+  EXPECT_NE(fixes.find("time.sleep()"), std::string::npos) << fixes;
+  EXPECT_EQ(fixes.find("num_workers"), std::string::npos) << fixes;
+}
+
+// The same sleeps woken by another program instead: the program the job started and waited for
+// (a subprocess.run each step) is named, with the seconds the main thread waited for it.
+TEST(BudgetTest, WaitsAnotherProgramEndedAreThatPrograms) {
+  Builder b;
+  int32_t pid = 500;
+  for (int64_t t = 0; t < b.w.to; t += 100 * kMs, ++pid) {
+    b.Proc(pid, kMain, "eval.sh", true);
+    b.w.processes[pid].cmdline = "/bin/sh eval.sh";
+    Event wait = Sw(kMain, t + 10 * kMs, 50 * kMs, SwitchKind::kBlocked, 0);
+    wait.waker_pid = pid;  // the child's exit woke its parent
+    wait.waker_tid = pid;
+    b.Add(wait);
+  }
+  AddUtil(b.w, [](int64_t) { return 50.0; });
+  Report r = b.Run();
+  EXPECT_NEAR(LostS(r, BudgetCause::kOtherProgram), 50, 0.5);
+  EXPECT_NEAR(PathS(r, BudgetCause::kNotAttributed), 0, 0.5);
+  ASSERT_FALSE(r.findings.empty());
+  const Finding& f = r.findings[0];
+  EXPECT_EQ(f.rule, "waits-for-program");
+  EXPECT_EQ(f.severity, Severity::kHigh);
+  EXPECT_NEAR(f.lost_s, 50, 0.5);
+  std::string root;
+  for (const std::string& x : f.root) root += x + "\n";
+  EXPECT_NE(root.find("eval.sh (1,000 runs, e.g. PID"), std::string::npos) << root;
+  EXPECT_NE(root.find("started by the job"), std::string::npos) << root;
+  std::string fixes;
+  for (const std::string& x : f.fix) fixes += x + "\n";
+  EXPECT_NE(fixes.find("subprocess.Popen"), std::string::npos) << fixes;
+}
+
+// A sleep with no waker recorded (a recording older than wake-up causality) in a job without
+// workers stays not attributed; the remainder is printed with its seconds.
+TEST(BudgetTest, NotAttributedIsPrintedWithItsSeconds) {
+  Builder b;
+  for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
+    b.Add(Sw(kMain, t + 10 * kMs, 50 * kMs, SwitchKind::kBlocked, 0));
   }
   AddUtil(b.w, [](int64_t) { return 50.0; });
   Report r = b.Run();

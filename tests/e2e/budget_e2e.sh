@@ -9,6 +9,9 @@
 #   neighbour      gpu-sharing on top (another process on a shared simulated GPU), and the
 #                  verdict does not blame the job's own kernels
 #   checkpoint     main-thread-io on top, fix: an asynchronous checkpoint
+#   sleeps         host-sleep on top (time.sleep in the loop), fix: no sleep in the step
+#   subprocess     waits-for-program on top (a program run and waited for every 20 steps),
+#                  naming it as started by the job, fix: subprocess.Popen
 #   6 workers      cpu-oversubscription on top (the job's own processes crowd 2 CPUs)
 #   1 slow worker  dataloader-starvation on top
 #   CPU quota      cpu-quota on top (the loop's cgroup capped at 0.3 CPU), fix: raise the limit
@@ -106,6 +109,12 @@ run tiny --kernels-per-step 2000 --kernel-us 5 && check tiny host-compute "reduc
 # of slowdown stands well above the run-to-run noise of the steps/s (±4%).
 run ckpt --checkpoint-file "$WORK/ckpt.bin" --checkpoint-mb 64 --checkpoint-every 25 \
   && check ckpt main-thread-io "checkpoint asynchronously" healthy
+run sleeps --main-sleep-ms 10 && check sleeps host-sleep "time.sleep()" healthy
+run program --wait-program-every 20 --wait-program-ms 150 \
+  && check program waits-for-program "subprocess.Popen" healthy
+grep -q "python3 (-c).*started by the job" "$WORK/program.txt" \
+  && pass "program: the program the job waited for is named" \
+  || fail "program: the program is not named" "$(sed -n '/Causal/,/Fix/p' "$WORK/program.txt")"
 run crowded --workers 6 --batch-cpu-ms 25 && check crowded cpu-oversubscription "num_workers="
 run starved --workers 1 --batch-cpu-ms 25 && check starved dataloader-starvation "DataLoader(" healthy
 
