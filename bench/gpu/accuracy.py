@@ -149,6 +149,12 @@ CASES = {
     "gpu-bound": Case("control: the transformer step 3 times per loader batch (the GPU sets "
                       "the pace; expect GPU-bound, nothing above LOW)", [],
                       ["--fault", "gpu-bound"], reference="gpu-idle", gpu_bound=True),
+    "poll-sleep": Case("main thread time.sleep()s 15 ms (the trainer's --poll-ms) each step after queuing it "
+                       "(a polling throttle)", ["host-sleep"], ["--fault", "poll-sleep"]),
+    "eval-subprocess": Case("every 1 s the main thread subprocess.run()s a python3 -c program "
+                            "computing 300 ms and waits for it (the trainer's --eval-every-s, "
+                            "--eval-ms)",
+                            ["waits-for-program"], ["--fault", "eval-subprocess"]),
     "cpu-quota": Case("trainer and workers moved into cgroup v2 {quota_cg}, cpu.max "
                       "\"{quota_max}\"", ["cpu-quota"],
                       ["--fault", "cpu-quota"]),

@@ -44,6 +44,11 @@ the switch.
                    --oversub-matmuls 256x256 matmuls per sample (run the trainer with --cpus
                    0-3: 4 workers x 16 intra-op threads on 4 cores)
   gpu-bound        (a control, no host fault) the transformer step runs 3 times per batch
+  poll-sleep       each step, after queuing its kernels, the main thread checks for a flag file
+                   and time.sleep()s --poll-ms ms (a polling throttle)
+  eval-subprocess  every --eval-every-s s of training the main thread runs a separate program
+                   (python3 -c, --eval-ms ms of CPU) with subprocess.run and waits for it (a
+                   synchronous eval or upload script)
   cpu-quota        the trainer and each worker move themselves into the cgroup v2 group
                    --quota-cgroup (made by the caller, cpu.max set) and back when it goes off
 
@@ -61,7 +66,8 @@ import time
 
 FAULTS = ("healthy", "cpu-contention", "slow-worker", "pageable-memcpy", "sync-heavy",
           "malloc-churn", "io-bottleneck", "gil-thread", "main-thread-batches", "tiny-kernels",
-          "gpu-neighbour", "checkpoint", "worker-oversubscription", "gpu-bound", "cpu-quota")
+          "gpu-neighbour", "checkpoint", "worker-oversubscription", "gpu-bound", "cpu-quota",
+          "poll-sleep", "eval-subprocess")
 GPU_BOUND_REPEAT = 3  # transformer steps per loader batch while gpu-bound is on
 CKPT_PREFIX = "gpuwhy_ckpt_"  # checkpoint files: CKPT_PREFIX + "<pid>_<n>.pt"
 
@@ -132,6 +138,12 @@ def parse_args(argv=None):
     p.add_argument("--ckpt-mb", type=int, default=512)
     p.add_argument("--ckpt-every-s", type=float, default=2.0,
                    help="s of training between the end of one checkpoint and the next")
+    p.add_argument("--poll-ms", type=float, default=15.0,
+                   help="poll-sleep: ms slept each step")
+    p.add_argument("--eval-every-s", type=float, default=1.0,
+                   help="eval-subprocess: s of training between the end of one run and the next")
+    p.add_argument("--eval-ms", type=float, default=300.0,
+                   help="eval-subprocess: the program's CPU time in ms")
     p.add_argument("--oversub-threads", type=int, default=16,
                    help="worker-oversubscription: intra-op threads per worker")
     # 8: on 4 cores of the H200 host the same work with one thread per worker costs nothing
@@ -524,6 +536,7 @@ def main(argv=None):
     switch = Switch(args.control, 0.0)
     side = SideEffects(args)
     was_on = False
+    last_eval = None  # eval-subprocess: when the last run ended (None: the fault just went on)
     deadline = time.monotonic() + args.duration
     next_sample = len(dataset) // 2  # main-thread batches: indices the loader has not reached
     try:
@@ -557,6 +570,19 @@ def main(argv=None):
                 if on and ckpt is not None:
                     state["step"] += 1
                     ckpt.maybe_save()
+                if on and fault == "poll-sleep":
+                    os.path.exists(args.control + ".stop")  # the flag it polls for
+                    time.sleep(args.poll_ms / 1000)
+                if on and fault == "eval-subprocess":
+                    if last_eval is None:
+                        last_eval = time.monotonic()
+                    elif time.monotonic() - last_eval >= args.eval_every_s:
+                        code = (f"import time\nend = time.monotonic() + {args.eval_ms / 1000}\n"
+                                "while time.monotonic() < end: pass")
+                        subprocess.run([sys.executable, "-c", code], check=True)
+                        last_eval = time.monotonic()
+                elif not on:
+                    last_eval = None
                 torch.cuda.synchronize()
                 log.write(f"{time.monotonic_ns()}\n")
                 if time.monotonic() > deadline:
