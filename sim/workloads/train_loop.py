@@ -136,6 +136,9 @@ def parse_args(argv):
                    help="--checkpoint-file: size in MB (default 64)")
     p.add_argument("--checkpoint-every", type=int, default=100,
                    help="--checkpoint-file: steps between checkpoints (default 100)")
+    p.add_argument("--batch-sleep-ms", type=float, default=0.0, metavar="MS",
+                   help="each worker sleeps MS before producing a batch (a fetch from the "
+                        "network: a timer ends the sleep as an interrupt ends a socket read)")
     p.add_argument("--main-sleep-ms", type=float, default=0.0, metavar="MS",
                    help="the main thread sleeps MS each step (time.sleep: a throttle, or a "
                         "loop polling for a file)")
@@ -167,8 +170,10 @@ def parse_args(argv):
         p.error("--gil-thread-duty must be in (0, 1]")
     if args.neighbour and (args.neighbour_kernel_ms < 0 or args.neighbour_sync_every < 0):
         p.error("--neighbour-kernel-ms and --neighbour-sync-every must be >= 0")
-    if args.main_sleep_ms < 0 or args.wait_program_every < 0 or args.wait_program_ms < 0:
-        p.error("--main-sleep-ms, --wait-program-every and --wait-program-ms must be >= 0")
+    if min(args.batch_sleep_ms, args.main_sleep_ms, args.wait_program_every,
+           args.wait_program_ms) < 0:
+        p.error("--batch-sleep-ms, --main-sleep-ms, --wait-program-every and --wait-program-ms "
+                "must be >= 0")
     if args.main_thread_batches or args.neighbour:
         args.workers = 0  # num_workers=0: nothing is forked
     return args
@@ -369,6 +374,8 @@ def worker_main(args, index, slots_addr, data_w, free_r):
                     break  # the trainer closed the pipe
                 free_slots.append(struct.unpack("=I", data)[0])
             slot = free_slots.pop()
+            if args.batch_sleep_ms:
+                time.sleep(args.batch_sleep_ms / 1000)  # the fetch's round trip
             produce_batch(args, slots_addr + slot * args.batch_bytes, io_fd, io_buf, io_state,
                           seq)
             os.write(data_w, MESSAGE.pack(slot, 0, seq))

@@ -1711,6 +1711,41 @@ TEST(BudgetTest, SleepsATimerEndedAreTheMainThreadsSleep) {
   EXPECT_EQ(fixes.find("num_workers"), std::string::npos) << fixes;
 }
 
+// Batches are late because the worker that owes them sleeps 40 ms of every 100 until a timer or
+// an interrupt (a network reply) wakes it, and computes 10 ms: loader-waits, not
+// dataloader-starvation (the worker is not computing) and not io-bottleneck (no disk I/O). The
+// finding's lost seconds are all of the batch waits' idle time; its fix is more requests in
+// flight, not faster transforms.
+TEST(BudgetTest, WorkersAsleepOnTheNetworkAreLoaderWaits) {
+  Builder b;
+  b.Proc(101, kMain, "pt_data_worker:0", true);
+  for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
+    Event wait = Sw(kMain, t + 40 * kMs, 50 * kMs, SwitchKind::kBlocked, 0);
+    wait.waker_pid = 101;
+    wait.waker_tid = 101;
+    b.Add(wait);
+    Event fetch = Sw(101, t + 40 * kMs, 40 * kMs, SwitchKind::kBlocked, 0);
+    fetch.waker_pid = 0;  // the NIC's interrupt
+    fetch.waker_tid = 0;
+    b.Add(fetch);  // then 10 ms computing the batch
+  }
+  AddUtil(b.w, [](int64_t) { return 50.0; });
+  Report r = b.Run();
+  EXPECT_NEAR(PathS(r, BudgetCause::kBatchWait), 40, 0.5);
+  EXPECT_NEAR(PathS(r, BudgetCause::kBatchCompute), 10, 0.5);
+  ASSERT_FALSE(r.findings.empty());
+  const Finding& f = r.findings[0];
+  EXPECT_EQ(f.rule, "loader-waits");
+  EXPECT_EQ(f.severity, Severity::kHigh);
+  EXPECT_NEAR(f.lost_s, 50, 0.5);
+  EXPECT_EQ(Find(r, "dataloader-starvation"), nullptr);
+  EXPECT_EQ(Find(r, "io-bottleneck"), nullptr);
+  std::string fixes;
+  for (const std::string& x : f.fix) fixes += x + "\n";
+  // Half the window lost: twice the workers, plus one.
+  EXPECT_NE(fixes.find("num_workers=3"), std::string::npos) << fixes;
+}
+
 // The same sleeps woken by another program instead: the program the job started and waited for
 // (a subprocess.run each step) is named, with the seconds the main thread waited for it.
 TEST(BudgetTest, WaitsAnotherProgramEndedAreThatPrograms) {

@@ -419,12 +419,36 @@ class JobGraph {
     At(*d, BudgetCause::kNotAttributed) += At(c, FeedCause::kBlockedOther);
   }
 
+  // The delivering worker's sleeps over [a, b), by what ended them: a timer or an interrupt (a
+  // network reply, a sleep between retries) is the batch's wait; another program is that
+  // program's; the job itself (the main process handing it the next index) means the worker was
+  // idle, which nothing is credited with.
+  void CreditWorkerSleeps(const ThreadTimeline& tl, int64_t a, int64_t b, BudgetTimes* d) const {
+    const std::vector<Sleep>* sleeps = SleepsOf(tl.tid());
+    for (const TimelineSegment& seg : tl.segments()) {
+      if (seg.cause != FeedCause::kBlockedOther || seg.end <= a || seg.start >= b) continue;
+      int64_t x = std::max(a, seg.start), y = std::min(b, seg.end);
+      const Sleep* s = sleeps ? Containing(*sleeps, x) : nullptr;
+      BudgetCause cause = BudgetCause::kNotAttributed;
+      if (s != nullptr && s->waker_tid != kNull && !s->gil) {
+        if (s->waker_pid == 0) {
+          cause = BudgetCause::kBatchWait;
+        } else if (s->waker_pid > 0 && !IsMainProcess(s->waker_pid) &&
+                   !IsWorkerPid(s->waker_pid)) {
+          cause = BudgetCause::kOtherProgram;
+          holders_.program[static_cast<int32_t>(s->waker_pid)] += y - x;
+        }
+      }
+      At(*d, cause) += y - x;
+    }
+  }
+
   // [a, b) of a batch wait, by what the delivering worker (or, unknown, any worker) was doing.
   CauseTimes ResolveBatch(const Sleep* s, int64_t a, int64_t b, BudgetTimes* d) const {
     if (const ThreadTimeline* tl = s ? DeliveringWorker(*s) : nullptr) {
       CauseTimes c = tl->Overlap(a, b);
       CreditThread(*tl, a, b, Via::kWorker, d);
-      At(*d, BudgetCause::kNotAttributed) += At(c, FeedCause::kBlockedOther);  // worker idle
+      CreditWorkerSleeps(*tl, a, b, d);
       return AsPipeline(c);
     }
     CauseTimes c = AnyWorkerState(a, b);

@@ -165,6 +165,7 @@ struct FeedTimeGroup {
   X(kGilHold, "gil_hold", "another thread of the process held the Python GIL")                    \
   X(kBatchCompute, "batch_compute", "DataLoader workers computing the batch")                     \
   X(kBatchIo, "batch_io", "DataLoader workers on I/O")                                            \
+  X(kBatchWait, "batch_wait", "DataLoader workers asleep until the network or a timer woke them") \
   X(kProcessIo, "process_io", "the training process's own I/O (reads, writes, checkpoints)")      \
   X(kHostWrite, "host_write", "main thread on the CPU writing files (serializing, page cache)")    \
   X(kRunqOwn, "runq_own", "waiting for a CPU held by the job's own threads")                      \

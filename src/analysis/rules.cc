@@ -35,11 +35,15 @@ std::string PidList(const std::vector<int32_t>& pids) {
 }  // namespace
 
 double BatchLostS(const Facts& f, BudgetCause c) {
-  double compute = BudgetPathS(f, BudgetCause::kBatchCompute);
-  double io = BudgetPathS(f, BudgetCause::kBatchIo);
-  BudgetCause dominant = io > compute ? BudgetCause::kBatchIo : BudgetCause::kBatchCompute;
-  if (c != dominant) return 0;
-  return BudgetLostS(f, BudgetCause::kBatchCompute) + BudgetLostS(f, BudgetCause::kBatchIo);
+  constexpr BudgetCause kBatch[] = {BudgetCause::kBatchCompute, BudgetCause::kBatchIo,
+                                    BudgetCause::kBatchWait};
+  BudgetCause dominant = kBatch[0];
+  double lost = 0;
+  for (BudgetCause x : kBatch) {
+    if (BudgetPathS(f, x) > BudgetPathS(f, dominant)) dominant = x;
+    lost += BudgetLostS(f, x);
+  }
+  return c == dominant ? lost : 0;
 }
 
 // The severity a value earns against three rising thresholds; nullopt below the lowest.
@@ -324,6 +328,9 @@ constexpr RuleSpec kRules[] = {
      "while the main thread slept until a timer or an interrupt", kMainOnly, kStory},
     {"waits-for-program", rules::OtherProgram, kBlames, FC::kBlockedOther,
      "while the main thread waited for another program", kMainOnly, kStory},
+    {"loader-waits", rules::LoaderWaits, kBlames, FC::kBlockedOther,
+     "while the main thread waited for workers asleep on the network or a timer", kMainOnly,
+     kStory},
     {"memory-pressure", rules::MemoryPressure, kBlames, FC::kPageFault,
      "while the main thread waited on page faults", kFeeders, kStory},
     {"memory-limit", rules::MemoryLimitHit, kNoBlame, FC::kPageFault, "", kMainOnly, kAlone},

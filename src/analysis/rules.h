@@ -78,9 +78,10 @@ void SetEvidence(Finding* x, std::vector<EvidenceQuery> base);
 void AddSyncEffect(const Facts& f, Finding* out);
 void AddThroughputEffect(const Facts& f, Finding* out);
 
-// The GPU idle seconds of batch waits a DataLoader finding claims: batch_compute + batch_io
-// (the workers computing or reading while the trainer waited) to the one of the two that held
-// the delivering workers longer on the path, 0 to the other. A starved pipeline is one cause:
+// The GPU idle seconds of batch waits a DataLoader finding claims: batch_compute + batch_io +
+// batch_wait (the workers computing, reading, or asleep on the network while the trainer waited)
+// to the one of them that held the delivering workers longest on the path, 0 to the others. A
+// starved pipeline is one cause:
 // the worker's dominant cost sets its pace, and removing it ends the wait, the other part with
 // it (slow reads expose the batch's decode time that prefetching hid when healthy).
 double BatchLostS(const Facts& f, BudgetCause c);
@@ -116,6 +117,7 @@ void ProcessIo(const Facts& f, std::vector<Finding>* out);
 // rules_waits.cc (from the GPU-time budget)
 void HostSleep(const Facts& f, std::vector<Finding>* out);
 void OtherProgram(const Facts& f, std::vector<Finding>* out);
+void LoaderWaits(const Facts& f, std::vector<Finding>* out);
 // rules_memory_io.cc
 void IoBottleneck(const Facts& f, std::vector<Finding>* out);
 void MemoryPressure(const Facts& f, std::vector<Finding>* out);

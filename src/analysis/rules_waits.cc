@@ -1,7 +1,9 @@
 // Waits on the critical path that nothing in the job ended, from the GPU-time budget: the main
-// thread asleep until a timer or an interrupt woke it (host_sleep), and the main thread waiting
-// for another program: a subprocess it ran, the far end of a pipe or socket (other_program).
+// thread asleep until a timer or an interrupt woke it (host_sleep), the main thread waiting
+// for another program: a subprocess it ran, the far end of a pipe or socket (other_program),
+// and batches late because the DataLoader workers sleep on the network or a timer (batch_wait).
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <string>
@@ -205,6 +207,65 @@ void OtherProgram(const Facts& f, std::vector<Finding>* out) {
   x.metrics.push_back({"lost_s", x.lost_s, "s"});
   AddBudgetEvidence(f, &x);
   SetEvidence(&x, {ProgramWakeups(f), Throughput(f)});
+  out->push_back(std::move(x));
+}
+
+void LoaderWaits(const Facts& f, std::vector<Finding>* out) {
+  if (f.worker_pids.empty()) return;
+  double lost = BatchLostS(f, BudgetCause::kBatchWait);
+  std::optional<Severity> sev = Ladder(Share(lost, f.budget.window_s));
+  if (!sev) return;
+  int64_t workers = static_cast<int64_t>(f.worker_pids.size());
+  Finding x;
+  x.rule = "loader-waits";
+  x.severity = *sev;
+  x.cause = "DataLoader workers wait on the network or a timer (neither computing nor reading "
+            "local storage)";
+  x.effect = "GPU idle between steps, waiting for batches";
+  x.lost_s = lost;
+  x.root.push_back(Fmt("Main thread waited for batches %s times, %s s in all",
+                       FormatCount(f.waits.count).c_str(),
+                       FormatSeconds(Sec(f.waits.total_ns)).c_str()));
+  x.root.push_back(Fmt(
+      "The worker that owed the batch was asleep until the network or a timer woke it %s s of "
+      "those waits, computing %s s, on local I/O %s s",
+      FormatSeconds(BudgetPathS(f, BudgetCause::kBatchWait)).c_str(),
+      FormatSeconds(BudgetPathS(f, BudgetCause::kBatchCompute)).c_str(),
+      FormatSeconds(BudgetPathS(f, BudgetCause::kBatchIo)).c_str()));
+  x.root.push_back(Fmt("GPU idle while the main thread waited for those batches: %s s of %s s "
+                       "(the workers' computing in those waits included: it would have been "
+                       "hidden behind the GPU's work without the sleeps)",
+                       FormatSeconds(lost).c_str(), FormatSeconds(f.budget.window_s).c_str()));
+  if (f.worker_thread_ns > 0) {
+    x.contributing.push_back(
+        Fmt("%s, their busiest threads on the CPU %s of the time",
+            Plural(workers, "DataLoader worker", "DataLoader workers").c_str(),
+            FormatPct(Share(static_cast<double>(At(f.worker_totals, FeedCause::kRunning)),
+                            static_cast<double>(f.worker_thread_ns)))
+                .c_str()));
+  }
+  AddThroughputEffect(f, &x);
+  // Workers that mostly sleep scale with their number: the loader must deliver window /
+  // (window - lost) times as fast for the waits to go, plus one for the variance.
+  double need = static_cast<double>(workers) * f.budget.window_s /
+                std::max(1e-9, f.budget.window_s - std::min(lost, 0.9 * f.budget.window_s));
+  x.fix.push_back(Fmt(
+      "more requests in flight: a worker asleep on the network costs no CPU, so more workers "
+      "(DataLoader(num_workers=%lld) or more) or concurrent fetches inside the dataset hide the "
+      "latency; prefetch_factor=4 queues more batches ahead",
+      static_cast<long long>(std::ceil(need - 1e-9)) + 1));
+  x.fix.push_back(
+      "stage the data where it is read fast: copy the shards to local disk or RAM before "
+      "training, or cache them after the first epoch");
+  x.fix.push_back(
+      "if the workers sleep on purpose (retries with back-off, rate limits), shorten or remove "
+      "the sleeps");
+  x.metrics.push_back({"batch_waits", static_cast<double>(f.waits.count), "count"});
+  x.metrics.push_back({"batch_wait_s", Sec(f.waits.total_ns), "s"});
+  x.metrics.push_back({"workers_asleep_path_s", BudgetPathS(f, BudgetCause::kBatchWait), "s"});
+  x.metrics.push_back({"lost_s", x.lost_s, "s"});
+  AddBudgetEvidence(f, &x);
+  SetEvidence(&x, {SwitchKinds(f), Throughput(f)});
   out->push_back(std::move(x));
 }
 

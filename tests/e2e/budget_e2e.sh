@@ -12,6 +12,8 @@
 #   sleeps         host-sleep on top (time.sleep in the loop), fix: no sleep in the step
 #   subprocess     waits-for-program on top (a program run and waited for every 20 steps),
 #                  naming it as started by the job, fix: subprocess.Popen
+#   network loader loader-waits on top (each worker sleeps 30 ms a batch, as on a fetch), fix:
+#                  more requests in flight
 #   6 workers      cpu-oversubscription on top (the job's own processes crowd 2 CPUs)
 #   1 slow worker  dataloader-starvation on top
 #   CPU quota      cpu-quota on top (the loop's cgroup capped at 0.3 CPU), fix: raise the limit
@@ -115,6 +117,7 @@ run program --wait-program-every 20 --wait-program-ms 150 \
 grep -q "python3 (-c).*started by the job" "$WORK/program.txt" \
   && pass "program: the program the job waited for is named" \
   || fail "program: the program is not named" "$(sed -n '/Causal/,/Fix/p' "$WORK/program.txt")"
+run netload --batch-sleep-ms 30 && check netload loader-waits "more requests in flight" healthy
 run crowded --workers 6 --batch-cpu-ms 25 && check crowded cpu-oversubscription "num_workers="
 run starved --workers 1 --batch-cpu-ms 25 && check starved dataloader-starvation "DataLoader(" healthy
 
