@@ -155,6 +155,11 @@ CASES = {
                             "computing 300 ms and waits for it (the trainer's --eval-every-s, "
                             "--eval-ms)",
                             ["waits-for-program"], ["--fault", "eval-subprocess"]),
+    "network-loader": Case("each sample fetched over TCP (127.0.0.1) from a sample server the "
+                           "trainer starts, which answers 10 ms after each request (the "
+                           "trainer's --net-ms): workers wait on the network",
+                           ["loader-waits", "waits-for-program"],
+                           ["--fault", "network-loader"]),
     "cpu-quota": Case("trainer and workers moved into cgroup v2 {quota_cg}, cpu.max "
                       "\"{quota_max}\"", ["cpu-quota"],
                       ["--fault", "cpu-quota"]),

@@ -49,6 +49,9 @@ the switch.
   eval-subprocess  every --eval-every-s s of training the main thread runs a separate program
                    (python3 -c, --eval-ms ms of CPU) with subprocess.run and waits for it (a
                    synchronous eval or upload script)
+  network-loader   each sample is fetched over TCP from a sample server the trainer starts
+                   (127.0.0.1, one thread per connection, the reply sent --net-ms ms after
+                   the request): workers wait on the network, not computing, not on disk
   cpu-quota        the trainer and each worker move themselves into the cgroup v2 group
                    --quota-cgroup (made by the caller, cpu.max set) and back when it goes off
 
@@ -67,7 +70,7 @@ import time
 FAULTS = ("healthy", "cpu-contention", "slow-worker", "pageable-memcpy", "sync-heavy",
           "malloc-churn", "io-bottleneck", "gil-thread", "main-thread-batches", "tiny-kernels",
           "gpu-neighbour", "checkpoint", "worker-oversubscription", "gpu-bound", "cpu-quota",
-          "poll-sleep", "eval-subprocess")
+          "poll-sleep", "eval-subprocess", "network-loader")
 GPU_BOUND_REPEAT = 3  # transformer steps per loader batch while gpu-bound is on
 CKPT_PREFIX = "gpuwhy_ckpt_"  # checkpoint files: CKPT_PREFIX + "<pid>_<n>.pt"
 
@@ -88,6 +91,44 @@ while True:
         c = a @ b
     torch.cuda.synchronize()
 """
+
+# The network-loader's sample server: one thread per connection, each 4-byte request answered
+# with 4 KiB after --net-ms ms (a remote object store's latency). Prints its port; dies with the
+# trainer (PR_SET_PDEATHSIG) and carries the same marker as the neighbour for clean-up.
+NET_SERVER_CODE = r"""# gpuwhy-accuracy gpu-neighbour (sample server)
+import ctypes, os, signal, socket, sys, threading, time
+ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(0)
+delay = float(sys.argv[2]) / 1000
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(64)
+print(srv.getsockname()[1], flush=True)
+reply = b"s" * 4096
+def serve(c):
+    with c:
+        while len(c.recv(4)) == 4:
+            time.sleep(delay)
+            c.sendall(reply)
+while True:
+    threading.Thread(target=serve, args=(srv.accept()[0],), daemon=True).start()
+"""
+
+
+def fetch_sample(state, port):
+    """network-loader: one request to the sample server, its 4 KiB reply read whole."""
+    import socket
+    if state.get("sock") is None:
+        state["sock"] = socket.create_connection(("127.0.0.1", port))
+    s = state["sock"]
+    s.sendall(b"next")
+    left = 4096
+    while left > 0:
+        chunk = s.recv(left)
+        if not chunk:
+            raise ConnectionError("the sample server closed the connection")
+        left -= len(chunk)
 
 
 def parse_cpus(text):
@@ -144,6 +185,8 @@ def parse_args(argv=None):
                    help="eval-subprocess: s of training between the end of one run and the next")
     p.add_argument("--eval-ms", type=float, default=300.0,
                    help="eval-subprocess: the program's CPU time in ms")
+    p.add_argument("--net-ms", type=float, default=10.0,
+                   help="network-loader: the sample server's delay per request in ms")
     p.add_argument("--oversub-threads", type=int, default=16,
                    help="worker-oversubscription: intra-op threads per worker")
     # 8: on 4 cores of the H200 host the same work with one thread per worker costs nothing
@@ -337,6 +380,7 @@ class SyntheticTokens:
         self.io = None
         self.quota = None
         self.oversubscribed = False
+        self.net = {}  # network-loader: this worker's connection to the sample server
 
     def __len__(self):
         return 10_000_000
@@ -357,6 +401,8 @@ class SyntheticTokens:
                 burn_cpu_ms(a.slow_worker_ms / a.batch)
         if on and self.io is not None:
             self.io.sample()
+        if on and a.fault == "network-loader" and a.net_port:
+            fetch_sample(self.net, a.net_port)
         if self.quota is not None:
             self.quota.sync(on)
         if a.fault == "worker-oversubscription" and info is not None:
@@ -484,6 +530,13 @@ def main(argv=None):
     model = Model().to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     loss_fn = nn.CrossEntropyLoss()
+    net_server = None
+    args.net_port = 0
+    if fault == "network-loader":  # started before the workers, who inherit its port
+        net_server = subprocess.Popen(
+            [sys.executable, "-c", NET_SERVER_CODE, str(os.getpid()), str(args.net_ms)],
+            stdout=subprocess.PIPE, start_new_session=True)
+        args.net_port = int(net_server.stdout.readline())
     dataset = SyntheticTokens(args)
     loader = DataLoader(dataset, batch_size=args.batch, num_workers=args.workers,
                         pin_memory=True, persistent_workers=args.workers > 0, shuffle=False)
@@ -593,6 +646,9 @@ def main(argv=None):
         side.close()
         if ckpt is not None:
             ckpt.remove_prev()
+        if net_server is not None:
+            net_server.kill()
+            net_server.wait()
 
 
 if __name__ == "__main__":
