@@ -287,6 +287,11 @@ class JobGraph {
     return pid != kNull && workers_.count(static_cast<int32_t>(pid)) > 0;
   }
   bool IsMainProcess(int64_t pid) const { return pid == f_.main_pid; }
+  // The recording gpuwhy: its wake-ups (the start gate of `trace -- CMD`) are the tracing's, not
+  // a program the job depends on; they stay unattributed.
+  bool IsTracer(int64_t pid) const {
+    return f_.w != nullptr && f_.w->tracer_pid > 0 && pid == f_.w->tracer_pid;
+  }
 
   WaitKind Classify(const Sleep& s) const {
     if (s.waker_tid == kNull) return f_.worker_pids.empty() ? WaitKind::kOther : WaitKind::kBatch;
@@ -434,7 +439,7 @@ class JobGraph {
         if (s->waker_pid == 0) {
           cause = BudgetCause::kBatchWait;
         } else if (s->waker_pid > 0 && !IsMainProcess(s->waker_pid) &&
-                   !IsWorkerPid(s->waker_pid)) {
+                   !IsWorkerPid(s->waker_pid) && !IsTracer(s->waker_pid)) {
           cause = BudgetCause::kOtherProgram;
           holders_.program[static_cast<int32_t>(s->waker_pid)] += y - x;
         }
@@ -564,7 +569,7 @@ class JobGraph {
       if (slept_.insert(s).second) ++holders_.sleeps;
       return out;
     }
-    if (s->waker_pid > 0 && !IsMainProcess(s->waker_pid)) {
+    if (s->waker_pid > 0 && !IsMainProcess(s->waker_pid) && !IsTracer(s->waker_pid)) {
       // Another program ended the wait (not one of the job's workers: those are batch waits):
       // a subprocess the job waited for, the far end of a pipe or socket.
       At(out, FeedCause::kBlockedOther) += b - a;
