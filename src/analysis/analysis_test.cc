@@ -1711,28 +1711,6 @@ TEST(BudgetTest, SleepsATimerEndedAreTheMainThreadsSleep) {
   EXPECT_EQ(fixes.find("num_workers"), std::string::npos) << fixes;
 }
 
-// A throttle that sleeps after the step is queued: the sync right after it still waits for the
-// GPU, so the GPU had work all through the sleep. The window's idle time (10%) is not the
-// sleep's: the computing takes it first, and there is no host-sleep finding.
-TEST(BudgetTest, ASleepTheGpuWorkedThroughCostsNoGpuTime) {
-  Builder b;
-  b.w.events.clear();
-  for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
-    Event sleep = Sw(kMain, t + 40 * kMs, 15 * kMs, SwitchKind::kBlocked, 0);
-    sleep.waker_pid = 0;  // the throttle's timer
-    sleep.waker_tid = 0;
-    b.Add(sleep);
-    b.Add(Call(kMain, Op::kCudaStreamSync, t + 55 * kMs + 50'000, 30 * kMs));  // GPU working
-  }
-  AddUtil(b.w, [](int64_t) { return 90.0; });
-  Report r = b.Run();
-  EXPECT_NEAR(PathS(r, BudgetCause::kHostSleep), 15, 0.5);
-  EXPECT_LT(LostS(r, BudgetCause::kHostSleep), 0.5);
-  EXPECT_EQ(Find(r, "host-sleep"), nullptr);
-  // The main thread runs 55 ms of every 100: the 10% idle is its.
-  EXPECT_NEAR(LostS(r, BudgetCause::kHostCompute), 10, 0.5);
-}
-
 // Batches are late because the worker that owes them sleeps 40 ms of every 100 until a timer or
 // an interrupt (a network reply) wakes it, and computes 10 ms: loader-waits, not
 // dataloader-starvation (the worker is not computing) and not io-bottleneck (no disk I/O). The

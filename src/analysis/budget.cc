@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <utility>
 #include <vector>
 
 #include "analysis/explain.h"
@@ -21,48 +20,6 @@ bool IsCompute(BudgetCause c) {
   return c == BudgetCause::kHostCompute || c == BudgetCause::kHelperCompute;
 }
 
-// Stretches of the main thread's waits the GPU worked through (sorted, disjoint): a run of waits
-// that ends, after at most kWaitOverlapGapNs of the thread running, in a sync that still found
-// the GPU working (longer than kStreamSyncIdleNs). The thread launched nothing while it waited
-// and next to nothing after, so the work that sync waited for was queued before the waits, and
-// the GPU had work all through them: a throttle's time.sleep() after the step is queued.
-using Spans = std::vector<std::pair<int64_t, int64_t>>;
-Spans OverlappedWaits(const Facts& f) {
-  Spans out;
-  const std::vector<TimelineSegment>& segs = f.main_tl->segments();
-  for (size_t i = 0; i < segs.size(); ++i) {
-    const TimelineSegment& sync = segs[i];
-    if (sync.cause != FeedCause::kSync || sync.end - sync.start <= th::kStreamSyncIdleNs) continue;
-    int64_t reach = sync.start, first = -1, last = -1;
-    for (size_t j = i; j-- > 0;) {
-      const TimelineSegment& w = segs[j];
-      // The thread ran between the last wait and the sync (it called it): a wait that ends
-      // where the sync begins is one row cut by a call inside it, not a wait before a call.
-      int64_t gap = reach - w.end;
-      if (gap > th::kWaitOverlapGapNs || (last < 0 && gap <= 0) ||
-          w.cause == FeedCause::kSync || w.cause == FeedCause::kMemcpy) {
-        break;
-      }
-      if (last < 0) last = w.end;
-      first = reach = w.start;
-    }
-    if (first >= 0 && (out.empty() || first >= out.back().second)) out.push_back({first, last});
-  }
-  return out;
-}
-
-// The budget detail of [a, b) that falls in the overlapped waits.
-BudgetTimes OverlappedDetail(const Facts& f, const Spans& spans, int64_t a, int64_t b) {
-  BudgetTimes out{};
-  auto it = std::upper_bound(spans.begin(), spans.end(), std::make_pair(a, a),
-                             [](const auto& x, const auto& y) { return x.second < y.second; });
-  for (; it != spans.end() && it->first < b; ++it) {
-    BudgetTimes part = PathDetailOverlap(f, std::max(a, it->first), std::min(b, it->second));
-    for (size_t i = 0; i < kBudgetCauseCount; ++i) out[i] += part[i];
-  }
-  return out;
-}
-
 // Accumulates the budget in ns.
 struct Tally {
   int64_t busy_job = 0;
@@ -77,45 +34,29 @@ struct Tally {
 // of it for other processes. Idle time goes to the waits on the critical path first (while the
 // host waits it launches nothing, so the GPU drains), in proportion to their time and at most
 // that time; what is left goes to the host's computing (the GPU overlaps most of it: only the
-// idle time the waits do not explain is the computing's), then to the waits the GPU worked
-// through (`spans`: it had work queued all through them); idle beyond all three (the path was
-// in syncs) stays unattributed. Sync time while the GPU served others is the neighbour's.
-void AddStretch(const Facts& f, const Spans& spans, int64_t a, int64_t b, double busy,
-                double other, Tally* t) {
+// idle time the waits do not explain is the computing's); idle beyond both (the path was in
+// syncs) stays unattributed. Sync time while the GPU served others is the neighbour's.
+void AddStretch(const Facts& f, int64_t a, int64_t b, double busy, double other, Tally* t) {
   if (b <= a) return;
   BudgetTimes d = PathDetailOverlap(f, a, b);
-  BudgetTimes ov = OverlappedDetail(f, spans, a, b);
   double len = static_cast<double>(b - a);
   busy = std::clamp(busy, 0.0, 1.0);
   other = std::clamp(other, 0.0, busy);
   double idle = (1.0 - busy) * len;
-  double waits = 0, compute = 0, worked = 0;
+  double waits = 0, compute = 0;
   for (size_t i = 0; i < kBudgetCauseCount; ++i) {
     auto c = static_cast<BudgetCause>(i);
     if (c == BudgetCause::kSyncWait) continue;
-    if (IsCompute(c)) {
-      compute += static_cast<double>(d[i]);
-    } else {
-      ov[i] = std::min(ov[i], d[i]);
-      worked += static_cast<double>(ov[i]);
-      waits += static_cast<double>(d[i] - ov[i]);
-    }
+    (IsCompute(c) ? compute : waits) += static_cast<double>(d[i]);
   }
   double wait_share = waits > 0 ? std::min(1.0, idle / waits) : 0.0;
   double rest = idle - waits * wait_share;
   double compute_share = compute > 0 ? std::min(1.0, rest / compute) : 0.0;
   rest -= compute * compute_share;
-  double worked_share = worked > 0 ? std::min(1.0, rest / worked) : 0.0;
-  rest -= worked * worked_share;
   for (size_t i = 0; i < kBudgetCauseCount; ++i) {
     auto c = static_cast<BudgetCause>(i);
     if (c == BudgetCause::kSyncWait) continue;
-    if (IsCompute(c)) {
-      t->lost[i] += static_cast<double>(d[i]) * compute_share;
-    } else {
-      t->lost[i] += static_cast<double>(d[i] - ov[i]) * wait_share +
-                    static_cast<double>(ov[i]) * worked_share;
-    }
+    t->lost[i] += static_cast<double>(d[i]) * (IsCompute(c) ? compute_share : wait_share);
   }
   // The job waited on the GPU while it ran other processes' work: that work's time, at most the
   // job's own waiting.
@@ -131,8 +72,7 @@ void AddStretch(const Facts& f, const Spans& spans, int64_t a, int64_t b, double
 // NVML: the job's GPU's samples as stretches (each covers the time since the previous one), its
 // utilization as the busy share (what nvidia-smi shows: a kernel running), split between the job
 // and others by the per-process samples read at the same time. Returns false without samples.
-bool FromNvml(const Facts& f, const Spans& spans, int64_t begin, int64_t end, GpuBudget* out,
-              Tally* t) {
+bool FromNvml(const Facts& f, int64_t begin, int64_t end, GpuBudget* out, Tally* t) {
   const WindowData& w = *f.w;
   std::vector<GpuSummary> gpus = SummarizeGpus(w);
   const GpuSummary* job = JobGpuOf(gpus, w, f.main_pid);
@@ -154,7 +94,7 @@ bool FromNvml(const Facts& f, const Spans& spans, int64_t begin, int64_t end, Gp
   auto flush = [&] {
     int64_t len = pool_end - pool_start;
     if (pool_start >= 0 && len > 0) {
-      AddStretch(f, spans, pool_start, pool_end, pool_busy / static_cast<double>(len),
+      AddStretch(f, pool_start, pool_end, pool_busy / static_cast<double>(len),
                  pool_other / static_cast<double>(len), t);
     }
     pool_start = pool_end = -1;
@@ -196,9 +136,8 @@ bool FromNvml(const Facts& f, const Spans& spans, int64_t begin, int64_t end, Gp
 // (within kStreamSyncIdleNs: the call's own cost) proves the GPU had run dry before the host got
 // there: the host's computing in that step was idle GPU time. Any longer sync may have found it
 // working, so the computing counts as overlapped. Waits (for batches, I/O, locks, a CPU) leave
-// nothing queued behind a sync per step, so they count as idle, but for the waits the GPU worked
-// through (`spans`).
-void FromStream(const Facts& f, const Spans& spans, int64_t begin, int64_t end, Tally* t) {
+// nothing queued behind a sync per step, so they count as idle either way.
+void FromStream(const Facts& f, int64_t begin, int64_t end, Tally* t) {
   std::vector<const Event*> syncs;
   for (const Event& e : f.events) {
     if (e.tid == f.main_tid && IsSync(e.op) && e.ts_ns >= begin && e.ts_ns < end)
@@ -207,14 +146,12 @@ void FromStream(const Facts& f, const Spans& spans, int64_t begin, int64_t end, 
   int64_t step_start = begin;
   auto step = [&](int64_t a, int64_t b, bool gpu_working) {
     BudgetTimes d = PathDetailOverlap(f, a, b);
-    BudgetTimes ov = OverlappedDetail(f, spans, a, b);
     int64_t idle = 0;
     for (size_t i = 0; i < kBudgetCauseCount; ++i) {
       auto c = static_cast<BudgetCause>(i);
       if (c == BudgetCause::kSyncWait || (IsCompute(c) && gpu_working)) continue;
-      int64_t lost = IsCompute(c) ? d[i] : d[i] - std::min(ov[i], d[i]);
-      t->lost[i] += static_cast<double>(lost);
-      idle += lost;
+      t->lost[i] += static_cast<double>(d[i]);
+      idle += d[i];
     }
     t->idle += idle;
     t->busy_job += (b - a) - idle;
@@ -240,10 +177,9 @@ void ComputeBudget(Facts* f) {
   const int64_t end = f->main_tl->end();
   if (end <= begin) return;
   Tally t;
-  const Spans spans = OverlappedWaits(*f);
-  if (!FromNvml(*f, spans, begin, end, &b, &t)) {
+  if (!FromNvml(*f, begin, end, &b, &t)) {
     b.source = "stream";
-    FromStream(*f, spans, begin, end, &t);
+    FromStream(*f, begin, end, &t);
   }
   const double window = static_cast<double>(end - begin);
   // Stretches no sample covered (before the first one) count like the covered ones.

@@ -130,10 +130,6 @@ inline constexpr double kGpuBoundHostShare = 0.10;
 // Without GPU samples, a sync that returned within this long found the GPU already done (an idle
 // stream's cudaStreamSynchronize costs a few µs); a longer one may have found it working.
 inline constexpr int64_t kStreamSyncIdleNs = 20'000;  // 20 µs
-// A wait of the main thread followed, within this much of its running, by a sync that still
-// found the GPU working was worked through by the GPU: too little time to queue the work the
-// sync waited for, so it was queued before the wait (budget.cc, OverlappedWaits).
-inline constexpr int64_t kWaitOverlapGapNs = 1'000'000;  // 1 ms
 // Run-queue waits are told as contention (others crowd the job) once other processes held at
 // least this share of the CPU time the feeding threads waited for; below it, as the job's own
 // threads outnumbering its CPUs.
