@@ -150,7 +150,8 @@ CASES = {
                       "the pace; expect GPU-bound, nothing above LOW)", [],
                       ["--fault", "gpu-bound"], reference="gpu-idle", gpu_bound=True),
     "poll-sleep": Case("main thread time.sleep()s 15 ms (the trainer's --poll-ms) each step after queuing it "
-                       "(a polling throttle)", ["host-sleep"], ["--fault", "poll-sleep"]),
+                       "(a polling throttle the GPU works through: a control, expect nothing "
+                       "above LOW)", [], ["--fault", "poll-sleep"]),
     "eval-subprocess": Case("every 1 s the main thread subprocess.run()s a python3 -c program "
                             "computing 300 ms and waits for it (the trainer's --eval-every-s, "
                             "--eval-ms)",
