@@ -184,6 +184,17 @@ StackSite PickStackSite(const std::vector<StackFrameRow>& frames) {
   return out;
 }
 
+std::string SiteName(const CallSite& s) {
+  // A native site without line info is named by its function already (shortened; JSON keeps
+  // the whole name).
+  if (s.function.empty() || s.function == s.location || s.file.empty()) return s.location;
+  // Demangled C++ names can run to hundreds of characters; JSON keeps the whole name.
+  constexpr size_t kMaxFunction = 60;
+  std::string function = s.function;
+  if (function.size() > kMaxFunction) function = function.substr(0, kMaxFunction - 3) + "...";
+  return s.location + " in " + function;
+}
+
 void AddCallerSections(const WindowData& w, const std::set<int32_t>& pids, Report* report) {
   if (w.stack_uses.empty() || pids.empty()) return;
   std::unordered_map<int64_t, StackSite> site_of;  // stack id → site

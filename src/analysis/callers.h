@@ -22,6 +22,10 @@ struct StackSite {
 };
 StackSite PickStackSite(const std::vector<StackFrameRow>& frames);
 
+// A site as a report names it: "train.py:88 in train_step" (the function cut to 60 characters;
+// a native site without line info is its function already).
+std::string SiteName(const CallSite& s);
+
 // Fills report->callers and report->sched_victims from the window's stack rows of `pids`.
 // Pure: no I/O.
 void AddCallerSections(const WindowData& w, const std::set<int32_t>& pids, Report* report);

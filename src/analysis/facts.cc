@@ -292,6 +292,11 @@ class JobGraph {
   bool IsTracer(int64_t pid) const {
     return f_.w != nullptr && f_.w->tracer_pid > 0 && pid == f_.w->tracer_pid;
   }
+  // A waker outside the job (not the main process, not a worker) and not the tracer: a
+  // subprocess the job waited for, the far end of a pipe or socket.
+  bool IsOtherProgram(int64_t pid) const {
+    return pid > 0 && !IsMainProcess(pid) && !IsWorkerPid(pid) && !IsTracer(pid);
+  }
 
   WaitKind Classify(const Sleep& s) const {
     if (s.waker_tid == kNull) return f_.worker_pids.empty() ? WaitKind::kOther : WaitKind::kBatch;
@@ -438,8 +443,7 @@ class JobGraph {
       if (s != nullptr && s->waker_tid != kNull && !s->gil) {
         if (s->waker_pid == 0) {
           cause = BudgetCause::kBatchWait;
-        } else if (s->waker_pid > 0 && !IsMainProcess(s->waker_pid) &&
-                   !IsWorkerPid(s->waker_pid) && !IsTracer(s->waker_pid)) {
+        } else if (IsOtherProgram(s->waker_pid)) {
           cause = BudgetCause::kOtherProgram;
           holders_.program[static_cast<int32_t>(s->waker_pid)] += y - x;
         }
@@ -569,9 +573,8 @@ class JobGraph {
       if (slept_.insert(s).second) ++holders_.sleeps;
       return out;
     }
-    if (s->waker_pid > 0 && !IsMainProcess(s->waker_pid) && !IsTracer(s->waker_pid)) {
-      // Another program ended the wait (not one of the job's workers: those are batch waits):
-      // a subprocess the job waited for, the far end of a pipe or socket.
+    if (IsOtherProgram(s->waker_pid)) {
+      // Another program ended the wait (the job's workers' wake-ups were batch waits, above).
       At(out, FeedCause::kBlockedOther) += b - a;
       At(*d, BudgetCause::kOtherProgram) += b - a;
       holders_.program[static_cast<int32_t>(s->waker_pid)] += b - a;

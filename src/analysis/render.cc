@@ -3,6 +3,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "analysis/callers.h"
 #include "analysis/explain.h"
 #include "analysis/format.h"
 #include "base/table.h"
@@ -45,17 +46,6 @@ std::string Ms(double ms) { return FormatNs(static_cast<int64_t>(ms * 1e6)); }
 void AppendSiteDetail(std::string* out, const CallSite& s) {
   if (!s.source_line.empty()) *out += "      ↳ " + s.source_line + "\n";
   if (!s.via.empty()) *out += "      via " + s.via + "\n";
-}
-
-std::string SiteName(const CallSite& s) {
-  // A native site without line info is named by its function already (shortened; JSON keeps
-  // the whole name).
-  if (s.function.empty() || s.function == s.location || s.file.empty()) return s.location;
-  // Demangled C++ names can run to hundreds of characters; JSON keeps the whole name.
-  constexpr size_t kMaxFunction = 60;
-  std::string function = s.function;
-  if (function.size() > kMaxFunction) function = function.substr(0, kMaxFunction - 3) + "...";
-  return s.location + " in " + function;
 }
 
 // "Top cudaStreamSync callers" and "Top sched_switch victims" (trace --stack).

@@ -269,6 +269,14 @@ std::string IdleLine(const Facts& f, BudgetCause c) {
              FormatSeconds(BudgetPathS(f, c)).c_str());
 }
 
+std::string GpuBusyLine(const Facts& f, const std::string& note) {
+  return Fmt("GPU busy for this job %s s of %s s (%s%s)",
+             FormatSeconds(f.budget.gpu_busy_job_s).c_str(),
+             FormatSeconds(f.budget.window_s).c_str(),
+             FormatPct(Share(f.budget.gpu_busy_job_s, f.budget.window_s)).c_str(),
+             note.empty() ? "" : ("; " + note).c_str());
+}
+
 EvidenceQuery MainThreadSwitches(const Facts& f) {
   return {
       "the main thread's off-CPU time by reason and who woke it (kind: 0 preempted, 1 "

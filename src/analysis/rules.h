@@ -99,6 +99,8 @@ void DataLoaderStarvation(const Facts& f, std::vector<Finding>* out);
 // The budget line every host finding quotes: "N s of GPU idle time in W s (P% of the window),
 // M s on the critical path".
 std::string IdleLine(const Facts& f, BudgetCause c);
+// "GPU busy for this job 11.4 s of 16.1 s (71.1%)", `note` after the share when given.
+std::string GpuBusyLine(const Facts& f, const std::string& note = "");
 // The main thread's off-CPU time by reason and waker, and the GPU's samples (budget findings).
 EvidenceQuery MainThreadSwitches(const Facts& f);
 EvidenceQuery GpuSamples(const Facts& f);

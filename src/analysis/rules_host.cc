@@ -108,11 +108,8 @@ void HostCompute(const Facts& f, std::vector<Finding>* out) {
   if (helper_lost >= 0.05) {
     if (auto line = HottestLine(f, f.helper_tids, "The helper threads")) x.root.push_back(*line);
   }
-  x.effects.push_back(
-      Fmt("GPU busy for this job %s s of %s s (%s; %s)",
-          FormatSeconds(f.budget.gpu_busy_job_s).c_str(), FormatSeconds(f.budget.window_s).c_str(),
-          FormatPct(Share(f.budget.gpu_busy_job_s, f.budget.window_s)).c_str(),
-          f.budget.source == "stream" ? "from the job's syncs, no GPU samples" : "NVML"));
+  x.effects.push_back(GpuBusyLine(
+      f, f.budget.source == "stream" ? "from the job's syncs, no GPU samples" : "NVML"));
   AddThroughputEffect(f, &x);
   if (dispatch) {
     x.fix.push_back(

@@ -48,13 +48,6 @@ std::optional<SleepSite> TopSleepSite(const Facts& f) {
   return out;
 }
 
-std::string SiteText(const CallSite& s) {
-  std::string text = s.location;
-  if (!s.function.empty()) text += " in " + s.function;
-  if (!s.via.empty()) text += " (via " + s.via + ")";
-  return text;
-}
-
 EvidenceQuery TimerWakeups(const Facts& f) {
   return {"the main thread's sleeps that a timer or an interrupt ended (waker 0), by length",
           Sql(f, "SELECT CASE WHEN e.duration_ns < 1000000 THEN '< 1 ms' WHEN e.duration_ns < "
@@ -106,13 +99,13 @@ void HostSleep(const Facts& f, std::vector<Finding>* out) {
   }
   if (std::optional<SleepSite> site = TopSleepSite(f)) {
     x.root.push_back(Fmt("Where it slept: %s (%s s of the %s s asleep with a stack)",
-                         SiteText(site->site).c_str(), FormatSeconds(site->seconds).c_str(),
+                         (SiteName(site->site) +
+                          (site->site.via.empty() ? "" : " (via " + site->site.via + ")"))
+                             .c_str(),
+                         FormatSeconds(site->seconds).c_str(),
                          FormatSeconds(site->with_stack_s).c_str()));
   }
-  x.effects.push_back(Fmt("GPU busy for this job %s s of %s s (%s)",
-                          FormatSeconds(f.budget.gpu_busy_job_s).c_str(),
-                          FormatSeconds(f.budget.window_s).c_str(),
-                          FormatPct(Share(f.budget.gpu_busy_job_s, f.budget.window_s)).c_str()));
+  x.effects.push_back(GpuBusyLine(f));
   AddThroughputEffect(f, &x);
   x.fix.push_back(
       "take the sleep or the polling out of the training loop: wait on the thing itself "
@@ -185,10 +178,7 @@ void OtherProgram(const Facts& f, std::vector<Finding>* out) {
     x.root.push_back(Fmt("and %s more programs",
                          FormatCount(static_cast<int64_t>(programs.size()) - 3).c_str()));
   }
-  x.effects.push_back(Fmt("GPU busy for this job %s s of %s s (%s)",
-                          FormatSeconds(f.budget.gpu_busy_job_s).c_str(),
-                          FormatSeconds(f.budget.window_s).c_str(),
-                          FormatPct(Share(f.budget.gpu_busy_job_s, f.budget.window_s)).c_str()));
+  x.effects.push_back(GpuBusyLine(f));
   AddThroughputEffect(f, &x);
   if (started) {
     x.fix.push_back(
