@@ -140,8 +140,12 @@ def parse_args(argv):
                    help="each worker sleeps MS before producing a batch (a fetch from the "
                         "network: a timer ends the sleep as an interrupt ends a socket read)")
     p.add_argument("--main-sleep-ms", type=float, default=0.0, metavar="MS",
-                   help="the main thread sleeps MS each step (time.sleep: a throttle, or a "
-                        "loop polling for a file)")
+                   help="the main thread sleeps MS each step, after its sync (time.sleep: a "
+                        "throttle, or a loop polling for a file): the GPU idles through it")
+    p.add_argument("--poll-sleep-ms", type=float, default=0.0, metavar="MS",
+                   help="the main thread sleeps MS each step after queuing it, before its sync "
+                        "(a polling throttle the GPU works through while the step's kernels "
+                        "last longer than the sleep)")
     p.add_argument("--wait-program-every", type=int, default=0, metavar="N",
                    help="every N steps the main thread runs a separate program and waits for "
                         "it (subprocess.run: a synchronous eval or upload script); it computes "
@@ -170,10 +174,10 @@ def parse_args(argv):
         p.error("--gil-thread-duty must be in (0, 1]")
     if args.neighbour and (args.neighbour_kernel_ms < 0 or args.neighbour_sync_every < 0):
         p.error("--neighbour-kernel-ms and --neighbour-sync-every must be >= 0")
-    if min(args.batch_sleep_ms, args.main_sleep_ms, args.wait_program_every,
+    if min(args.batch_sleep_ms, args.main_sleep_ms, args.poll_sleep_ms, args.wait_program_every,
            args.wait_program_ms) < 0:
-        p.error("--batch-sleep-ms, --main-sleep-ms, --wait-program-every and --wait-program-ms "
-                "must be >= 0")
+        p.error("--batch-sleep-ms, --main-sleep-ms, --poll-sleep-ms, --wait-program-every and "
+                "--wait-program-ms must be >= 0")
     if args.main_thread_batches or args.neighbour:
         args.workers = 0  # num_workers=0: nothing is forked
     return args
@@ -603,6 +607,8 @@ def train(args, rt, kernels, workers, state, helper=None):
         if args.malloc_per_step:
             check(rt, rt.cudaFree(scratch), "cudaFree")
         step += 1
+        if args.poll_sleep_ms:
+            time.sleep(args.poll_sleep_ms / 1000)
         # 4. Synchronize, and read the loss back now and then (loss.item()).
         synced = False
         if args.sync_every and step % args.sync_every == 0:

@@ -1711,6 +1711,60 @@ TEST(BudgetTest, SleepsATimerEndedAreTheMainThreadsSleep) {
   EXPECT_EQ(fixes.find("num_workers"), std::string::npos) << fixes;
 }
 
+// A throttle that sleeps after the step is queued (time.sleep, then torch.cuda.synchronize()):
+// the sync after the sleep still waits 30 ms, and the job gave the GPU no work since before the
+// sleep (since_work_ns), so the GPU had work all through it. The window's idle time (10%) is
+// not the sleep's but the computing's, with NVML samples and with stream evidence alike, and
+// there is no host-sleep finding.
+TEST(BudgetTest, ASleepTheGpuWorkedThroughCostsNoGpuTime) {
+  for (bool nvml : {true, false}) {
+    SCOPED_TRACE(nvml ? "NVML" : "stream evidence");
+    Builder b;
+    b.w.events.clear();
+    for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
+      Event sleep = Sw(kMain, t + 40 * kMs, 15 * kMs, SwitchKind::kBlocked, 0);
+      sleep.waker_pid = 0;  // the throttle's timer
+      sleep.waker_tid = 0;
+      b.Add(sleep);
+      Event sync = Call(kMain, Op::kCudaDeviceSync, t + 55 * kMs + 50'000, 30 * kMs);
+      sync.since_work_ns = 15 * kMs + 50'000;  // the step's last launch, before the sleep
+      b.Add(sync);
+    }
+    if (nvml) AddUtil(b.w, [](int64_t) { return 90.0; });
+    Report r = b.Run();
+    EXPECT_NEAR(PathS(r, BudgetCause::kHostSleep), 15, 0.5);
+    EXPECT_LT(LostS(r, BudgetCause::kHostSleep), 0.1);
+    EXPECT_EQ(Find(r, "host-sleep"), nullptr);
+    // With NVML: the main thread computes 55 ms of every 100 and the GPU idles 10: the
+    // computing's. The stream evidence cannot tell (every sync found the GPU working).
+    if (nvml) {
+      EXPECT_NEAR(LostS(r, BudgetCause::kHostCompute), 10, 0.5);
+    }
+  }
+}
+
+// The same sleep before the step is launched (a C++ loop or a CUDA Graph replay queues the whole
+// step in microseconds after it): the sync still waits 30 ms, but the job gave the GPU work after
+// the sleep, so nothing proves the GPU worked through it, and the idle time is the sleep's.
+TEST(BudgetTest, ASleepBeforeTheStepIsQueuedKeepsItsIdleTime) {
+  Builder b;
+  b.w.events.clear();
+  for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
+    Event sleep = Sw(kMain, t, 15 * kMs, SwitchKind::kBlocked, 0);
+    sleep.waker_pid = 0;
+    sleep.waker_tid = 0;
+    b.Add(sleep);
+    Event sync = Call(kMain, Op::kCudaStreamSync, t + 15 * kMs + 100'000, 30 * kMs);
+    sync.since_work_ns = 40'000;  // the graph launch right before it
+    b.Add(sync);
+  }
+  AddUtil(b.w, [](int64_t) { return 90.0; });
+  Report r = b.Run();
+  EXPECT_NEAR(PathS(r, BudgetCause::kHostSleep), 15, 0.5);
+  EXPECT_NEAR(LostS(r, BudgetCause::kHostSleep), 10, 0.5);
+  ASSERT_NE(Find(r, "host-sleep"), nullptr);
+}
+
 // Batches are late because the worker that owes them sleeps 40 ms of every 100 until a timer or
 // an interrupt (a network reply) wakes it, and computes 10 ms: loader-waits, not
 // dataloader-starvation (the worker is not computing) and not io-bottleneck (no disk I/O). The

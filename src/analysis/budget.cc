@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "analysis/explain.h"
@@ -20,6 +21,47 @@ bool IsCompute(BudgetCause c) {
   return c == BudgetCause::kHostCompute || c == BudgetCause::kHelperCompute;
 }
 
+// Stretches in which the GPU provably had the job's work (sorted, disjoint): from the moment the
+// job's process last gave the GPU work to the entry of one of its syncs that then waited
+// (kWorkedSyncNs). That sync found work queued no later than that moment still running, and a
+// GPU runs a queue in order, so it never ran dry in between: whatever held the critical path
+// there — a sleep, a wait, the host computing — cost no GPU time. A throttle's time.sleep()
+// after the step is queued is such a stretch; a wait for a batch before the step is launched is
+// not (the launches come after it). Needs since_work_ns (schema 13): older recordings have none.
+using Spans = std::vector<std::pair<int64_t, int64_t>>;
+Spans WorkedSpans(const Facts& f) {
+  Spans spans;
+  for (const Event& e : f.events) {
+    if (e.pid != f.main_pid || !IsSync(e.op) || e.since_work_ns == kNull || e.since_work_ns <= 0 ||
+        e.duration_ns < th::kWorkedSyncNs) {
+      continue;
+    }
+    spans.push_back({e.ts_ns - e.since_work_ns, e.ts_ns});
+  }
+  std::sort(spans.begin(), spans.end());
+  Spans out;
+  for (const auto& s : spans) {
+    if (!out.empty() && s.first <= out.back().second) {
+      out.back().second = std::max(out.back().second, s.second);
+    } else {
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+// The budget detail of [a, b) that falls in `spans`.
+BudgetTimes SpanDetail(const Facts& f, const Spans& spans, int64_t a, int64_t b) {
+  BudgetTimes out{};
+  auto it = std::upper_bound(spans.begin(), spans.end(), a,
+                             [](int64_t x, const auto& s) { return x < s.second; });
+  for (; it != spans.end() && it->first < b; ++it) {
+    BudgetTimes part = PathDetailOverlap(f, std::max(a, it->first), std::min(b, it->second));
+    for (size_t i = 0; i < kBudgetCauseCount; ++i) out[i] += part[i];
+  }
+  return out;
+}
+
 // Accumulates the budget in ns.
 struct Tally {
   int64_t busy_job = 0;
@@ -35,10 +77,16 @@ struct Tally {
 // host waits it launches nothing, so the GPU drains), in proportion to their time and at most
 // that time; what is left goes to the host's computing (the GPU overlaps most of it: only the
 // idle time the waits do not explain is the computing's); idle beyond both (the path was in
-// syncs) stays unattributed. Sync time while the GPU served others is the neighbour's.
-void AddStretch(const Facts& f, int64_t a, int64_t b, double busy, double other, Tally* t) {
+// syncs) stays unattributed. Path time in `worked` (the GPU had work all through it) takes none
+// of it. Sync time while the GPU served others is the neighbour's.
+void AddStretch(const Facts& f, const Spans& worked, int64_t a, int64_t b, double busy,
+                double other, Tally* t) {
   if (b <= a) return;
   BudgetTimes d = PathDetailOverlap(f, a, b);
+  BudgetTimes w = SpanDetail(f, worked, a, b);
+  for (size_t i = 0; i < kBudgetCauseCount; ++i) {
+    if (static_cast<BudgetCause>(i) != BudgetCause::kSyncWait) d[i] -= std::min(w[i], d[i]);
+  }
   double len = static_cast<double>(b - a);
   busy = std::clamp(busy, 0.0, 1.0);
   other = std::clamp(other, 0.0, busy);
@@ -72,7 +120,8 @@ void AddStretch(const Facts& f, int64_t a, int64_t b, double busy, double other,
 // NVML: the job's GPU's samples as stretches (each covers the time since the previous one), its
 // utilization as the busy share (what nvidia-smi shows: a kernel running), split between the job
 // and others by the per-process samples read at the same time. Returns false without samples.
-bool FromNvml(const Facts& f, int64_t begin, int64_t end, GpuBudget* out, Tally* t) {
+bool FromNvml(const Facts& f, const Spans& worked, int64_t begin, int64_t end, GpuBudget* out,
+              Tally* t) {
   const WindowData& w = *f.w;
   std::vector<GpuSummary> gpus = SummarizeGpus(w);
   const GpuSummary* job = JobGpuOf(gpus, w, f.main_pid);
@@ -94,7 +143,7 @@ bool FromNvml(const Facts& f, int64_t begin, int64_t end, GpuBudget* out, Tally*
   auto flush = [&] {
     int64_t len = pool_end - pool_start;
     if (pool_start >= 0 && len > 0) {
-      AddStretch(f, pool_start, pool_end, pool_busy / static_cast<double>(len),
+      AddStretch(f, worked, pool_start, pool_end, pool_busy / static_cast<double>(len),
                  pool_other / static_cast<double>(len), t);
     }
     pool_start = pool_end = -1;
@@ -136,8 +185,9 @@ bool FromNvml(const Facts& f, int64_t begin, int64_t end, GpuBudget* out, Tally*
 // (within kStreamSyncIdleNs: the call's own cost) proves the GPU had run dry before the host got
 // there: the host's computing in that step was idle GPU time. Any longer sync may have found it
 // working, so the computing counts as overlapped. Waits (for batches, I/O, locks, a CPU) leave
-// nothing queued behind a sync per step, so they count as idle either way.
-void FromStream(const Facts& f, int64_t begin, int64_t end, Tally* t) {
+// nothing queued behind a sync per step, so they count as idle either way, but for path time in
+// `worked` (the GPU had work all through it).
+void FromStream(const Facts& f, const Spans& worked, int64_t begin, int64_t end, Tally* t) {
   std::vector<const Event*> syncs;
   for (const Event& e : f.events) {
     if (e.tid == f.main_tid && IsSync(e.op) && e.ts_ns >= begin && e.ts_ns < end)
@@ -146,12 +196,14 @@ void FromStream(const Facts& f, int64_t begin, int64_t end, Tally* t) {
   int64_t step_start = begin;
   auto step = [&](int64_t a, int64_t b, bool gpu_working) {
     BudgetTimes d = PathDetailOverlap(f, a, b);
+    BudgetTimes w = SpanDetail(f, worked, a, b);
     int64_t idle = 0;
     for (size_t i = 0; i < kBudgetCauseCount; ++i) {
       auto c = static_cast<BudgetCause>(i);
       if (c == BudgetCause::kSyncWait || (IsCompute(c) && gpu_working)) continue;
-      t->lost[i] += static_cast<double>(d[i]);
-      idle += d[i];
+      int64_t lost = d[i] - std::min(w[i], d[i]);
+      t->lost[i] += static_cast<double>(lost);
+      idle += lost;
     }
     t->idle += idle;
     t->busy_job += (b - a) - idle;
@@ -177,9 +229,10 @@ void ComputeBudget(Facts* f) {
   const int64_t end = f->main_tl->end();
   if (end <= begin) return;
   Tally t;
-  if (!FromNvml(*f, begin, end, &b, &t)) {
+  const Spans worked = WorkedSpans(*f);
+  if (!FromNvml(*f, worked, begin, end, &b, &t)) {
     b.source = "stream";
-    FromStream(*f, begin, end, &t);
+    FromStream(*f, worked, begin, end, &t);
   }
   const double window = static_cast<double>(end - begin);
   // Stretches no sample covered (before the first one) count like the covered ones.

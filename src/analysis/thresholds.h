@@ -130,6 +130,10 @@ inline constexpr double kGpuBoundHostShare = 0.10;
 // Without GPU samples, a sync that returned within this long found the GPU already done (an idle
 // stream's cudaStreamSynchronize costs a few µs); a longer one may have found it working.
 inline constexpr int64_t kStreamSyncIdleNs = 20'000;  // 20 µs
+// A sync that waited at least this long found work the job queued no later than its
+// since_work_ns says (at most GW_SMALL_COPIES_MAX small copies of under 64 KiB came after it,
+// which take tens of µs): the GPU worked from then to the sync (WorkedSpans in budget.cc).
+inline constexpr int64_t kWorkedSyncNs = 250'000;  // 250 µs
 // Run-queue waits are told as contention (others crowd the job) once other processes held at
 // least this share of the CPU time the feeding threads waited for; below it, as the job's own
 // threads outnumbering its CPUs.

@@ -133,7 +133,7 @@ std::vector<std::string> NodeViewStatements(const ClickHouseUrl& url, const std:
                        " ORDER BY wall_start_ns DESC LIMIT 1)";
   std::string columns =
       "ts AS timestamp, pid, tid, op, duration_ns, ret, bytes, kind, cpu, other_pid, runq_ns, "
-      "addr, name, stack_id, session, waker_pid, waker_tid, wall_ns, spool";
+      "addr, name, stack_id, session, waker_pid, waker_tid, since_work_ns, wall_ns, spool";
   return {
       "CREATE DATABASE IF NOT EXISTS " + vdb,
       "DROP TABLE IF EXISTS " + vdb + ".events",
@@ -155,7 +155,8 @@ Status EnsureClickHouseSchema(const ClickHouseClient& client, const std::string&
   }
   // Columns added since a database was made by an older gpuwhy (this ClickHouse may predate
   // ADD COLUMN IF NOT EXISTS: ask system.columns first).
-  const std::pair<const char*, const char*> kAdded[] = {{"gw_sessions", "profile_hz"}};
+  const std::pair<const char*, const char*> kAdded[] = {{"gw_sessions", "profile_hz"},
+                                                          {"gw_events", "since_work_ns"}};
   for (const auto& [table, column] : kAdded) {
     ASSIGN_OR_RETURN(std::string has,
                      client.Query("SELECT count() FROM system.columns WHERE database = " +

@@ -6,13 +6,17 @@ namespace gw {
 
 namespace {
 
-constexpr uint8_t kFormat = 1;
+// Format 2 added since_work_ns (schema 13); format 1 chunks hold the 11 optional columns before
+// it, and read it as NULL.
+constexpr uint8_t kFormat = 2;
+constexpr int kFormat1Optional = 11;
 
 // The optional columns, in ChunkRow order from kFirstOptional on.
 constexpr const auto& kOptional = kEventOptionalColumns;
 constexpr int kOptionalCount = kEventOptionalCount;
 constexpr int kFirstOptional = kChunkColumns - kOptionalCount;  // after ts..duration_ns
 static_assert(kFirstOptional == 6);
+static_assert(kOptionalCount == 12, "a new column needs a new chunk format");
 static_assert(kEventColumn_duration_ns == 3);  // pid, tid, op, duration_ns: coded their own way
 // Addresses are stored as deltas from the previous one.
 constexpr int kAddrOptional = kEventColumn_addr - kEventColumn_duration_ns - 1;
@@ -122,9 +126,11 @@ Status DecodeChunk(const uint8_t* data, size_t size, size_t n, int64_t first_ts,
   rows->resize(n);
   if (n == 0) return Status::Ok();
   Reader r{data, data + size};
-  if (r.Byte() != kFormat) {
+  uint8_t format = r.Byte();
+  if (format != kFormat && format != 1) {
     return DataLoss("event chunk " + std::to_string(chunk) + " is corrupt (unknown format)");
   }
+  const int optional = format == 1 ? kFormat1Optional : kOptionalCount;
   // The chunk number, its first timestamp and the deltas are the file's: a chunk spans at
   // most kChunkSpanNs, so every timestamp lies in [first_ts, first_ts + span] and fits.
   if (chunk < 0 || chunk > kMaxChunkNumber || first_ts > INT64_MAX - kChunkSpanNs) {
@@ -158,7 +164,10 @@ Status DecodeChunk(const uint8_t* data, size_t size, size_t n, int64_t first_ts,
   for (size_t i = 0; i < n; ++i) out[i].col[4] = static_cast<int64_t>(r.Varint());
   for (size_t i = 0; i < n; ++i) out[i].col[5] = static_cast<int64_t>(Unzigzag(r.Varint()));
   uint8_t bits[(kChunkEvents + 7) / 8];
-  for (int c = 0; c < kOptionalCount; ++c) {
+  for (int c = optional; c < kOptionalCount; ++c) {
+    for (size_t i = 0; i < n; ++i) out[i].col[kFirstOptional + c] = kNull;
+  }
+  for (int c = 0; c < optional; ++c) {
     int col = kFirstOptional + c;
     uint8_t tag = r.Byte();
     if (tag == kNone) {

@@ -30,7 +30,8 @@ namespace gw {
   X(name_id, 1, Null, name, "Nullable(String)")       \
   X(stack_id, 2, Null, stack_id, "Nullable(Int64)")   \
   X(waker_pid, 3, Null, waker_pid, "Nullable(Int64)") \
-  X(waker_tid, 3, Null, waker_tid, "Nullable(Int64)")
+  X(waker_tid, 3, Null, waker_tid, "Nullable(Int64)") \
+  X(since_work_ns, 13, Null, since_work_ns, "Nullable(Int64)")
 
 // String literals, each column preceded by ", ": event_rows' names (", pid, tid, …"), gw_events'
 // names and gw_events' declarations (", pid Int32, …").

@@ -321,6 +321,29 @@ CREATE TABLE cgroup_memory_samples(
 ) WITHOUT ROWID;
 )sql";
 
+// Version 13 (additive): a CUDA sync's time since its thread last gave the GPU work
+// (since_work_ns), which proves the GPU busy from that work to the sync when the sync waited. The
+// column is the chunk codec's (format 2); the views gain it at the end.
+constexpr const char* kMigrationV13 = R"sql(
+DROP VIEW events_all;
+DROP VIEW events;
+CREATE VIEW events_all AS
+  SELECT r.session AS session, r.ts AS timestamp, r.pid AS pid, r.tid AS tid, o.name AS op,
+         r.duration_ns AS duration_ns, r.ret AS ret, r.bytes AS bytes, r.kind AS kind,
+         r.cpu AS cpu, r.other_pid AS other_pid, r.runq_ns AS runq_ns, r.addr AS addr,
+         s.text AS name, r.stack_id AS stack_id, r.op AS op_id, r.waker_pid AS waker_pid,
+         r.waker_tid AS waker_tid, r.since_work_ns AS since_work_ns
+  FROM event_rows r JOIN op_names o ON o.id = r.op LEFT JOIN strings s ON s.id = r.name_id;
+CREATE VIEW events AS
+  SELECT r.ts AS timestamp, r.pid AS pid, r.tid AS tid, o.name AS op,
+         r.duration_ns AS duration_ns, r.ret AS ret, r.bytes AS bytes, r.kind AS kind,
+         r.cpu AS cpu, r.other_pid AS other_pid, r.runq_ns AS runq_ns, r.addr AS addr,
+         s.text AS name, r.stack_id AS stack_id, r.op AS op_id, r.session AS session,
+         r.waker_pid AS waker_pid, r.waker_tid AS waker_tid, r.since_work_ns AS since_work_ns
+  FROM event_rows r JOIN op_names o ON o.id = r.op LEFT JOIN strings s ON s.id = r.name_id
+  WHERE r.session = (SELECT MAX(id) FROM sessions);
+)sql";
+
 // Moves the rows of a plain event_rows table (schema < 9) into chunks, session by session in
 // key order, and puts the virtual table in its place.
 Status MigrateToChunks(sqlite3* db, const MigrationProgress& progress) {
@@ -330,8 +353,10 @@ Status MigrateToChunks(sqlite3* db, const MigrationProgress& progress) {
     progress(0, total);
   }
   RETURN_IF_ERROR(Exec(db, kMigrationV9));
-  ASSIGN_OR_RETURN(ScopedStmt read, Prepare(db, "SELECT session, ts" GW_EVENT_COLUMN_LIST
-                                                " FROM event_rows ORDER BY session, ts, seq"));
+  // The plain table has the columns of schema 8 (later ones read as NULL).
+  ASSIGN_OR_RETURN(ScopedStmt read,
+                   Prepare(db, "SELECT session, ts, " + EventColumnsSql(8, "") +
+                                   " FROM event_rows ORDER BY session, ts, seq"));
   ASSIGN_OR_RETURN(ScopedStmt insert, Prepare(db, kInsertChunkSql));
   std::vector<Event> events;
   std::vector<uint32_t> order;
@@ -438,6 +463,7 @@ Status CreateOrMigrateSchema(sqlite3* db, const MigrationProgress& progress) {
     if (version < 10) RETURN_IF_ERROR(Exec(db, kMigrationV10));
     if (version < 11) RETURN_IF_ERROR(Exec(db, kMigrationV11));
     if (version < 12) RETURN_IF_ERROR(Exec(db, kMigrationV12));
+    if (version < 13) RETURN_IF_ERROR(Exec(db, kMigrationV13));
     RETURN_IF_ERROR(Exec(db, "UPDATE meta SET value='" + std::to_string(kSchemaVersion) +
                                  "' WHERE key='schema_version'"));
     return WriteOpNames(db);

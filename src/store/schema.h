@@ -15,7 +15,7 @@
 
 namespace gw {
 
-inline constexpr int kSchemaVersion = 12;
+inline constexpr int kSchemaVersion = 13;
 
 // Progress of a migration that rewrites the events (schema 9 moved them into chunks): `done`
 // of `total` rows, reported once before the first row, every kMigrationProgressRows rows, and

@@ -404,7 +404,8 @@ TEST(EventChunkTest, EncodesAndDecodesEveryColumn) {
       std::vector<int64_t> want = {e.ts_ns, 3 * kChunkSeqStride + static_cast<int64_t>(i), e.pid,
                                    e.tid, static_cast<int64_t>(e.op), e.duration_ns, e.ret,
                                    e.bytes, e.kind, e.cpu, e.other_pid, e.runq_ns, e.addr,
-                                   e.name_id, e.stack_id, e.waker_pid, e.waker_tid};
+                                   e.name_id, e.stack_id, e.waker_pid, e.waker_tid,
+                                   e.since_work_ns};
       ASSERT_EQ(std::vector<int64_t>(c, c + kChunkColumns), want) << "event " << i << " of " << n;
     }
     // A damaged chunk is an error, never a crash or made-up rows.
@@ -416,6 +417,40 @@ TEST(EventChunkTest, EncodesAndDecodesEveryColumn) {
     EXPECT_FALSE(DecodeChunk(reinterpret_cast<const uint8_t*>(longer.data()), longer.size(), n,
                              events[0].ts_ns, 3, &rows).ok());
   }
+}
+
+// A chunk written before schema 13 (format 1: no since_work_ns) reads with that column NULL and
+// every other column as written.
+TEST(EventChunkTest, AFormatOneChunkReadsTheNewColumnAsNull) {
+  std::vector<Event> events(5);
+  for (size_t i = 0; i < events.size(); ++i) {
+    events[i].ts_ns = 1000 + static_cast<int64_t>(i);
+    events[i].pid = events[i].tid = 7;
+    events[i].op = Op::kCudaStreamSync;
+    events[i].duration_ns = 50;
+    events[i].waker_tid = static_cast<int64_t>(i);
+  }
+  std::vector<uint32_t> order = {0, 1, 2, 3, 4};
+  std::string blob;
+  EncodeChunk(events.data(), order.data(), events.size(), &blob);
+  // Format 1 is format 2 without the last column's tag (none present here: one 0 byte).
+  ASSERT_EQ(blob[0], 2);
+  ASSERT_EQ(blob.back(), 0);
+  std::string v1 = blob.substr(0, blob.size() - 1);
+  v1[0] = 1;
+  std::vector<ChunkRow> rows;
+  ASSERT_TRUE(DecodeChunk(reinterpret_cast<const uint8_t*>(v1.data()), v1.size(), 5, 1000, 3,
+                          &rows).ok());
+  ASSERT_EQ(rows.size(), 5u);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].col[2 + kEventColumn_waker_tid], static_cast<int64_t>(i));
+    EXPECT_EQ(rows[i].col[2 + kEventColumn_since_work_ns], kNull);
+  }
+  // A format 1 chunk with a twelfth column's tag is damaged, not misread.
+  std::string odd = blob;
+  odd[0] = 1;
+  EXPECT_FALSE(DecodeChunk(reinterpret_cast<const uint8_t*>(odd.data()), odd.size(), 5, 1000, 3,
+                           &rows).ok());
 }
 
 // event_rows over chunks that overlap in time (late events, batches in any order) gives the

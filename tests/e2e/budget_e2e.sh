@@ -10,6 +10,8 @@
 #                  verdict does not blame the job's own kernels
 #   checkpoint     main-thread-io on top, fix: an asynchronous checkpoint
 #   sleeps         host-sleep on top (time.sleep in the loop), fix: no sleep in the step
+#   poll sleeps    a control: the same sleep after the step is queued, which the GPU works
+#                  through (the sync's since_work_ns proves it): nothing above LOW, no host-sleep
 #   subprocess     waits-for-program on top (a program run and waited for every 20 steps),
 #                  naming it as started by the job, fix: subprocess.Popen
 #   network loader loader-waits on top (each worker sleeps 30 ms a batch, as on a fetch), fix:
@@ -112,6 +114,19 @@ run tiny --kernels-per-step 2000 --kernel-us 5 && check tiny host-compute "reduc
 run ckpt --checkpoint-file "$WORK/ckpt.bin" --checkpoint-mb 64 --checkpoint-every 25 \
   && check ckpt main-thread-io "checkpoint asynchronously" healthy
 run sleeps --main-sleep-ms 10 && check sleeps host-sleep "time.sleep()" healthy
+# 3 ms after queuing 8 ms of kernels: the sync still waits, so the GPU worked through it.
+if run poll --poll-sleep-ms 3; then
+  python3 - "$WORK/poll.json" <<'EOF' && pass "poll: a sleep the GPU works through is quiet" \
+    || fail "poll: a sleep the GPU works through was blamed" "$(sed -n '/GPU time over/,/GPU feed/p' "$WORK/poll.txt" | head -30)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert all(f["severity"] == "LOW" for f in d["findings"]), [(f["rule"], f["severity"], f["lost_s"]) for f in d["findings"]]
+assert not any(f["rule"] == "host-sleep" for f in d["findings"]), [f["rule"] for f in d["findings"]]
+sleep = [c for c in d["budget"]["causes"] if c["cause"] == "host_sleep"][0]
+assert sleep["path_s"] > 1.0, sleep  # the sleeps were on the path (the case tests something)
+assert sleep["lost_s"] < 0.1 * sleep["path_s"], sleep
+EOF
+fi
 run program --wait-program-every 20 --wait-program-ms 150 \
   && check program waits-for-program "subprocess.Popen" healthy
 grep -q "python3 (-c).*started by the job" "$WORK/program.txt" \

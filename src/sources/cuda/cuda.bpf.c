@@ -184,6 +184,17 @@ struct {
   __type(value, struct task_state);
 } task_states SEC(".maps");
 
+// When each process last gave the GPU work (gw_cuda_work): a sync's row carries it, so user
+// space can tell a wait the GPU worked through (the sync still found work queued before the
+// wait) from one it idled through. Per process, not per thread: a device sync also waits for
+// work another thread queued.
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u32);  // tgid
+  __type(value, struct gw_cuda_work);
+} proc_work SEC(".maps");
+
 // Aggregates of short calls that did not become rows (gw_cuda_agg_key → gw_cuda_agg_value).
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
@@ -237,6 +248,37 @@ static __always_inline int is_nccl_fn(__u32 fn) { return fn >= GW_NCCL_BASE && f
 static __always_inline int is_name_fn(__u32 fn) {
   return fn == GW_FN_CU_MODULE_GET_FUNCTION || fn == GW_FN_CU_LIBRARY_GET_KERNEL ||
          fn == GW_FN_CUDA_REGISTER_FUNCTION;
+}
+
+// Syncs on either layer: they give the GPU no work.
+static __always_inline int is_sync_fn(__u32 fn) {
+  return fn == GW_FN_CUDA_STREAM_SYNC || fn == GW_FN_CUDA_DEVICE_SYNC ||
+         fn == GW_FN_CUDA_EVENT_SYNC || fn == GW_FN_CU_STREAM_SYNC || fn == GW_FN_CU_CTX_SYNC ||
+         fn == GW_FN_CU_EVENT_SYNC;
+}
+
+// Process `tgid` gave the GPU work now: any CUDA call but a sync or a name lookup. A copy or
+// memset under GW_SMALL_COPY_BYTES (a loss read back with .item(), a flag) is not work unless
+// more than GW_SMALL_COPIES_MAX of them came since the last work: a sync that waits far longer
+// than those few can take still proves that work queued before them was running. `bytes` = ~0
+// for calls that are not copies. Not atomic: threads racing here can each keep a slightly
+// older time, which only shortens what a sync proves.
+static __always_inline void note_work(__u32 tgid, __u64 now, __u64 bytes) {
+  struct gw_cuda_work *w = bpf_map_lookup_elem(&proc_work, &tgid);
+  if (!w) {
+    struct gw_cuda_work first = {.last_work_ns = now, .small_copies = 0, .pad = 0};
+    bpf_map_update_elem(&proc_work, &tgid, &first, BPF_ANY);
+    return;
+  }
+  if (bytes < GW_SMALL_COPY_BYTES && ++w->small_copies <= GW_SMALL_COPIES_MAX) return;
+  if (now > w->last_work_ns) w->last_work_ns = now;
+  w->small_copies = 0;
+}
+
+// When process `tgid` last gave the GPU work; 0 = none seen.
+static __always_inline __u64 last_work(__u32 tgid) {
+  struct gw_cuda_work *w = bpf_map_lookup_elem(&proc_work, &tgid);
+  return w ? w->last_work_ns : 0;
 }
 
 static __always_inline struct task_state *current_state(int create) {
@@ -367,6 +409,25 @@ static __always_inline void nccl_enter(struct pt_regs *ctx, struct entry_slot *s
   s->seq = (__u32)seq;
 }
 
+// The size a short copy moved (for its aggregate), from the saved entry arguments; 0 for a
+// stream wait. (cudaMemsetAsync is counted entry-only under the budget: it never gets here.)
+static __always_inline __u64 copy_bytes(__u32 fn, __u64 *a) {
+  switch (fn) {
+    case GW_FN_CUDA_MEMCPY_ASYNC:
+    case GW_FN_CU_MEMCPY_ASYNC:
+    case GW_FN_CU_MEMCPY_HTOD_ASYNC:
+    case GW_FN_CU_MEMCPY_DTOH_ASYNC:
+    case GW_FN_CU_MEMCPY_DTOD_ASYNC:
+      return a[2];
+    case GW_FN_CUDA_MEMCPY_2D_ASYNC:
+      return a[4] * a[5];
+    case GW_FN_CUDA_MEMCPY_PEER_ASYNC:
+      return a[4];
+    default:
+      return 0;
+  }
+}
+
 SEC("uprobe")
 int gw_cuda_enter(struct pt_regs *ctx) {
   __u64 cookie = bpf_get_attach_cookie(ctx);
@@ -399,7 +460,14 @@ int gw_cuda_enter(struct pt_regs *ctx) {
   }
   s->seq = 0;
   if (is_nccl_fn(fn)) nccl_enter(ctx, s, fn, tgid);
-  s->ts_ns = bpf_ktime_get_ns();
+  __u64 now = bpf_ktime_get_ns();
+  if (is_sync_fn(fn)) {
+    s->args[7] = last_work(tgid);  // the row's `src` (decode_args)
+  } else if (!is_name_fn(fn)) {
+    __u64 bytes = copy_bytes(fn, s->args);
+    note_work(tgid, now, bytes != 0 ? bytes : ~0ull);
+  }
+  s->ts_ns = now;
   return 0;
 }
 
@@ -478,6 +546,11 @@ static __always_inline void decode_args(struct gw_cuda_call_record *r, __u32 fn,
     case GW_FN_CU_STREAM_SYNC:
     case GW_FN_CU_EVENT_SYNC:
       r->stream = a[0];
+      r->src = a[7];  // the thread's last work before the call (gw_cuda_enter)
+      break;
+    case GW_FN_CUDA_DEVICE_SYNC:
+    case GW_FN_CU_CTX_SYNC:
+      r->src = a[7];
       break;
     case GW_FN_CUDA_STREAM_WAIT_EVENT:
       r->stream = a[0], r->dst = a[1];
@@ -548,25 +621,6 @@ static __always_inline void decode_args(struct gw_cuda_call_record *r, __u32 fn,
       break;
     default:
       break;
-  }
-}
-
-// The size a short copy moved (for its aggregate), from the saved entry arguments; 0 for a
-// stream wait. (cudaMemsetAsync is counted entry-only under the budget: it never gets here.)
-static __always_inline __u64 copy_bytes(__u32 fn, __u64 *a) {
-  switch (fn) {
-    case GW_FN_CUDA_MEMCPY_ASYNC:
-    case GW_FN_CU_MEMCPY_ASYNC:
-    case GW_FN_CU_MEMCPY_HTOD_ASYNC:
-    case GW_FN_CU_MEMCPY_DTOH_ASYNC:
-    case GW_FN_CU_MEMCPY_DTOD_ASYNC:
-      return a[2];
-    case GW_FN_CUDA_MEMCPY_2D_ASYNC:
-      return a[4] * a[5];
-    case GW_FN_CUDA_MEMCPY_PEER_ASYNC:
-      return a[4];
-    default:
-      return 0;
   }
 }
 
@@ -909,6 +963,8 @@ int gw_cuda_count(struct pt_regs *ctx) {
   __u32 tgid = bpf_get_current_pid_tgid() >> 32;
   struct task_state *t = current_state(1);
   if (!t || !should_record(t, tgid)) return 0;
+  // cudaMemsetAsync(ptr, value, count, stream): a small one is not work (note_work).
+  note_work(tgid, bpf_ktime_get_ns(), PT_REGS_PARM3(ctx));
   struct gw_cuda_launch_key key = {.tgid = tgid, .fn = (__u16)fn, .pad = 0, .handle = 0};
   count_call(&key);
   return 0;
@@ -928,6 +984,7 @@ int gw_cuda_launch(struct pt_regs *ctx) {
   __u64 handle = is_config_launch(fn) ? parm2 : parm1;
   __u32 layer = fn >= GW_CUDA_DRIVER_BASE ? 1 : 0;
   __u64 now = bpf_ktime_get_ns();
+  note_work(tgid, now, ~0ull);
   __u32 zero = 0;
   __u64 *last = bpf_map_lookup_elem(&launch_last_ns, &zero);
   if (last) *last = now;

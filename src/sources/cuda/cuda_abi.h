@@ -114,6 +114,20 @@ struct gw_nccl_seq_key {
 // budget); otherwise it is aggregated in-kernel (call_aggs), per (process, function, second).
 #define GW_CUDA_COOKIE_AGGREGATE (1ull << 32)
 
+// A sync's row carries when its process last gave the GPU work (gw_cuda_call_record.src). A copy
+// or memset smaller than GW_SMALL_COPY_BYTES is not counted as work, up to GW_SMALL_COPIES_MAX
+// of them in a row: a few such copies take microseconds, so a sync that waits much longer still
+// found work queued before them (docs/schema.md, since_work_ns).
+#define GW_SMALL_COPY_BYTES (64u * 1024u)
+#define GW_SMALL_COPIES_MAX 4
+
+// Value of the per-process map of when a process last gave the GPU work (proc_work, by tgid).
+struct gw_cuda_work {
+  __u64 last_work_ns;  // bpf_ktime_get_ns
+  __u32 small_copies;  // small copies since (not counted as work)
+  __u32 pad;           // zero
+};
+
 // Ring-buffer record types (first byte of every record).
 enum gw_cuda_record_type {
   GW_CUDA_RECORD_CALL = 1,   // struct gw_cuda_call_record
@@ -136,6 +150,9 @@ enum gw_cuda_record_type {
 // ncclDataType_t, stream = the stream. Communicator inits carry dst = the new communicator
 // (read at return), src = a 64-bit FNV-1a hash of the 128-byte ncclUniqueId (the same on
 // every rank of the communicator), bytes = nranks, kind = rank. Destroy/abort: dst = comm.
+// Syncs (stream, device, context, event) carry src = when the calling process last gave the GPU
+// work before the call (bpf_ktime_get_ns; 0 = none seen since the probes attached): the latest
+// of any of its threads, since a device sync also waits for the others' work.
 struct gw_cuda_call_record {
   __u8 type;         // GW_CUDA_RECORD_CALL
   __u8 flags;        // GW_CUDA_FLAG_*
@@ -148,7 +165,8 @@ struct gw_cuda_call_record {
   __u64 dst;         // memcpy/memset destination, malloc result (*out at return), free
                      // pointer, launch function handle, graph exec (launch, instantiate's
                      // *out), captured graph (end capture's *out), name-lookup out value
-  __u64 src;         // memcpy source; the graph an instantiation made its exec from
+  __u64 src;         // memcpy source; the graph an instantiation made its exec from; a sync's
+                     // process's last work (see above)
   __u64 bytes;       // memcpy/memset count (2D: width*height), malloc size
   __s64 kind;        // runtime memcpy cudaMemcpyKind; -1 where the function has none
   __u64 stream;      // stream argument (async calls, syncs, launches), event for event syncs

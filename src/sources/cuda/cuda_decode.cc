@@ -30,6 +30,17 @@ std::string NcclCommHandleName(uint64_t handle) {
   return buf;
 }
 
+namespace {
+
+// A sync's time since its process last gave the GPU work (src: that work's bpf_ktime), NULL when
+// the process gave none since the probes attached.
+int64_t SinceWork(const gw_cuda_call_record& r) {
+  if (r.src == 0 || r.src > r.ts_ns) return kNull;
+  return static_cast<int64_t>(r.ts_ns - r.src);
+}
+
+}  // namespace
+
 std::optional<Event> DecodeCudaCall(const gw_cuda_call_record& r, const SessionClock& clock,
                                     CudaProcessMemory& memory, const KernelNameIdFn& kernel_name_id,
                                     const InternFn& intern) {
@@ -186,9 +197,16 @@ std::optional<Event> DecodeCudaCall(const gw_cuda_call_record& r, const SessionC
       break;
     case GW_FN_CUDA_STREAM_SYNC:
     case GW_FN_CUDA_EVENT_SYNC:
-    case GW_FN_CUDA_STREAM_WAIT_EVENT:
     case GW_FN_CU_STREAM_SYNC:
     case GW_FN_CU_EVENT_SYNC:
+      e.addr = u64(r.stream);
+      e.since_work_ns = SinceWork(r);
+      break;
+    case GW_FN_CUDA_DEVICE_SYNC:
+    case GW_FN_CU_CTX_SYNC:
+      e.since_work_ns = SinceWork(r);
+      break;
+    case GW_FN_CUDA_STREAM_WAIT_EVENT:
     case GW_FN_CUDA_GRAPH_LAUNCH:
     case GW_FN_CUDA_GRAPH_LAUNCH_PTSZ:
     case GW_FN_CU_GRAPH_LAUNCH:
@@ -253,8 +271,6 @@ std::optional<Event> DecodeCudaCall(const gw_cuda_call_record& r, const SessionC
       break;
     case GW_FN_NCCL_GROUP_START:
     case GW_FN_NCCL_GROUP_END:
-    case GW_FN_CUDA_DEVICE_SYNC:
-    case GW_FN_CU_CTX_SYNC:
     case GW_FN_CUDA_FREE_HOST:
     case GW_FN_CUDA_HOST_REGISTER:
     case GW_FN_CUDA_HOST_UNREGISTER:

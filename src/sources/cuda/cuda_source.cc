@@ -33,6 +33,7 @@ static_assert(sizeof(gw_cuda_name_record) == 24 + GW_CUDA_NAME_MAX,
               "gw_cuda_name_record layout changed");
 static_assert(sizeof(gw_cuda_launch_key) == 16, "gw_cuda_launch_key layout changed");
 static_assert(sizeof(gw_cuda_launch_count) == 8, "gw_cuda_launch_count layout changed");
+static_assert(sizeof(gw_cuda_work) == 16, "gw_cuda_work layout changed");
 
 namespace gw {
 

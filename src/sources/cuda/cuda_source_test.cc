@@ -403,6 +403,66 @@ TEST_F(CudaSourceTest, LibraryLoadedAfterStartIsAttachedByRediscover) {
   std::filesystem::remove_all(dir);
 }
 
+// A sync's row says how long before it the process last gave the GPU work, which is how the
+// budget tells a sleep the GPU worked through from one it idled through. Trigger: the workload's
+// "work" mode (a launch or none, a 30 ms sleep, small or large copies, another thread's launch,
+// then each kind of sync). Capture: every call a row. Assert: only the sync after a launch and
+// one small copy reaches back past the sleep; a launch, a sixth small copy in a row, a large
+// copy or another thread's launch after the sleep's start cuts it short.
+TEST_F(CudaSourceTest, SyncsCarryWhenTheProcessLastGaveTheGpuWork) {
+  ScopedFd tracked(bpf_map_create(BPF_MAP_TYPE_HASH, "gw_tracked_t", 4, 4, 1024, nullptr));
+  ASSERT_TRUE(tracked);
+  CudaSourceOptions options = FakeOptions();
+  options.row_budget = false;
+  auto source = CudaSource::Create(options);
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  CollectingSink sink;
+  ASSERT_TRUE((*source)->Start(TestContext(&sink, tracked.get())).ok());
+  pid_t pid = RunWorkload({"work"});
+  (*source)->Poll();
+  (*source)->Stop();
+  (*source)->Poll();
+  constexpr int64_t kMs = 1000 * kUs;
+  auto since = [&](Op op) -> int64_t {
+    auto rows = sink.EventsOf(op, pid);
+    if (rows.size() != 1) {
+      ADD_FAILURE() << OpName(op) << ": " << rows.size() << " rows";
+      return kNull;
+    }
+    return rows[0].since_work_ns;
+  };
+  int64_t device = since(Op::kCudaDeviceSync);
+  EXPECT_NE(device, kNull);
+  EXPECT_GE(device, 30 * kMs);      // the launch before the sleep; the 4 KiB copy is not work
+  EXPECT_LT(device, 30 * kMs + kSlack);
+  int64_t stream = since(Op::kCudaStreamSync);
+  EXPECT_NE(stream, kNull);
+  EXPECT_LT(stream, 20 * kMs);      // the launch after the sleep
+  int64_t event = since(Op::kCudaEventSync);
+  EXPECT_NE(event, kNull);
+  EXPECT_LT(event, 20 * kMs);       // the fifth small copy counts as work
+  // Direct driver syncs (not nested in a runtime sync: those are the runtime rows above).
+  std::vector<Event> cu_stream;
+  for (const Event& e : sink.EventsOf(Op::kCuStreamSync, pid)) {
+    if (e.since_work_ns != kNull && e.ts_ns > sink.EventsOf(Op::kCudaEventSync, pid)[0].ts_ns) {
+      cu_stream.push_back(e);
+    }
+  }
+  ASSERT_EQ(cu_stream.size(), 1u);
+  EXPECT_LT(cu_stream[0].since_work_ns, 20 * kMs);  // the 1 MiB copy
+  std::vector<Event> ctx;
+  for (const Event& e : sink.EventsOf(Op::kCuCtxSync, pid)) {
+    if (e.ts_ns > cu_stream[0].ts_ns) ctx.push_back(e);
+  }
+  ASSERT_EQ(ctx.size(), 1u);
+  EXPECT_NE(ctx[0].since_work_ns, kNull);
+  EXPECT_LT(ctx[0].since_work_ns, 25 * kMs);  // the other thread's launch, 10 ms into the sleep
+  // Other calls carry none.
+  for (const Event& e : sink.EventsOf(Op::kCudaMemcpyAsync, pid)) {
+    EXPECT_EQ(e.since_work_ns, kNull);
+  }
+}
+
 TEST_F(CudaSourceTest, FiltersRecordOnlyTrackedProcesses) {
   ScopedFd tracked(bpf_map_create(BPF_MAP_TYPE_HASH, "gw_tracked_t", 4, 4, 1024, nullptr));
   ASSERT_TRUE(tracked);

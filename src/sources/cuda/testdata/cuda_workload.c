@@ -1,8 +1,10 @@
 // Test workload for the CUDA source: calls every probed API of the fake libraries once (mode
 // "all"), or dlopens a runtime copy given on the command line and calls it after a byte
-// arrives on stdin (mode "dlopen", for the Rediscover test). Prints nothing on success.
+// arrives on stdin (mode "dlopen", for the Rediscover test), or gives the GPU work around sleeps
+// before each kind of sync (mode "work", for since_work_ns). Prints nothing on success.
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,11 +179,64 @@ static int run_copies(int n) {
   return 0;
 }
 
+static void sleep_ms(int ms) { usleep((useconds_t)ms * 1000); }
+
+static void* launch_after_10ms(void* arg) {
+  (void)arg;
+  sleep_ms(10);
+  cudaLaunchKernel((const void*)kernel_a, (fake_dim3){1, 1, 1}, (fake_dim3){1, 1, 1}, NULL, 0,
+                   STREAM);
+  return NULL;
+}
+
+// Work, then a 30 ms sleep, then a sync, five ways; each sync's since_work_ns is asserted by
+// CudaSourceTest.SyncsCarryWhenTheProcessLastGaveTheGpuWork:
+//   device sync: a launch, the sleep, one 4 KiB copy (a loss read back): >= 30 ms;
+//   stream sync: the sleep, then a launch (a C++ loop queuing its step after a wait): < 30 ms;
+//   event sync: a launch, the sleep, five 4 KiB copies (more than GW_SMALL_COPIES_MAX): < 30 ms;
+//   cuStreamSynchronize: a launch, the sleep, a 1 MiB copy: < 30 ms;
+//   cuCtxSynchronize: a launch, the sleep while another thread launches 10 ms in: < 25 ms.
+static int run_work(void) {
+  void *d = NULL, *h = NULL;
+  fake_dim3 one = {1, 1, 1};
+  cudaMalloc(&d, 1 << 20);
+  cudaMallocHost(&h, 1 << 20);
+  cudaLaunchKernel((const void*)kernel_a, one, one, NULL, 0, STREAM);
+  sleep_ms(30);
+  cudaMemcpyAsync(h, d, 4096, 2, STREAM);
+  cudaDeviceSynchronize();
+
+  sleep_ms(30);
+  cudaLaunchKernel((const void*)kernel_a, one, one, NULL, 0, STREAM);
+  cudaStreamSynchronize(STREAM);
+
+  cudaLaunchKernel((const void*)kernel_a, one, one, NULL, 0, STREAM);
+  sleep_ms(30);
+  for (int i = 0; i < 5; ++i) cudaMemcpyAsync(h, d, 4096, 2, STREAM);
+  cudaEventSynchronize(EVENT);
+
+  cudaLaunchKernel((const void*)kernel_a, one, one, NULL, 0, STREAM);
+  sleep_ms(30);
+  cudaMemcpyAsync(h, d, 1 << 20, 2, STREAM);
+  cuStreamSynchronize(STREAM);
+
+  cudaLaunchKernel((const void*)kernel_a, one, one, NULL, 0, STREAM);
+  pthread_t other;
+  if (pthread_create(&other, NULL, launch_after_10ms, NULL) != 0) return 1;
+  sleep_ms(30);
+  pthread_join(other, NULL);
+  cuCtxSynchronize();
+  cudaFree(d);
+  cudaFreeHost(h);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc >= 2 && strcmp(argv[1], "all") == 0) return run_all();
   if (argc >= 3 && strcmp(argv[1], "copies") == 0) return run_copies(atoi(argv[2]));
   if (argc >= 3 && strcmp(argv[1], "dlopen") == 0) return run_dlopen(argv[2]);
-  fprintf(stderr, "usage: %s all | copies N | dlopen <libcudart path>\n", argv[0]);
+  if (argc >= 2 && strcmp(argv[1], "work") == 0) return run_work();
+  fprintf(stderr, "usage: %s all | copies N | dlopen <libcudart path> | work\n", argv[0]);
   (void)D;
   return 2;
 }
