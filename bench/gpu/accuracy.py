@@ -142,6 +142,11 @@ CASES = {
     "checkpoint": Case("main thread torch.save()s a {ckpt_mb} MiB state dict + fsync every "
                        "{ckpt_every} s of training into {ckpt_dir}, deleting the previous one",
                        ["main-thread-io"], ["--fault", "checkpoint"]),
+    "locked-checkpoint": Case("a background thread of the trainer torch.save()s a {ckpt_mb} MiB "
+                              "state dict + fsync every {ckpt_every} s into {ckpt_dir} holding "
+                              "a lock the training loop takes every step",
+                              ["main-thread-io", "lock-contention"],
+                              ["--fault", "locked-checkpoint"]),
     "worker-oversubscription": Case("trainer + 4 workers under taskset -c {cpus}; each worker "
                                     "set_num_threads({oversub_threads}) and {oversub_matmuls} "
                                     "256x256 matmuls per sample", ["cpu-oversubscription"],
@@ -650,7 +655,7 @@ def trainer_cmd(args, case, out, prep):
         cmd += ["--main-batch-cpu-ms", str(args.main_batch_cpu_ms)]
     if case == "gpu-neighbour":
         cmd += ["--neighbour-n", str(args.neighbour_n)]
-    if case == "checkpoint" and prep.get("checkpoint"):
+    if case in ("checkpoint", "locked-checkpoint") and prep.get("checkpoint"):
         cmd += ["--ckpt-dir", prep["checkpoint"]["dir"], "--ckpt-mb", str(args.ckpt_mb),
                 "--ckpt-every-s", str(args.ckpt_every_s)]
     if case == "cpu-quota" and prep.get("quota"):
@@ -762,7 +767,7 @@ def run_case(args, case, out, state):
             desc = desc.format(io_reads=args.io_reads, io_kb=args.io_read_kb, io_how=how)
             prep["io"] = io
         else:
-            if case == "checkpoint":
+            if case in ("checkpoint", "locked-checkpoint"):
                 prep["checkpoint"] = r["checkpoint"] = checkpoint_dir(args, out)
             desc = desc.format(cpus=args.contention_cpus, burners=args.burners,
                                slow_ms=f"{args.slow_worker_ms:g}",
@@ -1162,12 +1167,16 @@ def fake_trainer(argv):
     args, _ = p.parse_known_args(argv)
     sys.path.insert(0, HERE)
     import torch_faults  # stdlib at module level; torch is imported inside its main()
-    io = ckpt = gil = quota = None
+    io = ckpt = saver = gil = quota = None
     if args.fault == "io-bottleneck" and args.io_file:
         io = torch_faults.IoReader(args)
     if args.fault == "checkpoint" and args.ckpt_dir:  # the real writer, plain bytes for torch.save
         blob = b"\x5a" * (args.ckpt_mb << 20)
         ckpt = torch_faults.Checkpointer(args.ckpt_dir, args.ckpt_every_s, lambda f: f.write(blob))
+    if args.fault == "locked-checkpoint" and args.ckpt_dir:
+        blob = b"\x5a" * (args.ckpt_mb << 20)
+        saver = torch_faults.LockedSaver(torch_faults.Checkpointer(
+            args.ckpt_dir, args.ckpt_every_s, lambda f: f.write(blob)))
     if args.fault == "gil-thread":
         gil = torch_faults.GilHog()
     if args.fault == "cpu-quota" and args.quota_cgroup:
@@ -1252,6 +1261,11 @@ def fake_trainer(argv):
                     io.sample()  # the real reader of torch_faults.py, on this thread
                 elif on and ckpt is not None:
                     ckpt.maybe_save()
+                elif saver is not None:
+                    saver.start() if on else saver.stop()
+                    if on:
+                        with saver.lock:
+                            pass
                 elif on and args.fault in ("slow-worker", "pageable-memcpy", "io-bottleneck",
                                            "main-thread-batches", "tiny-kernels",
                                            "worker-oversubscription", "gpu-bound"):
@@ -1267,6 +1281,9 @@ def fake_trainer(argv):
             gil.stop()
         if ckpt is not None:
             ckpt.remove_prev()
+        if saver is not None:
+            saver.stop()
+            saver.ckpt.remove_prev()
         # The forked "workers" are deliberately left for the controller's group kill.
 
 

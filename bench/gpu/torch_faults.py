@@ -39,6 +39,10 @@ the switch.
   checkpoint       every --ckpt-every-s s of training the main thread torch.save()s a
                    --ckpt-mb MiB state dict into --ckpt-dir, os.fsync()s it and deletes the
                    previous one
+  locked-checkpoint
+                   the same checkpoint, written by a background thread of the trainer that
+                   holds a lock while it saves and fsyncs; the training loop takes that lock
+                   every step (to hand over its metrics), so it waits for the write
   worker-oversubscription
                    each worker runs torch.set_num_threads(--oversub-threads) and does
                    --oversub-matmuls 256x256 matmuls per sample (run the trainer with --cpus
@@ -70,7 +74,7 @@ import time
 FAULTS = ("healthy", "cpu-contention", "slow-worker", "pageable-memcpy", "sync-heavy",
           "malloc-churn", "io-bottleneck", "gil-thread", "main-thread-batches", "tiny-kernels",
           "gpu-neighbour", "checkpoint", "worker-oversubscription", "gpu-bound", "cpu-quota",
-          "poll-sleep", "eval-subprocess", "network-loader")
+          "poll-sleep", "eval-subprocess", "network-loader", "locked-checkpoint")
 GPU_BOUND_REPEAT = 3  # transformer steps per loader batch while gpu-bound is on
 CKPT_PREFIX = "gpuwhy_ckpt_"  # checkpoint files: CKPT_PREFIX + "<pid>_<n>.pt"
 
@@ -250,6 +254,34 @@ class GilHog:
             self.stop_event.set()
             self.thread.join(timeout=5)
             self.thread = None
+
+
+class LockedSaver:
+    """The locked-checkpoint fault: a daemon thread that runs `ckpt.maybe_save()` every 20 ms
+    holding `lock`, which the training loop takes every step."""
+
+    def __init__(self, ckpt):
+        self.ckpt, self.lock = ckpt, threading.Lock()
+        self.stop_event, self.thread = None, None
+
+    def run(self, stop):
+        while not stop.wait(0.02):
+            with self.lock:
+                self.ckpt.maybe_save()
+
+    def start(self):
+        if self.thread is None:
+            self.stop_event = threading.Event()
+            self.thread = threading.Thread(target=self.run, args=(self.stop_event,),
+                                           name="ckpt-saver", daemon=True)
+            self.thread.start()
+
+    def stop(self):
+        if self.thread is not None:
+            self.stop_event.set()
+            self.thread.join(timeout=30)
+            self.thread = None
+            self.ckpt.reset()
 
 
 class Checkpointer:
@@ -556,14 +588,16 @@ def main(argv=None):
             tiny_opt.zero_grad(set_to_none=True)
             nn.functional.mse_loss(tiny(tiny_x), tiny_y).backward()
             tiny_opt.step()
-    ckpt = None
-    if fault == "checkpoint":  # a state dict of --ckpt-mb MiB, host memory touched once
+    ckpt = saver = None
+    if fault in ("checkpoint", "locked-checkpoint"):  # a --ckpt-mb MiB state dict, touched once
         blob = torch.full((args.ckpt_mb << 20,), 0x5A, dtype=torch.uint8)
         state = {"step": 0, "blob": blob}
 
         def save(f):
             torch.save(state, f)
         ckpt = Checkpointer(args.ckpt_dir, args.ckpt_every_s, save)
+        if fault == "locked-checkpoint":
+            saver, ckpt = LockedSaver(ckpt), None
 
     def train_step(x, y, on):
         """One transformer step with the per-step faults that live inside it."""
@@ -605,6 +639,8 @@ def main(argv=None):
                     side.set(on)
                     if ckpt is not None and not on:
                         ckpt.reset()
+                    if saver is not None:
+                        saver.start() if on else saver.stop()
                 if on and tiny_step is not None:
                     tiny_step()  # instead of the transformer; the loader is left alone
                 else:
@@ -623,6 +659,9 @@ def main(argv=None):
                 if on and ckpt is not None:
                     state["step"] += 1
                     ckpt.maybe_save()
+                if on and saver is not None:
+                    with saver.lock:  # hand over the step's metrics
+                        state["step"] += 1
                 if on and fault == "poll-sleep":
                     os.path.exists(args.control + ".stop")  # the flag it polls for
                     time.sleep(args.poll_ms / 1000)
@@ -644,6 +683,9 @@ def main(argv=None):
         pass
     finally:
         side.close()
+        if saver is not None:
+            saver.stop()
+            saver.ckpt.remove_prev()
         if ckpt is not None:
             ckpt.remove_prev()
         if net_server is not None:

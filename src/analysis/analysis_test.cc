@@ -1648,6 +1648,36 @@ TEST(BudgetTest, MainThreadWritesAreTheProcessesOwnIo) {
   EXPECT_EQ(fixes.find("tmpfs"), std::string::npos) << fixes;
 }
 
+// A logging thread of the trainer holds a lock across its writes and fsyncs, and the main thread
+// takes the same lock each step: the main thread sleeps until that thread, blocked on I/O, wakes
+// it. main-thread-io names the thread and tells the loop to stop waiting for its I/O, not to
+// checkpoint asynchronously (the writes already are on another thread).
+TEST(BudgetTest, IoOfAThreadTheLoopWaitsForNamesThatThread) {
+  Builder b;
+  constexpr int32_t kLogger = 188;
+  for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
+    Event wait = Sw(kMain, t + 10 * kMs, 40 * kMs, SwitchKind::kBlocked, 0);
+    wait.waker_pid = kMain;
+    wait.waker_tid = kLogger;
+    b.Add(wait);
+    b.Add(Sw(kMain, t + 5 * kMs, 44 * kMs, SwitchKind::kBlockedIo, 0, 0, kLogger));
+  }
+  AddUtil(b.w, [](int64_t) { return 55.0; });
+  Report r = b.Run();
+  ASSERT_FALSE(r.findings.empty());
+  const Finding& f = r.findings[0];
+  EXPECT_EQ(f.rule, "main-thread-io");
+  EXPECT_NEAR(f.lost_s, 40, 2);
+  std::string root, fixes;
+  for (const std::string& x : f.root) root += x + "\n";
+  for (const std::string& x : f.fix) fixes += x + "\n";
+  EXPECT_NE(f.cause.find("A thread the training loop waits for"), std::string::npos) << f.cause;
+  EXPECT_NE(root.find("in thread 188 of"), std::string::npos) << root;
+  EXPECT_NE(fixes.find("stop the training loop waiting for thread 188"), std::string::npos)
+      << fixes;
+  EXPECT_EQ(fixes.find("checkpoint asynchronously"), std::string::npos) << fixes;
+}
+
 // Another process (traced or not) keeps the GPU busy while the job waits in syncs: gpu-sharing
 // from the per-process samples, and the verdict does not tell the job to write faster kernels.
 TEST(BudgetTest, NeighbourOnTheGpuIsGpuSharingFromProcessSamples) {

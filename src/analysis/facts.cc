@@ -408,6 +408,9 @@ class JobGraph {
         At(*d, BudgetCause::kMemcpy) += copies;
         At(*d, BudgetCause::kSyncWait) += syncs;
         At(*d, BudgetCause::kProcessIo) += At(own, FeedCause::kBlockedIo);
+        if (At(own, FeedCause::kBlockedIo) > 0) {
+          holders_.io[tl.tid()] += At(own, FeedCause::kBlockedIo);
+        }
         break;
     }
     At(*d, BudgetCause::kPageFault) += At(own, FeedCause::kPageFault);

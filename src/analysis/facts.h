@@ -131,6 +131,9 @@ struct PathHolders {
   // gil_hold: the ns seen as GIL hand-offs, by holder: wake-ups the holder made just after
   // releasing CPython's GIL (sched_switch kind 4), and the timed waits of the same wait.
   std::map<int32_t, int64_t> gil;
+  // process_io: threads other than the main thread that held it up while blocked on I/O (the
+  // main thread waited for them: a lock held across a write, a join).
+  std::map<int32_t, int64_t> io;
   // other_program: the program (pid) whose wake-up ended the wait.
   std::map<int32_t, int64_t> program;
   // host_sleep: the stack where the sleeping thread left the CPU (trace --stack; 0: none

@@ -448,16 +448,41 @@ void ProcessIo(const Facts& f, std::vector<Finding>* out) {
   // Without syscall rows, a process that waits on I/O without reading is writing.
   bool writes = writing > 0 || write_ns > read_ns || write_bytes > read_bytes ||
                 (read_bytes == 0 && reads == 0);
+  // Another thread's I/O the main thread waited for (it woke the main thread when done): a lock
+  // held across a write, a join, a full queue. Then the fix is to stop waiting for that thread,
+  // not to move the I/O off a main thread that does none.
+  int64_t via_ns = 0, via_max = 0;
+  int32_t via_tid = 0;
+  for (const auto& [tid, ns] : f.holders.io) {
+    via_ns += ns;
+    if (ns > via_max) via_max = ns, via_tid = tid;
+  }
+  const double path_io = BudgetPathS(f, BudgetCause::kProcessIo);
+  const bool via_thread = path_io > 0 && Sec(via_ns) >= 0.5 * path_io;
   Finding x;
   x.rule = "main-thread-io";
   x.severity = *sev;
-  x.cause = writes ? "The training process writes to storage on its critical path"
-                   : "The training process reads from storage on its critical path";
+  if (via_thread) {
+    x.cause = writes ? "A thread the training loop waits for writes to storage"
+                     : "A thread the training loop waits for reads from storage";
+  } else {
+    x.cause = writes ? "The training process writes to storage on its critical path"
+                     : "The training process reads from storage on its critical path";
+  }
   x.effect = "main thread blocked on I/O, GPU idle";
   x.lost_s = lost;
-  if (BudgetPathS(f, BudgetCause::kProcessIo) > 0) {
+  if (path_io > 0) {
     x.root.push_back("Training process's own threads blocked on I/O: " +
                      IdleLine(f, BudgetCause::kProcessIo));
+  }
+  if (via_thread) {
+    x.root.push_back(Fmt("%s s of it in thread %d of %s while the main thread waited for that "
+                         "thread (it woke the main thread when done): a lock held across the "
+                         "I/O, a join, a full queue",
+                         FormatSeconds(Sec(via_max)).c_str(), via_tid,
+                         ProcessLabel(*f.w, f.main_pid).c_str()));
+    x.metrics.push_back({"io_holder_tid", static_cast<double>(via_tid), ""});
+    x.metrics.push_back({"io_holder_s", Sec(via_max), "s"});
   }
   if (writing > 0) {
     const WriterProfile& p = f.main_writer;
@@ -482,7 +507,18 @@ void ProcessIo(const Facts& f, std::vector<Finding>* out) {
                          FormatSeconds(read_ns / 1e9).c_str(), FormatBytes(read_bytes).c_str()));
   }
   AddThroughputEffect(f, &x);
-  if (writes) {
+  if (via_thread) {
+    x.fix.push_back(Fmt("stop the training loop waiting for thread %d's I/O: release the lock "
+                        "before the write (copy what it protects, then write), or hand the "
+                        "data over through a queue the thread drains on its own%s",
+                        via_tid,
+                        IsPython(f) ? Fmt(" (what it runs: py-spy dump --pid %d)", f.main_pid)
+                                          .c_str()
+                                    : ""));
+    x.fix.push_back(writes ? "write to faster local storage (NVMe, /dev/shm) and copy it off "
+                             "later"
+                           : "cache the data in RAM (/dev/shm, vmtouch -t) before training");
+  } else if (writes) {
     x.fix.push_back(
         "checkpoint asynchronously (torch.distributed.checkpoint.async_save, or a background "
         "thread/process writing a copy of the state dict) or less often");
