@@ -236,52 +236,48 @@ def gil_hog(stop):
     return x
 
 
-class GilHog:
-    """Starts and stops the daemon thread that runs gil_hog()."""
+class FaultThread:
+    """Starts and stops a daemon thread that runs target(stop_event) until the event is set."""
 
-    def __init__(self):
+    def __init__(self, target, name, join_s=5):
+        self.target, self.name, self.join_s = target, name, join_s
         self.stop_event, self.thread = None, None
 
     def start(self):
         if self.thread is None:
             self.stop_event = threading.Event()
-            self.thread = threading.Thread(target=gil_hog, args=(self.stop_event,),
-                                           name="gil-hog", daemon=True)
+            self.thread = threading.Thread(target=self.target, args=(self.stop_event,),
+                                           name=self.name, daemon=True)
             self.thread.start()
 
     def stop(self):
         if self.thread is not None:
             self.stop_event.set()
-            self.thread.join(timeout=5)
+            self.thread.join(timeout=self.join_s)
             self.thread = None
 
 
-class LockedSaver:
+def GilHog():
+    """The gil-thread fault's thread, running gil_hog()."""
+    return FaultThread(gil_hog, "gil-hog")
+
+
+class LockedSaver(FaultThread):
     """The locked-checkpoint fault: a daemon thread that runs `ckpt.maybe_save()` every 20 ms
     holding `lock`, which the training loop takes every step."""
 
     def __init__(self, ckpt):
+        super().__init__(self.run, "ckpt-saver", join_s=30)
         self.ckpt, self.lock = ckpt, threading.Lock()
-        self.stop_event, self.thread = None, None
 
     def run(self, stop):
         while not stop.wait(0.02):
             with self.lock:
                 self.ckpt.maybe_save()
 
-    def start(self):
-        if self.thread is None:
-            self.stop_event = threading.Event()
-            self.thread = threading.Thread(target=self.run, args=(self.stop_event,),
-                                           name="ckpt-saver", daemon=True)
-            self.thread.start()
-
     def stop(self):
-        if self.thread is not None:
-            self.stop_event.set()
-            self.thread.join(timeout=30)
-            self.thread = None
-            self.ckpt.reset()
+        super().stop()
+        self.ckpt.reset()
 
 
 class Checkpointer:
