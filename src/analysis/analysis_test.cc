@@ -1648,10 +1648,12 @@ TEST(BudgetTest, MainThreadWritesAreTheProcessesOwnIo) {
   EXPECT_EQ(fixes.find("tmpfs"), std::string::npos) << fixes;
 }
 
-// A logging thread of the trainer holds a lock across its writes and fsyncs, and the main thread
-// takes the same lock each step: the main thread sleeps until that thread, blocked on I/O, wakes
-// it. main-thread-io names the thread and tells the loop to stop waiting for its I/O, not to
-// checkpoint asynchronously (the writes already are on another thread).
+// A saver thread of the trainer holds a lock across its serializing (10 ms on the CPU) and its
+// writes and fsyncs (30 ms blocked on I/O), and the main thread takes the same lock each step: it
+// sleeps until that thread wakes it. main-thread-io claims the whole wait (the thread's I/O and
+// its computing in the same waits), names the thread and tells the loop to stop waiting for it,
+// not to checkpoint asynchronously (the writes already are on another thread); lock-contention
+// does not count the same thread again.
 TEST(BudgetTest, IoOfAThreadTheLoopWaitsForNamesThatThread) {
   Builder b;
   constexpr int32_t kLogger = 188;
@@ -1660,7 +1662,7 @@ TEST(BudgetTest, IoOfAThreadTheLoopWaitsForNamesThatThread) {
     wait.waker_pid = kMain;
     wait.waker_tid = kLogger;
     b.Add(wait);
-    b.Add(Sw(kMain, t + 5 * kMs, 44 * kMs, SwitchKind::kBlockedIo, 0, 0, kLogger));
+    b.Add(Sw(kMain, t + 20 * kMs, 30 * kMs, SwitchKind::kBlockedIo, 0, 0, kLogger));
   }
   AddUtil(b.w, [](int64_t) { return 55.0; });
   Report r = b.Run();
@@ -1676,6 +1678,8 @@ TEST(BudgetTest, IoOfAThreadTheLoopWaitsForNamesThatThread) {
   EXPECT_NE(fixes.find("stop the training loop waiting for thread 188"), std::string::npos)
       << fixes;
   EXPECT_EQ(fixes.find("checkpoint asynchronously"), std::string::npos) << fixes;
+  EXPECT_NEAR(LostS(r, BudgetCause::kThreadHold), 10, 1);
+  EXPECT_EQ(Find(r, "lock-contention"), nullptr);
 }
 
 // Another process (traced or not) keeps the GPU busy while the job waits in syncs: gpu-sharing

@@ -21,6 +21,40 @@ bool IsPython(const Facts& f) {
          f.main_cmdline.find("python") != std::string::npos;
 }
 
+// The thread whose I/O the main thread waited for (it woke the main thread when done: a lock held
+// across a write, a join, a full queue), when such threads hold at least half of process_io's
+// path. Their computing while the main thread waited for them (serializing, copying into the
+// page cache: thread_hold) is part of the same wait, so main-thread-io claims its share of
+// thread_hold's lost seconds, and lock-contention leaves it.
+struct IoHolder {
+  bool found = false;
+  int32_t tid = 0;         // the one blocked on I/O longest
+  double io_s = 0;         // that thread's I/O on the path
+  double hold_lost_s = 0;  // thread_hold's lost seconds that are these threads' computing
+};
+IoHolder IoHolderOf(const Facts& f) {
+  IoHolder h;
+  int64_t all = 0, top = 0;
+  for (const auto& [tid, ns] : f.holders.io) {
+    all += ns;
+    if (ns > top) top = ns, h.tid = tid;
+  }
+  const double path_io = BudgetPathS(f, BudgetCause::kProcessIo);
+  if (path_io <= 0 || Sec(all) < 0.5 * path_io) return h;
+  h.found = true;
+  h.io_s = Sec(top);
+  int64_t held = 0, held_by_io = 0;
+  for (const auto& [tid, ns] : f.holders.thread) {
+    held += ns;
+    if (f.holders.io.count(tid)) held_by_io += ns;
+  }
+  if (held > 0) {
+    h.hold_lost_s = BudgetLostS(f, BudgetCause::kThreadHold) * static_cast<double>(held_by_io) /
+                    static_cast<double>(held);
+  }
+  return h;
+}
+
 // Launches per second of the main process (estimated where they were counted one second in N).
 double LaunchesPerSecond(const Facts& f) {
   int64_t n = 0;
@@ -134,9 +168,18 @@ void HostCompute(const Facts& f, std::vector<Finding>* out) {
 }
 
 void LockContention(const Facts& f, std::vector<Finding>* out) {
-  double lost = BudgetLostS(f, BudgetCause::kThreadHold);
+  // A thread the main thread waited for while it did I/O is main-thread-io's (IoHolderOf).
+  const IoHolder io = IoHolderOf(f);
+  double lost = BudgetLostS(f, BudgetCause::kThreadHold) - io.hold_lost_s;
   std::optional<Severity> sev = Ladder(Share(lost, f.budget.window_s));
   if (!sev || Share(lost, f.budget.window_s) < th::kThreadHoldLowShare) return;
+  int32_t hold_tid = f.budget.hold_tid;
+  if (io.found && f.holders.io.count(hold_tid)) {
+    int64_t top = 0;
+    for (const auto& [tid, ns] : f.holders.thread) {
+      if (!f.holders.io.count(tid) && ns > top) top = ns, hold_tid = tid;
+    }
+  }
   bool python = IsPython(f);
   Finding x;
   x.rule = "lock-contention";
@@ -147,13 +190,13 @@ void LockContention(const Facts& f, std::vector<Finding>* out) {
   x.lost_s = lost;
   x.root.push_back(Fmt("Main thread asleep while thread %d of %s ran (it woke the main thread, "
                        "or a timed wait ran out): ",
-                       f.budget.hold_tid, ProcessLabel(*f.w, f.main_pid).c_str()) +
+                       hold_tid, ProcessLabel(*f.w, f.main_pid).c_str()) +
                    IdleLine(f, BudgetCause::kThreadHold));
   if (f.holders.thread.size() > 1) {
     std::string others;
     int n = 0;
     for (const auto& [tid, ns] : f.holders.thread) {
-      if (tid == f.budget.hold_tid || n == 3 || Sec(ns) < 0.05) continue;
+      if (tid == hold_tid || n == 3 || Sec(ns) < 0.05) continue;
       others +=
           (others.empty() ? "" : ", ") + Fmt("%d (%s s)", tid, FormatSeconds(Sec(ns)).c_str());
       ++n;
@@ -168,15 +211,15 @@ void LockContention(const Facts& f, std::vector<Finding>* out) {
   AddThroughputEffect(f, &x);
   if (python) {
     x.fix.push_back(Fmt("find what thread %d runs: py-spy dump --pid %d (its Python stack)",
-                        f.budget.hold_tid, f.main_pid));
+                        hold_tid, f.main_pid));
     x.fix.push_back(
         "move that work out of the training process (multiprocessing, a separate service) or "
         "into code that releases the GIL (NumPy/torch ops, native extensions)");
   } else {
     x.fix.push_back(Fmt("find the lock thread %d holds (gdb -p %d, or perf lock)",
-                        f.budget.hold_tid, f.main_pid));
+                        hold_tid, f.main_pid));
   }
-  x.metrics.push_back({"holder_tid", static_cast<double>(f.budget.hold_tid), ""});
+  x.metrics.push_back({"holder_tid", static_cast<double>(hold_tid), ""});
   x.metrics.push_back({"holder_s", f.budget.hold_s, "s"});
   x.metrics.push_back({"lost_s", x.lost_s, "s"});
   AddBudgetEvidence(f, &x);
@@ -421,9 +464,11 @@ void CpuQuota(const Facts& f, std::vector<Finding>* out) {
 void ProcessIo(const Facts& f, std::vector<Finding>* out) {
   // Blocked on its I/O, and on the CPU writing (serializing, copying into the page cache: the
   // profile's writing samples, which launch nothing, so the GPU drains as in a wait).
+  // And a thread the main thread waited for while it did I/O, on the CPU in the same waits.
+  const IoHolder io = IoHolderOf(f);
   double blocked = BudgetLostS(f, BudgetCause::kProcessIo);
   double writing = BudgetLostS(f, BudgetCause::kHostWrite);
-  double lost = blocked + writing;
+  double lost = blocked + writing + io.hold_lost_s;
   std::optional<Severity> sev = Ladder(Share(lost, f.budget.window_s));
   if (!sev) return;
   // The training process's slow file syscalls (read/write rows) and the block requests it issued
@@ -448,17 +493,11 @@ void ProcessIo(const Facts& f, std::vector<Finding>* out) {
   // Without syscall rows, a process that waits on I/O without reading is writing.
   bool writes = writing > 0 || write_ns > read_ns || write_bytes > read_bytes ||
                 (read_bytes == 0 && reads == 0);
-  // Another thread's I/O the main thread waited for (it woke the main thread when done): a lock
-  // held across a write, a join, a full queue. Then the fix is to stop waiting for that thread,
-  // not to move the I/O off a main thread that does none.
-  int64_t via_ns = 0, via_max = 0;
-  int32_t via_tid = 0;
-  for (const auto& [tid, ns] : f.holders.io) {
-    via_ns += ns;
-    if (ns > via_max) via_max = ns, via_tid = tid;
-  }
+  // Another thread's I/O the main thread waited for: the fix is to stop waiting for that
+  // thread, not to move the I/O off a main thread that does none.
+  const bool via_thread = io.found;
+  const int32_t via_tid = io.tid;
   const double path_io = BudgetPathS(f, BudgetCause::kProcessIo);
-  const bool via_thread = path_io > 0 && Sec(via_ns) >= 0.5 * path_io;
   Finding x;
   x.rule = "main-thread-io";
   x.severity = *sev;
@@ -479,10 +518,16 @@ void ProcessIo(const Facts& f, std::vector<Finding>* out) {
     x.root.push_back(Fmt("%s s of it in thread %d of %s while the main thread waited for that "
                          "thread (it woke the main thread when done): a lock held across the "
                          "I/O, a join, a full queue",
-                         FormatSeconds(Sec(via_max)).c_str(), via_tid,
+                         FormatSeconds(io.io_s).c_str(), via_tid,
                          ProcessLabel(*f.w, f.main_pid).c_str()));
+    if (io.hold_lost_s > 0) {
+      x.root.push_back(Fmt("The same wait with that thread on the CPU (serializing, copying "
+                           "into the page cache): %s s of GPU idle time",
+                           FormatSeconds(io.hold_lost_s).c_str()));
+    }
     x.metrics.push_back({"io_holder_tid", static_cast<double>(via_tid), ""});
-    x.metrics.push_back({"io_holder_s", Sec(via_max), "s"});
+    x.metrics.push_back({"io_holder_s", io.io_s, "s"});
+    x.metrics.push_back({"io_holder_cpu_lost_s", io.hold_lost_s, "s"});
   }
   if (writing > 0) {
     const WriterProfile& p = f.main_writer;
