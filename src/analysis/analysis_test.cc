@@ -1664,6 +1664,18 @@ TEST(BudgetTest, IoOfAThreadTheLoopWaitsForNamesThatThread) {
     b.Add(wait);
     b.Add(Sw(kMain, t + 20 * kMs, 30 * kMs, SwitchKind::kBlockedIo, 0, 0, kLogger));
   }
+  // One save's 1 GB, seen at both layers: the write call and the block requests carrying it.
+  Event write = Call(kMain, Op::kWrite, 20 * kMs, 25 * kMs);
+  write.tid = kLogger;
+  write.kind = 0;
+  write.bytes = 1'000'000'000;
+  b.Add(write);
+  for (int i = 0; i < 4; ++i) {
+    Event block = Call(kMain, Op::kBlockIo, 30 * kMs + i * kMs, kMs);
+    block.kind = 1;
+    block.bytes = 250'000'000;
+    b.Add(block);
+  }
   AddUtil(b.w, [](int64_t) { return 55.0; });
   Report r = b.Run();
   ASSERT_FALSE(r.findings.empty());
@@ -1675,6 +1687,7 @@ TEST(BudgetTest, IoOfAThreadTheLoopWaitsForNamesThatThread) {
   for (const std::string& x : f.fix) fixes += x + "\n";
   EXPECT_NE(f.cause.find("A thread the training loop waits for"), std::string::npos) << f.cause;
   EXPECT_NE(root.find("in thread 188 of"), std::string::npos) << root;
+  EXPECT_NE(root.find("1.0 GB written"), std::string::npos) << root;  // not 2.0 GB
   EXPECT_NE(fixes.find("stop the training loop waiting for thread 188"), std::string::npos)
       << fixes;
   EXPECT_EQ(fixes.find("checkpoint asynchronously"), std::string::npos) << fixes;

@@ -473,13 +473,16 @@ void ProcessIo(const Facts& f, std::vector<Finding>* out) {
   if (!sev) return;
   // The training process's slow file syscalls (read/write rows) and the block requests it issued
   // itself (writes mostly leave through the kernel's flusher threads, not the process).
+  // The same bytes pass both layers (a slow write call, then the block requests that carry it
+  // out), so each direction's volume is the larger of the two, not their sum.
   double read_bytes = 0, write_bytes = 0, read_ns = 0, write_ns = 0;
+  double block_read = 0, block_write = 0;
   int64_t reads = 0, writes_n = 0, syncs = 0;
   for (const Event& e : f.events) {
     if (e.pid != f.main_pid) continue;
     double b = e.bytes == kNull ? 0 : static_cast<double>(e.bytes);
     if (e.op == Op::kBlockIo) {
-      (e.kind == 1 ? write_bytes : read_bytes) += b;
+      (e.kind == 1 ? block_write : block_read) += b;
     } else if (e.op == Op::kRead) {
       ++reads;
       read_bytes += b;
@@ -490,6 +493,8 @@ void ProcessIo(const Facts& f, std::vector<Finding>* out) {
       write_ns += static_cast<double>(e.duration_ns);
     }
   }
+  read_bytes = std::max(read_bytes, block_read);
+  write_bytes = std::max(write_bytes, block_write);
   // Without syscall rows, a process that waits on I/O without reading is writing.
   bool writes = writing > 0 || write_ns > read_ns || write_bytes > read_bytes ||
                 (read_bytes == 0 && reads == 0);
