@@ -136,6 +136,10 @@ def parse_args(argv):
                    help="--checkpoint-file: size in MB (default 64)")
     p.add_argument("--checkpoint-every", type=int, default=100,
                    help="--checkpoint-file: steps between checkpoints (default 100)")
+    p.add_argument("--checkpoint-thread", action="store_true",
+                   help="--checkpoint-file: a background thread writes the checkpoint holding a "
+                        "lock that the main thread takes every step (to hand over its metrics), "
+                        "so the loop waits for the write on another thread")
     p.add_argument("--batch-sleep-ms", type=float, default=0.0, metavar="MS",
                    help="each worker sleeps MS before producing a batch (a fetch from the "
                         "network: a timer ends the sleep as an interrupt ends a socket read)")
@@ -530,6 +534,25 @@ def write_checkpoint(args):
     os.replace(tmp, args.checkpoint_file)
 
 
+class CheckpointThread:
+    """--checkpoint-thread: write_checkpoint() on a daemon thread, holding `lock`, each time
+    request() is called; the main thread takes `lock` every step."""
+
+    def __init__(self, args):
+        self.args, self.lock, self.wanted = args, threading.Lock(), threading.Event()
+        threading.Thread(target=self.run, name="ckpt-writer", daemon=True).start()
+
+    def run(self):
+        while True:
+            self.wanted.wait()
+            self.wanted.clear()
+            with self.lock:
+                write_checkpoint(self.args)
+
+    def request(self):
+        self.wanted.set()
+
+
 def run_program(args):
     """The main thread runs a separate program (a new interpreter with its own command line, not
     a fork of this one) that computes --wait-program-ms of CPU, and waits for it to exit."""
@@ -545,6 +568,8 @@ def train(args, rt, kernels, workers, state, helper=None):
     loss = ctypes.c_float(0.0)
     pending = []  # (worker, slot, event or None): pinned slots the device may still read
     slot_events = {}  # (worker index, slot) -> cudaEvent_t, created on first use
+    ckpt_thread = (CheckpointThread(args)
+                   if args.checkpoint_file and args.checkpoint_thread else None)
     start = time.monotonic()
     step = 0
     while True:
@@ -622,7 +647,12 @@ def train(args, rt, kernels, workers, state, helper=None):
             for pw, pslot, _ in pending:
                 os.write(pw["free_w"], struct.pack("=I", pslot))
             pending.clear()
-        if args.checkpoint_file and step % args.checkpoint_every == 0:
+        if ckpt_thread is not None:
+            with ckpt_thread.lock:  # hand the step's metrics over
+                pass
+            if step % args.checkpoint_every == 0:
+                ckpt_thread.request()
+        elif args.checkpoint_file and step % args.checkpoint_every == 0:
             write_checkpoint(args)
         if args.main_sleep_ms:
             time.sleep(args.main_sleep_ms / 1000)

@@ -9,6 +9,8 @@
 #   neighbour      gpu-sharing on top (another process on a shared simulated GPU), and the
 #                  verdict does not blame the job's own kernels
 #   checkpoint     main-thread-io on top, fix: an asynchronous checkpoint
+#   locked ckpt    the same checkpoint written by a thread holding a lock the loop takes every
+#                  step: main-thread-io on top, naming that thread, fix: stop waiting for it
 #   sleeps         host-sleep on top (time.sleep in the loop), fix: no sleep in the step
 #   poll sleeps    a control: the same sleep after the step is queued, which the GPU works
 #                  through (the sync's since_work_ns proves it): nothing above LOW, no host-sleep
@@ -113,6 +115,9 @@ run tiny --kernels-per-step 2000 --kernel-us 5 && check tiny host-compute "reduc
 # of slowdown stands well above the run-to-run noise of the steps/s (±4%).
 run ckpt --checkpoint-file "$WORK/ckpt.bin" --checkpoint-mb 64 --checkpoint-every 25 \
   && check ckpt main-thread-io "checkpoint asynchronously" healthy
+run lockedckpt --checkpoint-file "$WORK/ckpt2.bin" --checkpoint-mb 64 --checkpoint-every 25 \
+  --checkpoint-thread \
+  && check lockedckpt main-thread-io "stop the training loop waiting for thread" healthy
 run sleeps --main-sleep-ms 10 && check sleeps host-sleep "time.sleep()" healthy
 # 3 ms after queuing 8 ms of kernels: the sync still waits, so the GPU worked through it.
 if run poll --poll-sleep-ms 3; then
