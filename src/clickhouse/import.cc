@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <type_traits>
 #include <unordered_map>
 
@@ -183,12 +184,25 @@ StatusOr<ImportResult> ImportRemoteSession(const ClickHouseClient& client,
   if (since_ns && hi >= 0) {
     lo = std::max(lo, hi - *since_ns - int64_t{60'000'000'000});
   }
+  // The event columns this database has: one made by an older gpuwhy that no newer sink has
+  // written to lacks the newest (they read as NULL, as from an older file).
+  ASSIGN_OR_RETURN(std::string have,
+                   client.Query("SELECT name FROM system.columns WHERE database = " +
+                                ClickHouseQuote(db) +
+                                " AND table = 'gw_events' FORMAT TabSeparated"));
+  std::set<std::string> present;
+  for (const TsvRow& r : ParseTsv(have)) present.insert(Text(r, 0));
+#define GW_CH_COLUMN_NAME_(column, since, nullable, ch_column, ch_type) #ch_column,
+  static constexpr const char* kColumns[] = {GW_EVENT_COLUMNS(GW_CH_COLUMN_NAME_)};
+#undef GW_CH_COLUMN_NAME_
+  std::string select = "SELECT ts";
+  for (const char* c : kColumns) select += std::string(", ") + (present.count(c) ? c : "NULL");
   int64_t page_ns = 10'000'000'000;
   std::vector<Event> batch;
   for (int64_t from = lo; hi >= 0 && from <= hi;) {
     int64_t to = from + page_ns;
     StatusOr<std::string> body =
-        client.Query("SELECT ts" GW_CLICKHOUSE_EVENT_COLUMN_LIST " FROM " + db + ".gw_events" +
+        client.Query(select + " FROM " + db + ".gw_events" +
                          of_session + " AND ts >= " + std::to_string(from) + " AND ts < " +
                          std::to_string(to) + " FORMAT TabSeparated",
                      "", 120000);

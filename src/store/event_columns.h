@@ -33,13 +33,11 @@ namespace gw {
   X(waker_tid, 3, Null, waker_tid, "Nullable(Int64)") \
   X(since_work_ns, 13, Null, since_work_ns, "Nullable(Int64)")
 
-// String literals, each column preceded by ", ": event_rows' names (", pid, tid, …"), gw_events'
-// names and gw_events' declarations (", pid Int32, …").
+// String literals, each column preceded by ", ": event_rows' names (", pid, tid, …") and
+// gw_events' declarations (", pid Int32, …").
 #define GW_EVENT_COLUMN_LIST GW_EVENT_COLUMNS(GW_EVENT_NAME_)
-#define GW_CLICKHOUSE_EVENT_COLUMN_LIST GW_EVENT_COLUMNS(GW_EVENT_CH_NAME_)
 #define GW_CLICKHOUSE_EVENT_COLUMN_DECLS GW_EVENT_COLUMNS(GW_EVENT_CH_DECL_)
 #define GW_EVENT_NAME_(column, ...) ", " #column
-#define GW_EVENT_CH_NAME_(column, since, nullable, ch_column, ch_type) ", " #ch_column
 #define GW_EVENT_CH_DECL_(column, since, nullable, ch_column, ch_type) ", " #ch_column " " ch_type
 #define GW_EVENT_INDEX_(column, ...) kEventColumn_##column,
 #define GW_EVENT_MEMBER_(column, since, nullable, ...) GW_EVENT_MEMBER_##nullable(column)
