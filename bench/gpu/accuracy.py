@@ -55,6 +55,17 @@ Cases (expected rule, any of a set; "-": nothing above LOW):
                    start (+cpu enabled in the parent's cgroup.subtree_control if needed) and
                    removed at its end; skipped where there is no cgroup v2 cpu controller
                                                                  cpu-quota
+  poll-sleep       (control) each step, after queuing its kernels, the main thread time.sleep()s
+                   15 ms: the GPU works through it (the syncs' since_work_ns prove it)      -
+  eval-subprocess  every 1 s the main thread subprocess.run()s a python3 -c program computing
+                   300 ms and waits for it                                   waits-for-program
+  network-loader   each sample fetched over TCP (127.0.0.1) from a sample server answering
+                   10 ms after each request: workers wait on the network
+                                                               loader-waits | waits-for-program
+  locked-checkpoint
+                   the checkpoint's save, on a background thread of the trainer holding a
+                   threading.Lock that the training loop takes every step
+                                                            main-thread-io | lock-contention
 Lost time, per case: measured_lost_s = (1 - faulted / healthy steps/s) x the seconds of the
 explain window the fault was present (traced faulted rate vs the untraced healthy phase),
 explain_lost_s = the top finding's lost_s, and their ratio (expected_lost_s: the first finding
@@ -66,7 +77,8 @@ Outputs in DIR: summary.json, summary.md (table + findings, fixes and feed time 
 <case>.nvml.txt, check.txt.
 
 Time: per case ≈ warm-up 12 + healthy 6 + settle 3 + trace 20 (+ attach) + ~6 s stop/explain
-≈ 50 s (gpu-neighbour ≈ 55 s); all 15 cases ≈ 13 min, more than the default --budget (530 s:
+≈ 50 s (gpu-neighbour ≈ 55 s; ≈ 40 s with --trace-seconds 15); all 19 cases ≈ 13–16 min, more
+than the default --budget (530 s:
 later cases are skipped and marked so). Every wait is bounded (--startup-timeout for the first
 step, --trace-seconds + --attach-timeout for the tracer, 90 s for explain). To stay inside a
 10-minute limit per call, run the suite in parts into one DIR with --merge (each call keeps the
