@@ -515,6 +515,11 @@ TEST(CpuContentionTest, NoPinningAdviceWhileTheQuotaThrottles) {
   }
   b.Preempt(30 * kSec, 0, 100);
   b.Preempt(10 * kSec, 900, 100);
+  // Ends spread over the quota's period (no refill grid: the per-second share decides).
+  int64_t i = 0;
+  for (Event& e : b.w.events) {
+    if (e.op == Op::kSchedSwitch) e.ts_ns += (i++ * 37 % 100) * kMs;
+  }
   Report r = b.Run();
   ASSERT_NE(Find(r, "cpu-quota"), nullptr);
   for (const Finding& f : r.findings) {
@@ -526,6 +531,63 @@ TEST(CpuContentionTest, NoPinningAdviceWhileTheQuotaThrottles) {
   std::string rules;
   for (const Finding& f : r.findings) rules += f.rule + " ";
   EXPECT_NE(rules.find("cpu-contention"), std::string::npos) << rules;
+}
+
+// A throttled cgroup's threads all run again when the period timer refills the quota, so their
+// run-queue waits end together once a period. Waits that pile up at one offset of the period are
+// the quota's, however busy other processes kept the CPUs; the same waits ending anywhere get
+// only the share the host's load leaves to the quota.
+double QuotaShareOfWaits(bool on_grid, int64_t* phase) {
+  Builder b(30);
+  b.w.cores = 2;
+  b.Proc(900, 1, "ffmpeg", false);
+  b.w.process_cgroups.push_back({kMain, "/job", 0});
+  for (int64_t s = 0; s <= 30; ++s) {
+    CgroupCpuSample c;
+    c.ts_ns = s * kSec;
+    c.cgroup = "/job";
+    c.version = 2;
+    c.quota_us = 30'000;
+    c.period_us = 100'000;
+    c.nr_periods = s * 10;
+    c.nr_throttled = s * 9;
+    c.throttled_ns = s * 400 * kMs;
+    c.usage_ns = s * 300 * kMs;
+    b.w.cgroup_cpu.push_back(c);
+    SystemSnapshot snap;
+    snap.ts_ns = s * kSec;
+    snap.cpu_pct = 100;  // others kept the rest of both CPUs busy
+    snap.cores = 2;
+    b.w.snapshots.push_back(snap);
+  }
+  int64_t waited = 0;
+  for (int64_t k = 1; k < 290; ++k) {
+    int64_t len = 40 * kMs + (k % 7) * kMs;
+    // On the grid: every end within 0.5 ms after 37 ms into the period; else spread over it.
+    int64_t end = k * 100 * kMs + (on_grid ? 37 * kMs + (k % 5) * 100'000 : (k * 37 % 100) * kMs);
+    b.Add(Sw(kMain, end - len, len, SwitchKind::kPreempted, len, 900));
+    waited += len;
+  }
+  std::sort(b.w.events.begin(), b.w.events.end(),
+            [](const Event& x, const Event& y) { return x.ts_ns < y.ts_ns; });
+  Facts f = ComputeFacts(b.w, ExplainOptions{});
+  EXPECT_TRUE(f.quota.has_value());
+  *phase = f.quota ? f.quota->refill_phase_ns : -2;
+  auto it = f.runq_holders.find(kQuotaHolder);
+  return it == f.runq_holders.end() ? 0.0 : static_cast<double>(it->second) / waited;
+}
+
+TEST(CpuQuotaTest, WaitsEndingWhenTheQuotaRefillsAreTheQuotas) {
+  int64_t phase = 0;
+  double share = QuotaShareOfWaits(true, &phase);
+  EXPECT_GE(phase, 35 * kMs);
+  EXPECT_LE(phase, 37 * kMs);
+  EXPECT_GT(share, 0.97);
+  share = QuotaShareOfWaits(false, &phase);
+  EXPECT_EQ(phase, -1);
+  // T / (T + O): 0.4 throttled CPU-s a second against 1.7 CPU-s of others' use.
+  EXPECT_GT(share, 0.1);
+  EXPECT_LT(share, 0.35);
 }
 
 // Programs the job starts with subprocess.Popen wake it once, as they exec; a worker with its

@@ -90,10 +90,50 @@ void CarveQuota(const Facts& f, double share, std::map<int32_t, int64_t>* holder
   if (moved > 0) (*holders)[kQuotaHolder] += moved;
 }
 
+// Calls wait(start, end) for each of tl's run-queue waits (its adjacent run-queue segments,
+// whatever their holders) that overlaps [a, b), in order.
+template <typename F>
+void ForEachRunqWait(const ThreadTimeline& tl, int64_t a, int64_t b, F wait) {
+  const std::vector<TimelineSegment>& segs = tl.segments();
+  auto it = std::lower_bound(segs.begin(), segs.end(), a,
+                             [](const TimelineSegment& s, int64_t v) { return s.end <= v; });
+  // Back to the first segment of the wait `it` is in.
+  while (it != segs.begin() && it->cause == FeedCause::kRunqWait &&
+         std::prev(it)->cause == FeedCause::kRunqWait && std::prev(it)->end == it->start) {
+    --it;
+  }
+  while (it != segs.end() && it->start < b) {
+    if (it->cause != FeedCause::kRunqWait) {
+      ++it;
+      continue;
+    }
+    auto last = it;
+    while (std::next(last) != segs.end() && std::next(last)->cause == FeedCause::kRunqWait &&
+           std::next(last)->start == last->end) {
+      ++last;
+    }
+    wait(it, std::next(last));
+    it = std::next(last);
+  }
+}
+
 // tl's run-queue time over [a, b) by holder, added to *out, with the throttled cgroup's part
-// carved out second by second.
+// carved out: with a refill grid, the waits that ended on it (but for the stretches one of the
+// job's own threads held the CPU); without, second by second in the share throttling explains.
 void RunqHoldersIn(const Facts& f, const ThreadTimeline& tl, int64_t a, int64_t b,
                    std::map<int32_t, int64_t>* out) {
+  if (f.quota && f.quota->refill_phase_ns >= 0) {
+    ForEachRunqWait(tl, a, b, [&](auto first, auto end) {
+      bool refill = f.quota->EndsOnRefill(std::prev(end)->end);
+      for (auto s = first; s != end; ++s) {
+        int64_t d = std::min(b, s->end) - std::max(a, s->start);
+        if (d <= 0) continue;
+        bool own = s->other_pid > 0 && IsOwnPid(f, s->other_pid);
+        (*out)[refill && !own ? kQuotaHolder : s->other_pid] += d;
+      }
+    });
+    return;
+  }
   if (!f.quota || f.quota->share_by_sec.empty()) {
     tl.RunqByHolder(a, b, out);
     return;
@@ -1330,6 +1370,49 @@ void MeasureCpuQuota(const WindowData& w, Facts* f) {
   f->quota = std::move(q);
 }
 
+// ---- The quota's refill grid: where the job's long run-queue waits pile up at one offset of the
+// quota's period (thresholds.h kQuotaGridMinShare), that offset is when the bandwidth timer
+// refilled the quota.
+void FindRefillGrid(const std::map<int32_t, ThreadTimeline>& tls, Facts* f) {
+  if (!f->quota || f->quota->throttled_periods == 0) return;
+  CpuQuota& q = *f->quota;
+  int64_t period = q.period_us * 1000;
+  if (period < th::kQuotaGridMinSlacks * th::kQuotaRefillSlackNs) return;
+  constexpr int64_t kBins = 8;  // bins per slack
+  int64_t bin_ns = th::kQuotaRefillSlackNs / kBins;
+  auto n = static_cast<size_t>((period + bin_ns - 1) / bin_ns);
+  std::vector<int64_t> by_bin(n, 0);
+  int64_t total = 0;
+  for (const auto& [tid, tl] : tls) {
+    if (!IsOwnPid(*f, tl.pid())) continue;
+    ForEachRunqWait(tl, tl.begin(), tl.end(), [&](auto first, auto end) {
+      int64_t len = std::prev(end)->end - first->start;
+      if (len < th::kQuotaGridMinWaitNs) return;
+      int64_t phase = std::prev(end)->end % period;
+      if (phase < 0) phase += period;
+      by_bin[static_cast<size_t>(phase / bin_ns) % n] += len;
+      total += len;
+    });
+  }
+  if (total <= 0) return;
+  // The arc of kBins bins (one slack) with the most time; it may wrap around the period.
+  int64_t arc = 0;
+  for (size_t i = 0; i < static_cast<size_t>(kBins); ++i) arc += by_bin[i % n];
+  int64_t best = arc;
+  size_t best_start = 0;
+  for (size_t i = 1; i < n; ++i) {
+    arc += by_bin[(i + kBins - 1) % n] - by_bin[i - 1];
+    if (arc > best) {
+      best = arc;
+      best_start = i;
+    }
+  }
+  double share = Share(best, total);
+  if (share < th::kQuotaGridMinShare) return;
+  q.refill_phase_ns = static_cast<int64_t>(best_start) * bin_ns;
+  q.refill_share = share;
+}
+
 // ---- The memory limit of the job's memory cgroup: every cgroup sampled was a tracked
 // process's own memory cgroup or an ancestor with a limit (cgroup_memory.h). Of those with a
 // limit, the one whose limit acted most (its events over the window), then the tightest.
@@ -1396,6 +1479,14 @@ void AttributeSlowSyncs(const std::vector<const Event*>& syncs, Facts* f) {
 
 }  // namespace
 
+bool CpuQuota::EndsOnRefill(int64_t end_ns) const {
+  if (refill_phase_ns < 0 || period_us <= 0) return false;
+  int64_t period = period_us * 1000;
+  int64_t off = (end_ns - refill_phase_ns) % period;
+  if (off < 0) off += period;
+  return off < th::kQuotaRefillSlackNs;
+}
+
 Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
   Facts f;
   InitWindowFacts(w, &f);
@@ -1408,6 +1499,7 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
   std::map<int32_t, ThreadTimeline> tls = BuildTimelines(w, rows, &f);
   PickWorkerThreads(rows, tls, &f);
   MeasureCpuQuota(w, &f);
+  FindRefillGrid(tls, &f);
   MeasureMemoryLimit(w, &f);
   // Run-queue time of every feeding thread by who held the CPU.
   for (const auto& [tid, tl] : tls) RunqHoldersIn(f, tl, w.from, w.to, &f.runq_holders);

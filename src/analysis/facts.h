@@ -99,6 +99,15 @@ struct CpuQuota {
   // Per second of the window: the share of the feeders' run-queue time not held by the job that
   // the throttling explains (throttled CPU-ns / (that + CPU-ns other processes used)).
   std::vector<double> share_by_sec;
+  // The refill grid: once a period the bandwidth timer refills the quota and every throttled
+  // thread of the cgroup runs again, so their run-queue waits end together. The offset of those
+  // ends within the period (the timestamp modulo period_us, in ns), or -1 where the job's waits
+  // show no such pile-up. With a grid, a wait ending on it was the quota's and the per-second
+  // share above is not used.
+  int64_t refill_phase_ns = -1;
+  double refill_share = 0;  // the share of the job's run-queue time (long waits) ending on it
+  // Whether a run-queue wait ending at end_ns ended on the refill grid.
+  bool EndsOnRefill(int64_t end_ns) const;
   double cpus() const {
     return period_us > 0 ? static_cast<double>(quota_us) / static_cast<double>(period_us) : 0;
   }

@@ -138,6 +138,16 @@ inline constexpr int64_t kWorkedSyncNs = 250'000;  // 250 µs
 // least this share of the CPU time the feeding threads waited for; below it, as the job's own
 // threads outnumbering its CPUs.
 inline constexpr double kOthersRunqStoryShare = 0.25;
+// cpu-quota's refill grid (facts.cc FindRefillGrid): the job's run-queue waits of at least
+// kQuotaGridMinWaitNs, binned by their end modulo the quota's period; the kQuotaRefillSlackNs
+// arc of the period holding the most of their time is the refill when it holds at least
+// kQuotaGridMinShare of it (ends spread evenly would put slack/period there: 2% of a 100 ms
+// period) and the period is at least kQuotaGridMinSlacks slacks long. The slack covers the
+// timer's expiry and the woken thread's getting onto a CPU.
+inline constexpr int64_t kQuotaRefillSlackNs = 2'000'000;
+inline constexpr int64_t kQuotaGridMinWaitNs = 1'000'000;
+inline constexpr double kQuotaGridMinShare = 0.3;
+inline constexpr int64_t kQuotaGridMinSlacks = 10;
 // GPU samples are pooled into stretches of at least this long before idle time is attributed.
 inline constexpr int64_t kBudgetPoolNs = 1'000'000'000;
 // "Nothing stands out" needs the job to have kept its GPU busy at least this share of the window
