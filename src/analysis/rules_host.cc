@@ -410,6 +410,15 @@ void CpuQuota(const Facts& f, std::vector<Finding>* out) {
                          used, measured ? "" : " (its quota: no usage counter)",
                          FormatSeconds(waited_s).c_str()));
   }
+  if (q.refill_phase_ns >= 0) {
+    x.root.push_back(Fmt("%s of the job's waits for a CPU (those of 1 ms or more) ended within "
+                         "%.0f ms of %.1f ms into each %.0f ms period: when the period timer "
+                         "refilled the quota",
+                         FormatPct(q.refill_share).c_str(),
+                         static_cast<double>(th::kQuotaRefillSlackNs) / 1e6,
+                         static_cast<double>(q.refill_phase_ns) / 1e6,
+                         static_cast<double>(q.period_us) / 1e3));
+  }
   x.root.push_back("Waiting while throttled: " + IdleLine(f, BudgetCause::kRunqQuota));
   AddSyncEffect(f, &x);
   AddThroughputEffect(f, &x);
@@ -446,6 +455,7 @@ void CpuQuota(const Facts& f, std::vector<Finding>* out) {
   x.metrics.push_back({"throttled_periods", static_cast<double>(q.throttled_periods), "count"});
   x.metrics.push_back({"throttled_cpu_s", Sec(q.throttled_ns), "s"});
   x.metrics.push_back({"runq_quota_path_s", BudgetPathS(f, BudgetCause::kRunqQuota), "s"});
+  if (q.refill_phase_ns >= 0) x.metrics.push_back({"refill_share", q.refill_share, "ratio"});
   x.metrics.push_back({"lost_s", x.lost_s, "s"});
   AddBudgetEvidence(f, &x);
   SetEvidence(&x, {{"the job's cgroups' CPU limit and throttling over the window "
@@ -457,6 +467,16 @@ void CpuQuota(const Facts& f, std::vector<Finding>* out) {
                            "throttled_cpu_s, ROUND((MAX(usage_ns) - MIN(usage_ns)) / 1e9, 3) AS "
                            "used_cpu_s FROM cgroup_cpu_samples WHERE session = {S} AND ts >= {F} "
                            "AND ts <= {T} GROUP BY cgroup ORDER BY throttled_cpu_s DESC")},
+                   {"when the feeding threads' waits for a CPU of 1 ms or more ended, ms into "
+                    "the quota's period (a throttled cgroup's waits pile up where the quota is "
+                    "refilled)",
+                    Sql(f, Fmt("SELECT (timestamp + duration_ns) %% %lld / 1000000 AS "
+                               "ms_into_period, COUNT(*) AS waits, ROUND(SUM(runq_ns) / 1e9, 3) "
+                               "AS runq_s FROM {EVENTS} WHERE {IN_S}pid IN ({FEED}) AND op = "
+                               "'sched_switch' AND runq_ns >= 1000000 AND timestamp >= {F} AND "
+                               "timestamp < {T} GROUP BY ms_into_period ORDER BY runq_s DESC "
+                               "LIMIT 5",
+                               static_cast<long long>(q.period_us) * 1000))},
                    SwitchKinds(f)});
   out->push_back(std::move(x));
 }

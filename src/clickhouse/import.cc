@@ -54,6 +54,19 @@ class Names {
   std::unordered_map<std::string, int64_t> ids_;
 };
 
+// The columns `table` of the client's database has.
+StatusOr<std::set<std::string>> ColumnsOf(const ClickHouseClient& client,
+                                          const std::string& table) {
+  ASSIGN_OR_RETURN(std::string have,
+                   client.Query("SELECT name FROM system.columns WHERE database = " +
+                                ClickHouseQuote(client.url().database) +
+                                " AND table = " + ClickHouseQuote(table) +
+                                " FORMAT TabSeparated"));
+  std::set<std::string> out;
+  for (const TsvRow& r : ParseTsv(have)) out.insert(Text(r, 0));
+  return out;
+}
+
 }  // namespace
 
 StatusOr<std::vector<RemoteSession>> ListRemoteSessions(const ClickHouseClient& client,
@@ -128,17 +141,22 @@ StatusOr<ImportResult> ImportRemoteSession(const ClickHouseClient& client,
                            " AND spool = " + std::to_string(pick->spool) +
                            " AND session = " + std::to_string(pick->id);
 
+  // A database made by an older gpuwhy that no newer sink has written to lacks the newest
+  // columns (schema.cc kAdded): they read as NULL, as from an older file.
+  ASSIGN_OR_RETURN(std::set<std::string> session_columns, ColumnsOf(client, "gw_sessions"));
+  std::string profile_hz =
+      session_columns.count("profile_hz") > 0 ? "argMax(profile_hz, batch)" : "NULL";
   // The session row (newest version).
   ASSIGN_OR_RETURN(
       std::string srow,
-      client.Query("SELECT argMax(kind, batch), argMax(wall_start_ns, batch), "
+      client.Query(std::string("SELECT argMax(kind, batch), argMax(wall_start_ns, batch), "
                    "argMax(mono_start_ns, batch), argMax(host, batch), argMax(kernel, batch), "
                    "argMax(cpu_model, batch), argMax(cores, batch), argMax(mem_bytes, batch), "
                    "argMax(gpu_model, batch), argMax(gpu_driver, batch), argMax(version, batch), "
                    "argMax(command_line, batch), argMax(tracer_pid, batch), "
                    "argMax(wall_stop_ns, batch), argMax(events, batch), argMax(drops, batch), "
-                   "argMax(drops_detail, batch), argMax(launch_duty, batch), "
-                   "argMax(profile_hz, batch) FROM " + db +
+                   "argMax(drops_detail, batch), argMax(launch_duty, batch), ") +
+                   profile_hz + " FROM " + db +
                    ".gw_sessions WHERE node = " +
                    ClickHouseQuote(pick->node) + " AND spool = " + std::to_string(pick->spool) +
                    " AND id = " + std::to_string(pick->id) + " FORMAT TabSeparated"));
@@ -184,14 +202,7 @@ StatusOr<ImportResult> ImportRemoteSession(const ClickHouseClient& client,
   if (since_ns && hi >= 0) {
     lo = std::max(lo, hi - *since_ns - int64_t{60'000'000'000});
   }
-  // The event columns this database has: one made by an older gpuwhy that no newer sink has
-  // written to lacks the newest (they read as NULL, as from an older file).
-  ASSIGN_OR_RETURN(std::string have,
-                   client.Query("SELECT name FROM system.columns WHERE database = " +
-                                ClickHouseQuote(db) +
-                                " AND table = 'gw_events' FORMAT TabSeparated"));
-  std::set<std::string> present;
-  for (const TsvRow& r : ParseTsv(have)) present.insert(Text(r, 0));
+  ASSIGN_OR_RETURN(std::set<std::string> present, ColumnsOf(client, "gw_events"));
 #define GW_CH_COLUMN_NAME_(column, since, nullable, ch_column, ch_type) #ch_column,
   static constexpr const char* kColumns[] = {GW_EVENT_COLUMNS(GW_CH_COLUMN_NAME_)};
 #undef GW_CH_COLUMN_NAME_

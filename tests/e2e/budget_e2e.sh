@@ -160,6 +160,7 @@ d = json.load(open(sys.argv[1]))
 top = d["findings"][0]
 root = " ".join(top["root"])
 assert "gw_budget_e2e" in root and "0.30 CPUs" in root and "Throttled in" in root, root
+assert "period timer refilled the quota" in root, root  # the waits' ends found the refill
 for f in d["findings"]:
     for line in f["fix"]:
         assert "taskset -" not in line and not line.startswith("pin the job"), (f["rule"], line)

@@ -153,13 +153,15 @@ out=$("$GPUWHY" trace --sink "http://x" --duration 1s 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "clickhouse://" && pass "a bad --sink URL is refused" \
   || fail "bad --sink: rc=$rc $out"
 
-# A database an older gpuwhy made lacks the newest event column (since_work_ns, schema 13):
-# explain reads it as NULL instead of failing, and the next sink that connects adds it (§5).
+# A database an older gpuwhy made lacks the newest columns (gw_events.since_work_ns, schema 13;
+# gw_sessions.profile_hz): explain reads them as NULL instead of failing, and the next sink that
+# connects adds them (§5).
 chq "ALTER TABLE fleet.gw_events DROP COLUMN since_work_ns" > /dev/null
+chq "ALTER TABLE fleet.gw_sessions DROP COLUMN profile_hz" > /dev/null
 "$GPUWHY" explain --clickhouse "$URL" --node node-b --json > "$WORK/old_b.json" 2> "$WORK/old_b.err"; rc=$?
 top() { python3 -c 'import json,sys; f=json.load(open(sys.argv[1]))["findings"]; print(f[0]["rule"] if f else "-")' "$1"; }
 [ $rc -eq 0 ] && [ "$(top "$WORK/old_b.json")" = "$(top "$WORK/local_b.json")" ] \
-  && pass "explain --clickhouse on a database without since_work_ns: same top finding" \
+  && pass "explain --clickhouse on a database without since_work_ns, profile_hz: same top finding" \
   || fail "explain on an older database: rc=$rc $(head -3 "$WORK/old_b.err")"
 
 # ---- 5. ClickHouse down for a whole trace: the rows wait, the next trace sends them -----------
@@ -181,8 +183,8 @@ sessions_c=$(chq "SELECT uniqExact(id) FROM fleet.gw_sessions WHERE node = 'node
 [ "$remote_c" = "$local_c" ] && [ "$sessions_c" = "2" ] \
   && pass "backfill: both sessions' $remote_c rows arrived once" \
   || fail "backfill: ClickHouse $remote_c rows / $sessions_c sessions, local $local_c"
-[ "$(chq "SELECT count() FROM system.columns WHERE database = 'fleet' AND table = 'gw_events' AND name = 'since_work_ns'")" = "1" ] \
-  && pass "a newer sink adds the missing column back" || fail "since_work_ns not re-added"
+[ "$(chq "SELECT count() FROM system.columns WHERE database = 'fleet' AND (table, name) IN (('gw_events', 'since_work_ns'), ('gw_sessions', 'profile_hz'))")" = "2" ] \
+  && pass "a newer sink adds the missing columns back" || fail "since_work_ns or profile_hz not re-added"
 
 # ---- 6. a password is never stored, sent or printed; it can stay out of argv (issue 32) ------
 D="$WORK/d.db"
