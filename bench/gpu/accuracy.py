@@ -28,8 +28,10 @@ Cases (expected rule, any of a set; "-": nothing above LOW):
   io-bottleneck    2 workers; each sample does 48 random 16 KiB O_DIRECT reads of a 1 GiB file
                    made at case start (dir: --io-dir, else the first of /var/tmp, /tmp, DIR on a
                    block-device file system); if O_DIRECT fails: posix_fadvise(DONTNEED) before
-                   each batch + buffered reads. With cgroup v1 blkio present, the workers join a
-                   group throttled to --io-throttle-mbps on that disk.          io-bottleneck
+                   each batch + buffered reads. The workers join a group throttled to
+                   --io-throttle-mbps of reads on that disk: cgroup v1 blkio, else cgroup v2
+                   io.max rbps (+io enabled in the root's subtree_control for the case)
+                                                                                io-bottleneck
   gil-thread       a daemon thread of the trainer loops on pure-Python integer arithmetic
                    (torch_faults.gil_hog), holding the GIL       lock-contention | gil-contention
   main-thread-batches
@@ -492,7 +494,26 @@ def make_io_file(args, out):
     info["disk"] = disk
     info["throttle"] = None
     blkio = "/sys/fs/cgroup/blkio"
-    if args.io_throttle_mbps > 0 and disk and os.path.isdir(blkio):
+    if args.io_throttle_mbps > 0 and disk and not os.path.isdir(blkio):
+        # cgroup v2: the io controller's io.max (rbps) does what v1's blkio throttle does.
+        cg = os.path.join("/sys/fs/cgroup", f"gpuwhy_accuracy_io_{os.getpid()}")
+        try:
+            enabled = enable_v2_controller("/sys/fs/cgroup", "io")
+            info["enabled_io"] = enabled
+            os.makedirs(cg, exist_ok=True)
+            with open(os.path.join(cg, "io.max"), "w") as f:
+                f.write(f"{disk} rbps={int(args.io_throttle_mbps * 1e6)}")
+            info["throttle"] = {"cgroup": cg, "disk": disk, "read_mbps": args.io_throttle_mbps,
+                                "version": 2}
+        except OSError as e:
+            info["throttle_error"] = f"cgroup v2 io.max on {disk}: {e}"
+            try:
+                os.rmdir(cg)
+            except OSError:
+                pass
+            if info.pop("enabled_io", False):
+                disable_v2_controller("/sys/fs/cgroup", "io")
+    elif args.io_throttle_mbps > 0 and disk and os.path.isdir(blkio):
         cg = os.path.join(blkio, f"gpuwhy_accuracy_{os.getpid()}")
         try:
             os.makedirs(cg, exist_ok=True)
@@ -506,8 +527,7 @@ def make_io_file(args, out):
             except OSError:
                 pass
     elif args.io_throttle_mbps > 0:
-        info["throttle_error"] = ("no cgroup v1 blkio" if not os.path.isdir(blkio)
-                                  else "file not on a block device")
+        info["throttle_error"] = "file not on a block device"
     return info
 
 
@@ -526,6 +546,33 @@ def remove_io_file(info):
                 break
             except OSError:
                 time.sleep(0.2)
+    if info.get("enabled_io"):
+        disable_v2_controller("/sys/fs/cgroup", "io")
+
+
+def enable_v2_controller(parent, name):
+    """Enables cgroup v2 controller `name` for parent's children (cgroup.subtree_control).
+    Returns True if this call enabled it, False if it already was; raises OSError where the
+    hierarchy has no such controller or it cannot be enabled."""
+    with open(os.path.join(parent, "cgroup.controllers")) as f:
+        if name not in f.read().split():
+            raise OSError(f"no {name} controller in {parent}/cgroup.controllers")
+    sub = os.path.join(parent, "cgroup.subtree_control")
+    with open(sub) as f:
+        if name in f.read().split():
+            return False
+    with open(sub, "w") as f:
+        f.write("+" + name)
+    return True
+
+
+def disable_v2_controller(parent, name):
+    """Undoes enable_v2_controller; a controller another group uses now stays (harmless)."""
+    try:
+        with open(os.path.join(parent, "cgroup.subtree_control"), "w") as f:
+            f.write("-" + name)
+    except OSError:
+        pass
 
 
 def checkpoint_dir(args, out):
@@ -588,16 +635,10 @@ def make_quota_cgroup(args):
         raise CaseSkipped(f"no cgroup v2 cpu controller (controllers of {parent}: "
                           f"{' '.join(controllers) or 'none'})")
     info = {"cgroup": QUOTA_CGROUP, "cpu_max": args.quota_cpu_max, "enabled_cpu": False}
-    sub = os.path.join(parent, "cgroup.subtree_control")
     try:
-        with open(sub) as f:
-            enabled = f.read().split()
-        if "cpu" not in enabled:
-            with open(sub, "w") as f:
-                f.write("+cpu")
-            info["enabled_cpu"] = True
+        info["enabled_cpu"] = enable_v2_controller(parent, "cpu")
     except OSError as e:
-        raise CaseSkipped(f"no cgroup v2 cpu controller (enabling +cpu in {sub}: {e})") from None
+        raise CaseSkipped(f"no cgroup v2 cpu controller (enabling +cpu in {parent}: {e})") from None
     try:
         if os.path.isdir(QUOTA_CGROUP):  # left by an interrupted run; empty unless still in use
             os.rmdir(QUOTA_CGROUP)
@@ -627,12 +668,7 @@ def remove_quota_cgroup(info):
                 err = f"removing {info['cgroup']}: {e}"
                 time.sleep(0.2)
     if info.get("enabled_cpu"):
-        try:
-            with open(os.path.join(os.path.dirname(info["cgroup"]), "cgroup.subtree_control"),
-                      "w") as f:
-                f.write("-cpu")
-        except OSError:
-            pass  # another group uses it now: leaving it enabled is harmless
+        disable_v2_controller(os.path.dirname(info["cgroup"]), "cpu")
     return err
 
 
@@ -775,7 +811,8 @@ def run_case(args, case, out, state):
                    "posix_fadvise(DONTNEED)+buffered (" + io["odirect_failure"] + ")")
             how += f" on {io['dir']} ({io['fstype']})"
             if io.get("throttle"):
-                how += f", blkio throttled to {args.io_throttle_mbps:g} MB/s"
+                how += (f", {'io.max' if io['throttle'].get('version') == 2 else 'blkio'} "
+                        f"throttled to {args.io_throttle_mbps:g} MB/s")
             desc = desc.format(io_reads=args.io_reads, io_kb=args.io_read_kb, io_how=how)
             prep["io"] = io
         else:
@@ -1352,7 +1389,8 @@ def main():
     p.add_argument("--io-reads", type=int, default=48)
     p.add_argument("--io-read-kb", type=int, default=16)
     p.add_argument("--io-throttle-mbps", type=float, default=64,
-                   help="cgroup v1 blkio read limit for the io case's workers (0: none)")
+                   help="read limit (MB/s) for the io case's workers: cgroup v1 blkio, "
+                        "else v2 io.max (0: none)")
     p.add_argument("--main-batch-cpu-ms", type=float, default=1.0,
                    help="main-thread-batches: extra Python CPU ms per sample")
     p.add_argument("--neighbour-n", type=int, default=8192,

@@ -23,7 +23,8 @@ the switch.
   io-bottleneck    each sample also costs --io-reads random --io-read-kb reads of --io-file
                    (O_DIRECT with an aligned mmap buffer; --io-mode fadvise: page cache dropped
                    with posix_fadvise(DONTNEED) before each batch instead); --io-cgroup DIR
-                   (a cgroup v1 blkio group) is joined by each worker when the fault starts
+                   (a throttled group: cgroup v1 blkio or v2 io) is joined by each worker when
+                   the fault starts
   gil-thread       a daemon thread of the trainer (gil_hog) loops on pure-Python integer
                    arithmetic, holding the GIL except when CPython's switch interval takes it
   main-thread-batches
@@ -168,7 +169,7 @@ def parse_args(argv=None):
     p.add_argument("--io-mode", choices=("odirect", "fadvise"), default="odirect")
     p.add_argument("--io-reads", type=int, default=48, help="random reads per sample")
     p.add_argument("--io-read-kb", type=int, default=16)
-    p.add_argument("--io-cgroup", default="", help="cgroup v1 blkio dir the workers join")
+    p.add_argument("--io-cgroup", default="", help="cgroup dir (v1 blkio or v2) the workers join")
     # The default is about the GPU's step time per batch at the default shape (32 x 1 ms
     # against ~34 ms a step on an H200), so building batches on the main thread slows the loop
     # about 2x.

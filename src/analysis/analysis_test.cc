@@ -488,31 +488,39 @@ TEST(CpuContentionTest, TheTracerHoldingTheCpuIsNamedNotHidden) {
   EXPECT_TRUE(metric);
 }
 
+// The job (kMain) in cgroup "/job" with a quota of quota_us per 100 ms period, throttled in
+// `throttled` of each second's 10 periods (400 ms of run queues throttled a second), using
+// used_ms of CPU a second; the 2-core host busy cpu_pct% by snapshot.
+void QuotaSamples(Builder* b, int64_t quota_us, int64_t throttled, int64_t used_ms,
+                  double cpu_pct) {
+  b->w.process_cgroups.push_back({kMain, "/job", 0});
+  for (int64_t s = 0; s * kSec <= b->w.to; ++s) {
+    CgroupCpuSample c;
+    c.ts_ns = s * kSec;
+    c.cgroup = "/job";
+    c.version = 2;
+    c.quota_us = quota_us;
+    c.period_us = 100'000;
+    c.nr_periods = s * 10;
+    c.nr_throttled = s * throttled;
+    c.throttled_ns = s * 400 * kMs;
+    c.usage_ns = s * used_ms * kMs;
+    b->w.cgroup_cpu.push_back(c);
+    SystemSnapshot snap;
+    snap.ts_ns = s * kSec;
+    snap.cpu_pct = cpu_pct;
+    snap.cores = 2;
+    b->w.snapshots.push_back(snap);
+  }
+}
+
 // A cgroup quota that throttles the job is not fixed by pinning: beside cpu-quota, a contention
 // finding on the same waits must not advise taskset.
 TEST(CpuContentionTest, NoPinningAdviceWhileTheQuotaThrottles) {
   Builder b;
   b.w.cores = 2;
   b.Proc(900, 1, "ffmpeg", false);
-  b.w.process_cgroups.push_back({kMain, "/job", 0});
-  for (int64_t s = 0; s <= 100; ++s) {
-    CgroupCpuSample c;
-    c.ts_ns = s * kSec;
-    c.cgroup = "/job";
-    c.version = 2;
-    c.quota_us = 50'000;
-    c.period_us = 100'000;
-    c.nr_periods = s * 10;
-    c.nr_throttled = s * 8;
-    c.throttled_ns = s * 400 * kMs;
-    c.usage_ns = s * 500 * kMs;
-    b.w.cgroup_cpu.push_back(c);
-    SystemSnapshot snap;
-    snap.ts_ns = s * kSec;
-    snap.cpu_pct = 50;
-    snap.cores = 2;
-    b.w.snapshots.push_back(snap);
-  }
+  QuotaSamples(&b, 50'000, 8, 500, 50);
   b.Preempt(30 * kSec, 0, 100);
   b.Preempt(10 * kSec, 900, 100);
   // Ends spread over the quota's period (no refill grid: the per-second share decides).
@@ -541,25 +549,7 @@ double QuotaShareOfWaits(bool on_grid, int64_t* phase) {
   Builder b(30);
   b.w.cores = 2;
   b.Proc(900, 1, "ffmpeg", false);
-  b.w.process_cgroups.push_back({kMain, "/job", 0});
-  for (int64_t s = 0; s <= 30; ++s) {
-    CgroupCpuSample c;
-    c.ts_ns = s * kSec;
-    c.cgroup = "/job";
-    c.version = 2;
-    c.quota_us = 30'000;
-    c.period_us = 100'000;
-    c.nr_periods = s * 10;
-    c.nr_throttled = s * 9;
-    c.throttled_ns = s * 400 * kMs;
-    c.usage_ns = s * 300 * kMs;
-    b.w.cgroup_cpu.push_back(c);
-    SystemSnapshot snap;
-    snap.ts_ns = s * kSec;
-    snap.cpu_pct = 100;  // others kept the rest of both CPUs busy
-    snap.cores = 2;
-    b.w.snapshots.push_back(snap);
-  }
+  QuotaSamples(&b, 30'000, 9, 300, 100);  // others kept the rest of both CPUs busy
   int64_t waited = 0;
   for (int64_t k = 1; k < 290; ++k) {
     int64_t len = 40 * kMs + (k % 7) * kMs;

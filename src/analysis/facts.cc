@@ -98,7 +98,7 @@ void ForEachRunqWait(const ThreadTimeline& tl, int64_t a, int64_t b, F wait) {
   auto it = std::lower_bound(segs.begin(), segs.end(), a,
                              [](const TimelineSegment& s, int64_t v) { return s.end <= v; });
   // Back to the first segment of the wait `it` is in.
-  while (it != segs.begin() && it->cause == FeedCause::kRunqWait &&
+  while (it != segs.end() && it != segs.begin() && it->cause == FeedCause::kRunqWait &&
          std::prev(it)->cause == FeedCause::kRunqWait && std::prev(it)->end == it->start) {
     --it;
   }
