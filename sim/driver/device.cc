@@ -254,6 +254,15 @@ void StreamLoop(CUstream_st* s) {
       std::fclose(f);
     }
   }
+  // A real GPU finishes work and raises its interrupt whatever the host's CPUs are doing; this
+  // thread needs a CPU to publish the end and wake the waiters. GWSIM_EXECUTOR_RT=1 runs it
+  // SCHED_FIFO (it sleeps between items), so that a crowded host delays the job's threads but
+  // not the simulated device's completions (needs CAP_SYS_NICE; silently normal without).
+  if (const char* rt = std::getenv("GWSIM_EXECUTOR_RT"); rt && std::strcmp(rt, "1") == 0) {
+    sched_param p{};
+    p.sched_priority = 1;
+    pthread_setschedparam(pthread_self(), SCHED_FIFO, &p);
+  }
   Sim& sim = Sim::Get();
   int64_t cursor_ns = 0;  // simulated end of the previous item on this stream
   std::unique_lock<std::mutex> lock(sim.mu);

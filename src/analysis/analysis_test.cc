@@ -1881,6 +1881,12 @@ TEST(BudgetTest, WorkersAsleepOnTheNetworkAreLoaderWaits) {
     fetch.waker_pid = 0;  // the NIC's interrupt
     fetch.waker_tid = 0;
     b.Add(fetch);  // then 10 ms computing the batch
+    // Delivered at t + 90 ms, idle until the main process hands it the next index (then 1 ms
+    // on the CPU taking it).
+    Event idle = Sw(101, t + 90 * kMs, 49 * kMs, SwitchKind::kBlocked, 0);
+    idle.waker_pid = kMain;
+    idle.waker_tid = kMain;
+    b.Add(idle);
   }
   AddUtil(b.w, [](int64_t) { return 50.0; });
   Report r = b.Run();
@@ -1897,6 +1903,35 @@ TEST(BudgetTest, WorkersAsleepOnTheNetworkAreLoaderWaits) {
   for (const std::string& x : f.fix) fixes += x + "\n";
   // Half the window lost: twice the workers, plus one.
   EXPECT_NE(fixes.find("num_workers=3"), std::string::npos) << fixes;
+}
+
+// The path's waits see only the end of the worker's cycle. A worker that sleeps 30 ms on the
+// network and computes 5 ms a batch, owed a batch for 9 ms at a time, is computing in 5 of
+// them: still loader-waits, because its whole cycle is mostly the sleep (what limits how fast it
+// delivers). The same waits with a worker computing 30 ms and sleeping 5 are starvation.
+std::string TopOfShortBatchWaits(int64_t sleep_ms, int64_t compute_ms) {
+  Builder b;
+  b.Proc(101, kMain, "pt_data_worker:0", true);
+  int64_t cycle = sleep_ms + compute_ms;
+  for (int64_t t = 0; t + cycle * kMs < b.w.to; t += cycle * kMs) {
+    int64_t done = t + cycle * kMs;  // delivered
+    Event wait = Sw(kMain, done - 9 * kMs, 9 * kMs, SwitchKind::kBlocked, 0);
+    wait.waker_pid = 101;
+    wait.waker_tid = 101;
+    b.Add(wait);
+    Event fetch = Sw(101, t, sleep_ms * kMs, SwitchKind::kBlocked, 0);
+    fetch.waker_pid = 0;  // a timer or the NIC's interrupt
+    fetch.waker_tid = 0;
+    b.Add(fetch);  // then compute_ms computing, delivered at `done`, the next fetch at once
+  }
+  AddUtil(b.w, [](int64_t) { return 70.0; });
+  Report r = b.Run();
+  return r.findings.empty() ? "-" : r.findings[0].rule;
+}
+
+TEST(BudgetTest, TheWorkersWholeCycleNamesWhatLimitsThem) {
+  EXPECT_EQ(TopOfShortBatchWaits(30, 5), "loader-waits");
+  EXPECT_EQ(TopOfShortBatchWaits(5, 30), "dataloader-starvation");
 }
 
 // The same sleeps woken by another program instead: the program the job started and waited for

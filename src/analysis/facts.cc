@@ -210,6 +210,9 @@ constexpr int64_t kGilRetryGapNs = 200'000;
 // it from each sleep.
 class JobGraph {
  public:
+  // The delivering workers' batch cycles seen while resolving (Facts::batch_cycles).
+  const BudgetTimes& batch_cycles() const { return batch_cycles_; }
+
   JobGraph(const Facts& f, const std::map<int32_t, std::vector<const Event*>>& rows_by_tid,
            const std::map<int32_t, ThreadTimeline>& tls)
       : f_(f), tls_(tls) {
@@ -476,7 +479,8 @@ class JobGraph {
   // network reply, a sleep between retries) is the batch's wait; another program is that
   // program's; the job itself (the main process handing it the next index) means the worker was
   // idle, which nothing is credited with.
-  void CreditWorkerSleeps(const ThreadTimeline& tl, int64_t a, int64_t b, BudgetTimes* d) const {
+  void CreditWorkerSleeps(const ThreadTimeline& tl, int64_t a, int64_t b, BudgetTimes* d,
+                          bool note_programs = true) const {
     const std::vector<Sleep>* sleeps = SleepsOf(tl.tid());
     for (const TimelineSegment& seg : tl.segments()) {
       if (seg.cause != FeedCause::kBlockedOther || seg.end <= a || seg.start >= b) continue;
@@ -488,16 +492,37 @@ class JobGraph {
           cause = BudgetCause::kBatchWait;
         } else if (IsOtherProgram(s->waker_pid)) {
           cause = BudgetCause::kOtherProgram;
-          holders_.program[static_cast<int32_t>(s->waker_pid)] += y - x;
+          if (note_programs) holders_.program[static_cast<int32_t>(s->waker_pid)] += y - x;
         }
       }
       At(*d, cause) += y - x;
     }
   }
 
+  // The delivering worker's cycle for the batch that ended sleep `s` (whose piece [a, ...) is
+  // being resolved): from the worker's previous delivery the path waited for (else a) to this
+  // one, by what the worker spent it on. The waits overlap only the end of a cycle; the whole
+  // cycle says what limits how fast the worker delivers (batch_cycles in facts.h).
+  void NoteBatchCycle(const ThreadTimeline& tl, const Sleep& s, int64_t a) const {
+    auto [it, first] = last_delivery_.try_emplace(tl.tid(), a);
+    if (!first && s.wake <= it->second) return;  // this delivery is counted
+    int64_t from = std::max(tl.begin(), it->second);
+    it->second = s.wake;
+    if (s.wake <= from) return;
+    CauseTimes own = tl.Overlap(from, s.wake);
+    At(batch_cycles_, BudgetCause::kBatchCompute) += At(own, FeedCause::kRunning) +
+                                                     At(own, FeedCause::kMemcpy) +
+                                                     At(own, FeedCause::kSync);
+    At(batch_cycles_, BudgetCause::kBatchIo) += At(own, FeedCause::kBlockedIo);
+    BudgetTimes sleeps{};
+    CreditWorkerSleeps(tl, from, s.wake, &sleeps, false);
+    At(batch_cycles_, BudgetCause::kBatchWait) += At(sleeps, BudgetCause::kBatchWait);
+  }
+
   // [a, b) of a batch wait, by what the delivering worker (or, unknown, any worker) was doing.
   CauseTimes ResolveBatch(const Sleep* s, int64_t a, int64_t b, BudgetTimes* d) const {
     if (const ThreadTimeline* tl = s ? DeliveringWorker(*s) : nullptr) {
+      NoteBatchCycle(*tl, *s, a);
       CauseTimes c = tl->Overlap(a, b);
       CreditThread(*tl, a, b, Via::kWorker, d);
       CreditWorkerSleeps(*tl, a, b, d);
@@ -674,6 +699,8 @@ class JobGraph {
   std::set<int32_t> workers_;
   std::set<int32_t> helpers_;
   mutable PathHolders holders_;  // filled as ResolveWait credits holders
+  mutable std::map<int32_t, int64_t> last_delivery_;  // worker tid → its last cycle's end
+  mutable BudgetTimes batch_cycles_{};                 // NoteBatchCycle's sums
   mutable std::set<const Sleep*> slept_;  // the sleeps counted in holders_.sleeps
   std::set<int32_t> gil_holders_;  // threads of the main process seen releasing the GIL
   // Threads whose timeline says running but the on-CPU profile did not see them run.
@@ -1156,6 +1183,7 @@ void ResolveCriticalPath(const ThreadRows& rows, const std::map<int32_t, ThreadT
   }
   f->own_runq_share = Share(own, all);
   f->path = graph.ResolveMain(&f->waits, &f->helper_waits, &f->path_spans, &f->holders);
+  f->batch_cycles = graph.batch_cycles();
   f->main_writer = WriterSamples(*f->w, f->main_tid);
   f->path_detail = PathDetailOverlap(*f, f->main_tl->begin(), f->main_tl->end());
   f->lost_contention = static_cast<double>(At(f->path, FeedCause::kRunqWait));

@@ -188,6 +188,11 @@ struct Facts {
   // host_write, not host_compute (PathDetailOverlap). Empty without a profile.
   WriterProfile main_writer;
   PathHolders holders;  // who and what held the critical path in its waits
+  // The delivering workers' whole batch cycles (each from the worker's previous delivery the
+  // path waited for to the next), by kBatchCompute, kBatchIo and kBatchWait: what limits how fast
+  // they deliver. The path's waits see only the end of each cycle: a worker that sleeps 30 ms
+  // and computes 5 ms a batch is computing for most of a short wait.
+  BudgetTimes batch_cycles{};
   // Share of the feeders' run-queue time whose CPU holder was the job's own (IsOwnPid): splits
   // run-queue time of unknown holder.
   double own_runq_share = 0;

@@ -37,13 +37,32 @@ std::string PidList(const std::vector<int32_t>& pids) {
 double BatchLostS(const Facts& f, BudgetCause c) {
   constexpr BudgetCause kBatch[] = {BudgetCause::kBatchCompute, BudgetCause::kBatchIo,
                                     BudgetCause::kBatchWait};
+  // The dominant cause: by the delivering workers' whole batch cycles where they are known,
+  // else by the path's waits.
+  int64_t cycles = 0;
+  for (BudgetCause x : kBatch) cycles += At(f.batch_cycles, x);
+  auto weight = [&](BudgetCause x) {
+    return cycles > 0 ? static_cast<double>(At(f.batch_cycles, x)) : BudgetPathS(f, x);
+  };
   BudgetCause dominant = kBatch[0];
   double lost = 0;
   for (BudgetCause x : kBatch) {
-    if (BudgetPathS(f, x) > BudgetPathS(f, dominant)) dominant = x;
+    if (weight(x) > weight(dominant)) dominant = x;
     lost += BudgetLostS(f, x);
   }
   return c == dominant ? lost : 0;
+}
+
+std::string BatchCycleLine(const Facts& f) {
+  int64_t wait = At(f.batch_cycles, BudgetCause::kBatchWait);
+  int64_t compute = At(f.batch_cycles, BudgetCause::kBatchCompute);
+  int64_t io = At(f.batch_cycles, BudgetCause::kBatchIo);
+  if (wait + compute + io <= 0) return "";
+  return Fmt("Over the delivering workers' whole batch cycles (from one batch the loop waited "
+             "for to the next): computing %s s, on local I/O %s s, asleep until the network or "
+             "a timer woke them %s s: what limits how fast they deliver",
+             FormatSeconds(Sec(compute)).c_str(), FormatSeconds(Sec(io)).c_str(),
+             FormatSeconds(Sec(wait)).c_str());
 }
 
 // The severity a value earns against three rising thresholds; nullopt below the lowest.

@@ -80,11 +80,15 @@ void AddThroughputEffect(const Facts& f, Finding* out);
 
 // The GPU idle seconds of batch waits a DataLoader finding claims: batch_compute + batch_io +
 // batch_wait (the workers computing, reading, or asleep on the network while the trainer waited)
-// to the one of them that held the delivering workers longest on the path, 0 to the others. A
+// to the one of them that held the delivering workers longest over their whole batch cycles
+// (Facts::batch_cycles; by the path's waits where no cycle was seen), 0 to the others. A
 // starved pipeline is one cause:
 // the worker's dominant cost sets its pace, and removing it ends the wait, the other part with
 // it (slow reads expose the batch's decode time that prefetching hid when healthy).
 double BatchLostS(const Facts& f, BudgetCause c);
+// The delivering workers' batch cycles by cause (Facts::batch_cycles), as a Root line; "" where
+// no worker's delivery was seen.
+std::string BatchCycleLine(const Facts& f);
 
 // rules_cpu.cc
 // Other processes held at least thresholds::kOthersRunqStoryShare of the CPU time the feeders

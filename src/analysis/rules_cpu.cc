@@ -370,6 +370,7 @@ void DataLoaderStarvation(const Facts& f, std::vector<Finding>* out) {
       FormatPct(Share(static_cast<double>(At(d, FeedCause::kBlockedIo)), static_cast<double>(wt)))
           .c_str(),
       workers < f.cores - 1 ? " or too few" : ""));
+  if (std::string cycles = BatchCycleLine(f); !cycles.empty()) x.root.push_back(cycles);
   AddThroughputEffect(f, &x);
   AddSyncEffect(f, &x);
   x.contributing.push_back(Fmt("%s on %s",

@@ -146,6 +146,7 @@ void IoBottleneck(const Facts& f, std::vector<Finding>* out) {
     x.root.push_back(Fmt("%s read() calls in the feeders, p99 %s", FormatCount(reads).c_str(),
                          FormatNs(Percentile(read_ns, 99)).c_str()));
   }
+  if (std::string cycles = BatchCycleLine(f); !cycles.empty()) x.root.push_back(cycles);
   if (f.waits.total_ns > 0) {
     x.effects.push_back(
         Fmt("Main thread waited %s s for batches; %s s of it is attributed to "

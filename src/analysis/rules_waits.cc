@@ -222,6 +222,7 @@ void LoaderWaits(const Facts& f, std::vector<Finding>* out) {
       FormatSeconds(BudgetPathS(f, BudgetCause::kBatchWait)).c_str(),
       FormatSeconds(BudgetPathS(f, BudgetCause::kBatchCompute)).c_str(),
       FormatSeconds(BudgetPathS(f, BudgetCause::kBatchIo)).c_str()));
+  if (std::string cycles = BatchCycleLine(f); !cycles.empty()) x.root.push_back(cycles);
   x.root.push_back(Fmt("GPU idle while the main thread waited for those batches: %s s of %s s "
                        "(the workers' computing in those waits included: it would have been "
                        "hidden behind the GPU's work without the sleeps)",
