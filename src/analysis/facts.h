@@ -102,8 +102,9 @@ struct CpuQuota {
   // The refill grid: once a period the bandwidth timer refills the quota and every throttled
   // thread of the cgroup runs again, so their run-queue waits end together. The offset of those
   // ends within the period (the timestamp modulo period_us, in ns), or -1 where the job's waits
-  // show no such pile-up. With a grid, a wait ending on it was the quota's and the per-second
-  // share above is not used.
+  // show no such pile-up. With a grid, a thread's wait ending on it was the quota's and the
+  // per-second share above is used only for the merged state of workers with no delivering
+  // thread known (CreditAnyWorker: no one wait to read an end from).
   int64_t refill_phase_ns = -1;
   double refill_share = 0;  // the share of the job's run-queue time (long waits) ending on it
   // Whether a run-queue wait ending at end_ns ended on the refill grid.

@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "clickhouse/schema.h"
 #include "store/event_columns.h"
 #include "store/ops.h"
 #include "store/writer.h"
@@ -53,19 +54,6 @@ class Names {
   StoreWriter* writer_;
   std::unordered_map<std::string, int64_t> ids_;
 };
-
-// The columns `table` of the client's database has.
-StatusOr<std::set<std::string>> ColumnsOf(const ClickHouseClient& client,
-                                          const std::string& table) {
-  ASSIGN_OR_RETURN(std::string have,
-                   client.Query("SELECT name FROM system.columns WHERE database = " +
-                                ClickHouseQuote(client.url().database) +
-                                " AND table = " + ClickHouseQuote(table) +
-                                " FORMAT TabSeparated"));
-  std::set<std::string> out;
-  for (const TsvRow& r : ParseTsv(have)) out.insert(Text(r, 0));
-  return out;
-}
 
 }  // namespace
 

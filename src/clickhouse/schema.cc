@@ -148,6 +148,19 @@ std::vector<std::string> NodeViewStatements(const ClickHouseUrl& url, const std:
   };
 }
 
+StatusOr<std::set<std::string>> ColumnsOf(const ClickHouseClient& client,
+                                          const std::string& table) {
+  ASSIGN_OR_RETURN(std::string body,
+                   client.Query("SELECT name FROM system.columns WHERE database = " +
+                                ClickHouseQuote(client.url().database) + " AND table = " +
+                                ClickHouseQuote(table) + " FORMAT TabSeparated"));
+  std::set<std::string> out;
+  for (const TsvRow& r : ParseTsv(body)) {
+    if (!r.fields.empty()) out.insert(r.fields[0]);
+  }
+  return out;
+}
+
 Status EnsureClickHouseSchema(const ClickHouseClient& client, const std::string& node) {
   const std::string& db = client.url().database;
   for (const std::string& sql : TableStatements(db)) {
@@ -158,12 +171,8 @@ Status EnsureClickHouseSchema(const ClickHouseClient& client, const std::string&
   const std::pair<const char*, const char*> kAdded[] = {{"gw_sessions", "profile_hz"},
                                                           {"gw_events", "since_work_ns"}};
   for (const auto& [table, column] : kAdded) {
-    ASSIGN_OR_RETURN(std::string has,
-                     client.Query("SELECT count() FROM system.columns WHERE database = " +
-                                  ClickHouseQuote(db) + " AND table = " +
-                                  ClickHouseQuote(table) + " AND name = " +
-                                  ClickHouseQuote(column) + " FORMAT TabSeparated"));
-    if (has.empty() || has[0] == '0') {
+    ASSIGN_OR_RETURN(std::set<std::string> has, ColumnsOf(client, table));
+    if (has.count(column) == 0) {
       RETURN_IF_ERROR(client.Execute("ALTER TABLE " + db + "." + table + " ADD COLUMN " +
                                      column + " " + kNullInt));
     }

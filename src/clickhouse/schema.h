@@ -4,6 +4,7 @@
 // local ones (`events`, `process_names`, `events_all`), so the brief's SQL runs there unchanged.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,11 @@ std::string NodeViewDatabase(const ClickHouseUrl& url, const std::string& node);
 std::vector<std::string> TableStatements(const std::string& database);
 // The node's view database and views (replaced, so a newer gpuwhy's views win).
 std::vector<std::string> NodeViewStatements(const ClickHouseUrl& url, const std::string& node);
+
+// The columns `table` of the client's database has (system.columns): a database an older
+// gpuwhy made lacks the newest ones.
+StatusOr<std::set<std::string>> ColumnsOf(const ClickHouseClient& client,
+                                          const std::string& table);
 
 // Runs both; the sink calls it before its first insert, the readers never.
 Status EnsureClickHouseSchema(const ClickHouseClient& client, const std::string& node);
