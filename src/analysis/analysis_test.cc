@@ -1845,6 +1845,63 @@ TEST(BudgetTest, ASleepTheGpuWorkedThroughCostsNoGpuTime) {
 // The same sleep before the step is launched (a C++ loop or a CUDA Graph replay queues the whole
 // step in microseconds after it): the sync still waits 30 ms, but the job gave the GPU work after
 // the sleep, so nothing proves the GPU worked through it, and the idle time is the sleep's.
+// A loop that empties the allocator's cache every step (torch.cuda.empty_cache()): the first
+// cudaFree waits out the step's kernels (14 ms), then 20 more frees and the next step's first
+// allocations run with nothing of the job's on the GPU, which the allocator rows prove (the
+// process gave the GPU no work since before the first free). NVML reads the GPU busy 95% (the
+// driver's unmapping counts as busy), yet the job's GPU idled 5 ms of every 50: the allocator's
+// 3.3 ms and the Python between the calls' 1.7 ms, with NVML and with stream evidence alike.
+// With a launch before each of those calls nothing is proven, and only NVML's idle time is shared
+// out.
+TEST(BudgetTest, AllocatorCallsAfterADrainingFreeIdleTheGpu) {
+  for (bool proven : {true, false}) {
+    for (bool nvml : {true, false}) {
+      if (!proven && !nvml) continue;  // stream evidence without a proof has no idle time here
+      SCOPED_TRACE(std::string(proven ? "proven" : "launches between") + (nvml ? ", NVML" : ""));
+      Builder b;
+      b.w.events.clear();
+      for (int64_t t = 0; t < b.w.to; t += 50 * kMs) {
+        Event wait = Call(kMain, Op::kCudaFree, t + 30 * kMs, 14 * kMs);
+        wait.since_work_ns = kMs;  // the step's last launch
+        wait.addr = 0x7f0000000000;
+        b.Add(wait);
+        auto proof = [&](int64_t ts) { return proven ? ts - (t + 29 * kMs) : 100'000; };
+        for (int i = 0; i < 20; ++i) {
+          int64_t ts = t + 44 * kMs + i * 200'000;
+          Event free = Call(kMain, Op::kCudaFree, ts, 150'000);
+          free.since_work_ns = proof(ts);
+          free.addr = 0x7f0000000000 + (i + 1) * 0x100000;
+          b.Add(free);
+        }
+        for (int64_t ts : {t + 48 * kMs + 200'000, t + 49 * kMs}) {
+          Event alloc = Call(kMain, Op::kCudaMalloc, ts, 300'000);
+          alloc.since_work_ns = proof(ts);
+          b.Add(alloc);
+        }
+      }
+      for (int64_t s = 0; s < 100; ++s) {
+        b.w.op_seconds.push_back({s, kMain, Op::kCudaFree, 420, 420 * 800'000, 14 * kMs});
+        b.w.op_seconds.push_back({s, kMain, Op::kCudaMalloc, 40, 40 * 300'000, 300'000});
+      }
+      if (nvml) AddUtil(b.w, [](int64_t) { return 95.0; });
+      Report r = b.Run();
+      const Finding* f = Find(r, "malloc-churn");
+      ASSERT_NE(f, nullptr);
+      if (proven) {
+        EXPECT_NEAR(r.budget.gpu_idle_s, 10, 0.5);
+        EXPECT_NEAR(LostS(r, BudgetCause::kAllocator), 6.6, 0.4);
+        EXPECT_NEAR(LostS(r, BudgetCause::kHostCompute), 3.4, 0.4);
+        EXPECT_NEAR(f->lost_s, 6.6, 0.4);
+        EXPECT_GE(f->severity, Severity::kMedium);
+      } else {
+        EXPECT_NEAR(r.budget.gpu_idle_s, 5, 0.3);
+        EXPECT_LT(LostS(r, BudgetCause::kAllocator), 3.0);
+      }
+      EXPECT_NEAR(PathS(r, BudgetCause::kAllocator), 2000 * (14 + 3 + 0.6) / 1e3, 0.2);
+    }
+  }
+}
+
 TEST(BudgetTest, ASleepBeforeTheStepIsQueuedKeepsItsIdleTime) {
   Builder b;
   b.w.events.clear();

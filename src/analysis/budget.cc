@@ -18,7 +18,8 @@ namespace th = thresholds;
 // Causes during which the GPU can only be working for the job when the host's earlier launches
 // still fill its queue: the host is computing, not waiting.
 bool IsCompute(BudgetCause c) {
-  return c == BudgetCause::kHostCompute || c == BudgetCause::kHelperCompute;
+  return c == BudgetCause::kHostCompute || c == BudgetCause::kHelperCompute ||
+         c == BudgetCause::kAllocator;
 }
 
 // Stretches in which the GPU provably had the job's work (sorted, disjoint): from the moment the
@@ -28,7 +29,7 @@ bool IsCompute(BudgetCause c) {
 // there — a sleep, a wait, the host computing — cost no GPU time. A throttle's time.sleep()
 // after the step is queued is such a stretch; a wait for a batch before the step is launched is
 // not (the launches come after it). Needs since_work_ns (schema 13): older recordings have none.
-using Spans = std::vector<std::pair<int64_t, int64_t>>;
+using Spans = TimeSpans;
 Spans WorkedSpans(const Facts& f) {
   Spans spans;
   for (const Event& e : f.events) {
@@ -38,16 +39,56 @@ Spans WorkedSpans(const Facts& f) {
     }
     spans.push_back({e.ts_ns - e.since_work_ns, e.ts_ns});
   }
-  std::sort(spans.begin(), spans.end());
-  Spans out;
-  for (const auto& s : spans) {
-    if (!out.empty() && s.first <= out.back().second) {
-      out.back().second = std::max(out.back().second, s.second);
-    } else {
-      out.push_back(s);
+  return MergeSpans(std::move(spans));
+}
+
+// Stretches in which the GPU provably had none of the job's work (sorted, disjoint): from the
+// return of a call that drains the device (DrainsDevice: a device sync, a cudaFree) to the entry
+// of the last call of the job's process whose since_work_ns says the process gave the GPU no
+// work since before that drain began. The drain finished all earlier work and nothing came
+// after it, so the GPU idled for the job there, whatever NVML's utilization says (it counts the
+// driver's own memory work after a cudaFree as busy). A loop that empties the allocator's cache
+// every step idles the GPU through the frees and the next step's first allocations: the
+// allocator's time, not the step's. Ends at the last such row (a lower bound: the launch that
+// ends the stretch has no row). Needs since_work_ns on allocator rows (2026-12-07).
+bool Drains(const Event& e) {
+  if (!DrainsDevice(e.op) || !(e.ret == 0 || e.ret == kNull)) return false;
+  // cudaFree(nullptr) only initializes the context.
+  return IsSync(e.op) || (e.addr != 0 && e.addr != kNull);
+}
+
+Spans DrainedSpans(const Facts& f) {
+  Spans spans;
+  int64_t drain_start = -1;  // entry of the drain the open stretch rests on
+  int64_t start = -1, last = -1;
+  auto close = [&] {
+    if (start >= 0 && last > start) spans.push_back({start, last});
+    start = last = drain_start = -1;
+  };
+  for (const Event& e : f.events) {
+    if (e.pid != f.main_pid) continue;
+    bool proves = e.since_work_ns != kNull && e.since_work_ns > 0;
+    bool drain = Drains(e);
+    if (!proves && !drain) continue;  // a launch or a copy has a proof row after it
+    if (start >= 0 && e.ts_ns >= start) {
+      // A row of the process after the drain: no work since before the drain keeps the GPU dry
+      // up to this row's entry; any other row with proof ends the stretch.
+      if (proves && e.ts_ns - e.since_work_ns <= drain_start) {
+        last = e.ts_ns;
+        // A drain inside the stretch: the proof now rests on it.
+        if (drain) drain_start = e.ts_ns;
+        continue;
+      }
+      close();  // the process gave the GPU work since
+    }
+    if (drain) {
+      close();
+      drain_start = e.ts_ns;
+      start = last = e.End();
     }
   }
-  return out;
+  close();
+  return MergeSpans(std::move(spans));
 }
 
 // The budget detail of [a, b) that falls in `spans`.
@@ -72,39 +113,70 @@ struct Tally {
   int64_t covered = 0;                           // ns of the window the evidence covered
 };
 
-// One stretch [a, b) with a known GPU state: `busy` (0–1) of it the GPU worked, `other` (0–busy)
-// of it for other processes. Idle time goes to the waits on the critical path first (while the
-// host waits it launches nothing, so the GPU drains), in proportion to their time and at most
-// that time; what is left goes to the host's computing (the GPU overlaps most of it: only the
-// idle time the waits do not explain is the computing's); idle beyond both (the path was in
-// syncs) stays unattributed. Path time in `worked` (the GPU had work all through it) takes none
-// of it. Sync time while the GPU served others is the neighbour's.
-void AddStretch(const Facts& f, const Spans& worked, int64_t a, int64_t b, double busy,
-                double other, Tally* t) {
-  if (b <= a) return;
-  BudgetTimes d = PathDetailOverlap(f, a, b);
-  BudgetTimes w = SpanDetail(f, worked, a, b);
+// What the job's own CUDA calls prove about the GPU: stretches it had the job's work all through
+// (WorkedSpans) and stretches it had none of it (DrainedSpans).
+struct Proofs {
+  Spans worked;
+  Spans drained;
+};
+
+// The path detail of [a, b) split by the proofs: `dry` is the time in drained stretches; `rest`
+// the time in neither (worked time takes no idle time, so it is left out of both). sync_wait is
+// left whole in `rest`: the job waiting on the GPU is never the GPU's idle time.
+struct StretchDetail {
+  BudgetTimes rest{};
+  BudgetTimes dry{};
+};
+StretchDetail SplitDetail(const Facts& f, const Proofs& p, int64_t a, int64_t b) {
+  StretchDetail out;
+  out.rest = PathDetailOverlap(f, a, b);
+  BudgetTimes w = SpanDetail(f, p.worked, a, b);
+  BudgetTimes dr = SpanDetail(f, p.drained, a, b);
   for (size_t i = 0; i < kBudgetCauseCount; ++i) {
-    if (static_cast<BudgetCause>(i) != BudgetCause::kSyncWait) d[i] -= std::min(w[i], d[i]);
+    if (static_cast<BudgetCause>(i) == BudgetCause::kSyncWait) continue;
+    out.rest[i] -= std::min(w[i], out.rest[i]);
+    out.dry[i] = std::min(dr[i], out.rest[i]);
+    out.rest[i] -= out.dry[i];
   }
+  return out;
+}
+
+// One stretch [a, b) with a known GPU state: `busy` (0–1) of it the GPU worked, `other` (0–busy)
+// of it for other processes. The GPU idled for the job at least through the path's drained
+// time (less what others ran there), which takes the idle time first, in full: nothing of the
+// job's was queued. The rest goes to the waits on the critical path (while the host waits it
+// launches nothing, so the GPU drains), in proportion to their time and at most that time; what
+// is left goes to the host's computing (the GPU overlaps most of it: only the idle time the waits
+// do not explain is the computing's); idle beyond both (the path was in syncs) stays
+// unattributed. Path time in `worked` (the GPU had work all through it) takes none of it. Sync
+// time while the GPU served others is the neighbour's.
+void AddStretch(const Facts& f, const Proofs& p, int64_t a, int64_t b, double busy, double other,
+                Tally* t) {
+  if (b <= a) return;
+  StretchDetail sd = SplitDetail(f, p, a, b);
+  const BudgetTimes& d = sd.rest;
   double len = static_cast<double>(b - a);
   busy = std::clamp(busy, 0.0, 1.0);
   other = std::clamp(other, 0.0, busy);
-  double idle = (1.0 - busy) * len;
-  double waits = 0, compute = 0;
+  double dry = 0, waits = 0, compute = 0;
   for (size_t i = 0; i < kBudgetCauseCount; ++i) {
     auto c = static_cast<BudgetCause>(i);
     if (c == BudgetCause::kSyncWait) continue;
+    dry += static_cast<double>(sd.dry[i]);
     (IsCompute(c) ? compute : waits) += static_cast<double>(d[i]);
   }
-  double wait_share = waits > 0 ? std::min(1.0, idle / waits) : 0.0;
-  double rest = idle - waits * wait_share;
+  double idle = std::max((1.0 - busy) * len, std::min(dry, (1.0 - other) * len));
+  double dry_share = dry > 0 ? std::min(1.0, idle / dry) : 0.0;
+  double rest = idle - dry * dry_share;
+  double wait_share = waits > 0 ? std::min(1.0, rest / waits) : 0.0;
+  rest -= waits * wait_share;
   double compute_share = compute > 0 ? std::min(1.0, rest / compute) : 0.0;
   rest -= compute * compute_share;
   for (size_t i = 0; i < kBudgetCauseCount; ++i) {
     auto c = static_cast<BudgetCause>(i);
     if (c == BudgetCause::kSyncWait) continue;
-    t->lost[i] += static_cast<double>(d[i]) * (IsCompute(c) ? compute_share : wait_share);
+    t->lost[i] += static_cast<double>(sd.dry[i]) * dry_share +
+                  static_cast<double>(d[i]) * (IsCompute(c) ? compute_share : wait_share);
   }
   // The job waited on the GPU while it ran other processes' work: that work's time, at most the
   // job's own waiting.
@@ -113,14 +185,14 @@ void AddStretch(const Facts& f, const Spans& worked, int64_t a, int64_t b, doubl
   t->unattributed += static_cast<int64_t>(std::max(0.0, rest));
   t->idle += static_cast<int64_t>(idle);
   t->busy_other += static_cast<int64_t>(other * len);
-  t->busy_job += static_cast<int64_t>((busy - other) * len);
+  t->busy_job += static_cast<int64_t>(std::max(0.0, len - idle - other * len));
   t->covered += b - a;
 }
 
 // NVML: the job's GPU's samples as stretches (each covers the time since the previous one), its
 // utilization as the busy share (what nvidia-smi shows: a kernel running), split between the job
 // and others by the per-process samples read at the same time. Returns false without samples.
-bool FromNvml(const Facts& f, const Spans& worked, int64_t begin, int64_t end, GpuBudget* out,
+bool FromNvml(const Facts& f, const Proofs& proofs, int64_t begin, int64_t end, GpuBudget* out,
               Tally* t) {
   const WindowData& w = *f.w;
   std::vector<GpuSummary> gpus = SummarizeGpus(w);
@@ -143,7 +215,7 @@ bool FromNvml(const Facts& f, const Spans& worked, int64_t begin, int64_t end, G
   auto flush = [&] {
     int64_t len = pool_end - pool_start;
     if (pool_start >= 0 && len > 0) {
-      AddStretch(f, worked, pool_start, pool_end, pool_busy / static_cast<double>(len),
+      AddStretch(f, proofs, pool_start, pool_end, pool_busy / static_cast<double>(len),
                  pool_other / static_cast<double>(len), t);
     }
     pool_start = pool_end = -1;
@@ -186,8 +258,9 @@ bool FromNvml(const Facts& f, const Spans& worked, int64_t begin, int64_t end, G
 // there: the host's computing in that step was idle GPU time. Any longer sync may have found it
 // working, so the computing counts as overlapped. Waits (for batches, I/O, locks, a CPU) leave
 // nothing queued behind a sync per step, so they count as idle either way, but for path time in
-// `worked` (the GPU had work all through it).
-void FromStream(const Facts& f, const Spans& worked, int64_t begin, int64_t end, Tally* t) {
+// `worked` (the GPU had work all through it). Path time in drained stretches is idle whatever held
+// it (nothing of the job's was queued).
+void FromStream(const Facts& f, const Proofs& proofs, int64_t begin, int64_t end, Tally* t) {
   std::vector<const Event*> syncs;
   for (const Event& e : f.events) {
     if (e.tid == f.main_tid && IsSync(e.op) && e.ts_ns >= begin && e.ts_ns < end)
@@ -195,13 +268,12 @@ void FromStream(const Facts& f, const Spans& worked, int64_t begin, int64_t end,
   }
   int64_t step_start = begin;
   auto step = [&](int64_t a, int64_t b, bool gpu_working) {
-    BudgetTimes d = PathDetailOverlap(f, a, b);
-    BudgetTimes w = SpanDetail(f, worked, a, b);
+    StretchDetail sd = SplitDetail(f, proofs, a, b);
     int64_t idle = 0;
     for (size_t i = 0; i < kBudgetCauseCount; ++i) {
       auto c = static_cast<BudgetCause>(i);
-      if (c == BudgetCause::kSyncWait || (IsCompute(c) && gpu_working)) continue;
-      int64_t lost = d[i] - std::min(w[i], d[i]);
+      if (c == BudgetCause::kSyncWait) continue;
+      int64_t lost = sd.dry[i] + (IsCompute(c) && gpu_working ? 0 : sd.rest[i]);
       t->lost[i] += static_cast<double>(lost);
       idle += lost;
     }
@@ -229,10 +301,10 @@ void ComputeBudget(Facts* f) {
   const int64_t end = f->main_tl->end();
   if (end <= begin) return;
   Tally t;
-  const Spans worked = WorkedSpans(*f);
-  if (!FromNvml(*f, worked, begin, end, &b, &t)) {
+  const Proofs proofs{WorkedSpans(*f), DrainedSpans(*f)};
+  if (!FromNvml(*f, proofs, begin, end, &b, &t)) {
     b.source = "stream";
-    FromStream(*f, worked, begin, end, &t);
+    FromStream(*f, proofs, begin, end, &t);
   }
   const double window = static_cast<double>(end - begin);
   // Stretches no sample covered (before the first one) count like the covered ones.

@@ -749,6 +749,29 @@ bool IsOwnPid(const Facts& f, int32_t pid) {
          std::find(f.worker_pids.begin(), f.worker_pids.end(), pid) != f.worker_pids.end();
 }
 
+TimeSpans MergeSpans(TimeSpans spans) {
+  std::sort(spans.begin(), spans.end());
+  TimeSpans out;
+  for (const auto& s : spans) {
+    if (!out.empty() && s.first <= out.back().second) {
+      out.back().second = std::max(out.back().second, s.second);
+    } else {
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+int64_t SpansOverlap(const TimeSpans& spans, int64_t a, int64_t b) {
+  int64_t ns = 0;
+  auto it = std::upper_bound(spans.begin(), spans.end(), a,
+                             [](int64_t x, const auto& s) { return x < s.second; });
+  for (; it != spans.end() && it->first < b; ++it) {
+    ns += std::min(b, it->second) - std::max(a, it->first);
+  }
+  return ns;
+}
+
 BudgetTimes PathDetailOverlap(const Facts& f, int64_t a, int64_t b) {
   BudgetTimes out{};
   if (!f.main_tl || b <= a) return out;
@@ -765,7 +788,11 @@ BudgetTimes PathDetailOverlap(const Facts& f, int64_t a, int64_t b) {
     writing = std::min(At(own, FeedCause::kRunning), static_cast<int64_t>(period));
   }
   At(out, BudgetCause::kHostWrite) += writing;
-  At(out, BudgetCause::kHostCompute) += At(own, FeedCause::kRunning) - writing;
+  // The running time inside allocator calls (at most what is left of it).
+  int64_t allocating =
+      std::min(SpansOverlap(f.main_alloc_spans, a, b), At(own, FeedCause::kRunning) - writing);
+  At(out, BudgetCause::kAllocator) += allocating;
+  At(out, BudgetCause::kHostCompute) += At(own, FeedCause::kRunning) - writing - allocating;
   At(out, BudgetCause::kProcessIo) += At(own, FeedCause::kBlockedIo);
   At(out, BudgetCause::kPageFault) += At(own, FeedCause::kPageFault);
   At(out, BudgetCause::kMemcpy) += At(own, FeedCause::kMemcpy);
@@ -1172,6 +1199,18 @@ void MeasureCpuRoom(const WindowData& w, const ThreadRows& rows, Facts* f) {
 }
 
 // ---- Critical path of the main thread: its waits resolved through who woke it.
+// The main thread's device allocator calls as merged spans (a runtime call and the driver call
+// nested in it are one).
+TimeSpans MainAllocatorSpans(const Facts& f) {
+  TimeSpans spans;
+  for (const Event& e : f.events) {
+    if (e.tid != f.main_tid || !(IsAlloc(e.op) || IsFree(e.op)) || e.duration_ns <= 0) continue;
+    if (e.op == Op::kCudaMallocHost || e.op == Op::kCudaHostAlloc) continue;
+    spans.push_back({e.ts_ns, e.End()});
+  }
+  return MergeSpans(std::move(spans));
+}
+
 void ResolveCriticalPath(const ThreadRows& rows, const std::map<int32_t, ThreadTimeline>& tls,
                          Facts* f) {
   JobGraph graph(*f, rows.by_tid, tls);
@@ -1185,6 +1224,7 @@ void ResolveCriticalPath(const ThreadRows& rows, const std::map<int32_t, ThreadT
   f->path = graph.ResolveMain(&f->waits, &f->helper_waits, &f->path_spans, &f->holders);
   f->batch_cycles = graph.batch_cycles();
   f->main_writer = WriterSamples(*f->w, f->main_tid);
+  f->main_alloc_spans = MainAllocatorSpans(*f);
   f->path_detail = PathDetailOverlap(*f, f->main_tl->begin(), f->main_tl->end());
   f->lost_contention = static_cast<double>(At(f->path, FeedCause::kRunqWait));
   f->lost_io = static_cast<double>(At(f->path, FeedCause::kBlockedIo));

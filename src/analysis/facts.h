@@ -16,6 +16,9 @@
 
 namespace gw {
 
+// Time spans [start, end), ns.
+using TimeSpans = std::vector<std::pair<int64_t, int64_t>>;
+
 // One baseline/peak bucket (thresholds::kBucketNs, aligned to multiples of it).
 struct Bucket {
   int64_t start = 0;  // clipped to the window
@@ -188,6 +191,9 @@ struct Facts {
   // The main thread's on-CPU samples spent writing files: its running time in them is
   // host_write, not host_compute (PathDetailOverlap). Empty without a profile.
   WriterProfile main_writer;
+  // The main thread's device allocator calls (cudaMalloc, cudaFree, …), merged and by start: its
+  // running time in them is the budget's allocator line, not host_compute (PathDetailOverlap).
+  TimeSpans main_alloc_spans;
   PathHolders holders;  // who and what held the critical path in its waits
   // The delivering workers' whole batch cycles (each from the worker's previous delivery the
   // path waited for to the next), by kBatchCompute, kBatchIo and kBatchWait: what limits how fast
@@ -266,6 +272,10 @@ std::optional<int64_t> RecommendedWorkers(const Facts& f);
 
 // The thread that held the GIL the longest (holders.gil) and its ns; {0, 0} when none.
 std::pair<int32_t, int64_t> TopGilHolder(const Facts& f);
+// Sorted and merged (overlapping or touching spans become one).
+TimeSpans MergeSpans(TimeSpans spans);
+// Nanoseconds of [a, b) inside `spans` (sorted, disjoint).
+int64_t SpansOverlap(const TimeSpans& spans, int64_t a, int64_t b);
 // The CPUs the job can use: the host's cores, or fewer under its cgroup's CPU quota.
 int64_t UsableCpus(const Facts& f);
 // The main thread's critical path over [a, b): its own timeline with every resolved "blocked

@@ -210,11 +210,12 @@ void AddGpuEffects(const Facts& f, Report* r) {
     finding.metrics.push_back({"gpu_idle_s", e.gpu_idle_s, "s"});
   }
 
-  // The verdict: a busy GPU that host-side causes explain little of.
+  // The verdict: a busy GPU that the findings explain little of (every finding's lost seconds
+  // are GPU time its cause cost, host-side or not: sync-heavy, malloc-churn as much as a wait).
   double busy = gpm ? job->sm_active_pct : job->util_pct;
   double host_lost = 0;
   for (const Finding& x : r->findings) {
-    if (BlamedCauseOf(x.rule) != nullptr && x.severity != Severity::kLow) host_lost += x.lost_s;
+    if (x.severity != Severity::kLow) host_lost += x.lost_s;
   }
   double host_share = f.window_s > 0 ? host_lost / f.window_s : 0;
   double others = f.budget.window_s > 0 ? f.budget.gpu_busy_other_s / f.budget.window_s : 0;

@@ -137,13 +137,17 @@ void SyncHeavy(const Facts& f, std::vector<Finding>* out);
 // because each sync empties its queue (sync-heavy takes the budget's computing seconds).
 bool SyncDrainsThePipeline(const Facts& f);
 // The main thread's seconds inside cudaMalloc/cudaFree in the window, and the GPU idle seconds
-// they explain (their share of host_compute's lost seconds; malloc-churn's lost time).
+// they explain when they are churn (the budget's allocator line; malloc-churn's lost time).
 double AllocatorSeconds(const Facts& f);
 double AllocatorLostS(const Facts& f);
+// The main thread's computing in the budget: host_compute, and the allocator line unless
+// malloc-churn claims it (lost seconds; path seconds).
+double MainComputeLostS(const Facts& f);
+double MainComputePathS(const Facts& f);
 void LaunchBound(const Facts& f, std::vector<Finding>* out);
 // The main process's CUDA Graph captures (begin to end on one thread) and instantiations after
 // warm-up (the first tenth of the session is start-up), and the GPU idle seconds they explain:
-// their share of host_compute's lost seconds beside the allocator's (graph-recapture's lost time).
+// their share of host_compute's lost seconds (graph-recapture's lost time).
 struct GraphCaptureTotals {
   int64_t captures = 0;
   int64_t instantiations = 0;

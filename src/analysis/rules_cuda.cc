@@ -220,8 +220,7 @@ bool SyncDrainsThePipeline(const Facts& f) {
   if (sps < th::kSyncHeavyPerSec || lps / sps >= th::kSyncHeavyLaunchesPerSync) return false;
   // The host keeps up with the GPU between syncs (its computing on the path is less than the
   // GPU's work for the job): what idles the GPU is the empty queue after each sync.
-  double host = BudgetPathS(f, BudgetCause::kHostCompute) +
-                BudgetPathS(f, BudgetCause::kHelperCompute);
+  double host = MainComputePathS(f) + BudgetPathS(f, BudgetCause::kHelperCompute);
   return f.budget.present && host < f.budget.gpu_busy_job_s;
 }
 
@@ -232,8 +231,7 @@ void SyncHeavy(const Facts& f, std::vector<Finding>* out) {
   double per_sync = sps > 0 ? lps / sps : 0;
   // Lost: the GPU idle while the host launched the next kernels into a drained queue (the
   // budget's host and helper computing); without the syncs the host would run ahead.
-  double lost = BudgetLostS(f, BudgetCause::kHostCompute) +
-                BudgetLostS(f, BudgetCause::kHelperCompute);
+  double lost = MainComputeLostS(f) + BudgetLostS(f, BudgetCause::kHelperCompute);
   Finding x;
   x.rule = "sync-heavy";
   x.severity = Ladder(Share(lost, f.budget.window_s)).value_or(Severity::kLow);
@@ -250,7 +248,7 @@ void SyncHeavy(const Facts& f, std::vector<Finding>* out) {
                        "launched the next kernels (%s s of computing on the critical path, "
                        "less than the GPU's %s s of work for the job)",
                        FormatSeconds(lost).c_str(),
-                       FormatSeconds(BudgetPathS(f, BudgetCause::kHostCompute) +
+                       FormatSeconds(MainComputePathS(f) +
                                      BudgetPathS(f, BudgetCause::kHelperCompute))
                            .c_str(),
                        FormatSeconds(f.budget.gpu_busy_job_s).c_str()));
@@ -324,12 +322,19 @@ std::pair<int64_t, int64_t> AllocatorCalls(const Facts& f) {
 double AllocatorSeconds(const Facts& f) { return Sec(AllocatorCalls(f).second); }
 
 double AllocatorLostS(const Facts& f) {
-  // The main thread's computing idles the GPU in the budget's host_compute; the allocator's part
-  // of it is its share of the main thread's time on the CPU, where the calls are churn.
-  auto [calls, ns] = AllocatorCalls(f);
-  double running = Sec(At(f.main_totals, FeedCause::kRunning));
-  if (running <= 0 || static_cast<double>(calls) < th::kMallocChurnPerSec * f.window_s) return 0;
-  return BudgetLostS(f, BudgetCause::kHostCompute) * std::min(1.0, Sec(ns) / running);
+  // The budget's allocator line, where the calls are churn (else it is host-compute's).
+  auto calls = AllocatorCalls(f).first;
+  if (static_cast<double>(calls) < th::kMallocChurnPerSec * f.window_s) return 0;
+  return BudgetLostS(f, BudgetCause::kAllocator);
+}
+
+double MainComputeLostS(const Facts& f) {
+  return BudgetLostS(f, BudgetCause::kHostCompute) + BudgetLostS(f, BudgetCause::kAllocator) -
+         AllocatorLostS(f);
+}
+
+double MainComputePathS(const Facts& f) {
+  return BudgetPathS(f, BudgetCause::kHostCompute) + BudgetPathS(f, BudgetCause::kAllocator);
 }
 
 void AllocatorSpikes(const Facts& f, std::vector<Finding>* out) {
@@ -447,9 +452,7 @@ void AllocatorSpikes(const Facts& f, std::vector<Finding>* out) {
         Fmt("%.0f cudaMalloc/cudaFree calls per second in steady state (%s s inside "
             "them)",
             rate, FormatSeconds(inside).c_str()));
-    x.root.push_back(Fmt("GPU idle while the main thread was in the allocator: %s s (its share "
-                         "of the main thread's computing on the critical path)",
-                         FormatSeconds(x.lost_s).c_str()));
+    x.root.push_back("Main thread in allocator calls: " + IdleLine(f, BudgetCause::kAllocator));
     x.metrics.push_back({"lost_s", x.lost_s, "s"});
     x.fix.push_back(
         "reuse buffers across steps (the PyTorch caching allocator does this unless "
@@ -508,13 +511,13 @@ GraphCaptureTotals GraphCaptures(const Facts& f) {
 double GraphCaptureLostS(const Facts& f) {
   // Capturing, the main thread runs the step's Python and queues nothing the GPU runs: its
   // computing then idles the GPU (the budget's host_compute); capture and instantiation's part is
-  // their share of the main thread's time on the CPU, as the allocator's is.
+  // their share of the main thread's time on the CPU.
   GraphCaptureTotals t = GraphCaptures(f);
   double running = Sec(At(f.main_totals, FeedCause::kRunning));
   if (running <= 0 || t.captures + t.instantiations < th::kGraphRecaptureMinCount) return 0;
   double host = BudgetLostS(f, BudgetCause::kHostCompute);
   double lost = host * std::min(1.0, Sec(t.capture_ns + t.instantiate_ns) / running);
-  return std::min(lost, std::max(0.0, host - AllocatorLostS(f)));
+  return std::min(lost, host);
 }
 
 void GraphRecapture(const Facts& f, std::vector<Finding>* out) {

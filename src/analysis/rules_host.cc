@@ -98,8 +98,7 @@ void HostCompute(const Facts& f, std::vector<Finding>* out) {
   // thread's, malloc-churn's; graph capture's, graph-recapture's (one cause per second; its file
   // writing is the budget's host_write, main-thread-io's).
   if (SyncDrainsThePipeline(f)) return;
-  double main_lost =
-      BudgetLostS(f, BudgetCause::kHostCompute) - AllocatorLostS(f) - GraphCaptureLostS(f);
+  double main_lost = MainComputeLostS(f) - GraphCaptureLostS(f);
   double helper_lost = BudgetLostS(f, BudgetCause::kHelperCompute);
   double lost = main_lost + helper_lost;
   double launches = LaunchesPerSecond(f);

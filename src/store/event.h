@@ -39,7 +39,7 @@ struct Event {
   int64_t stack_id = kNull; // stacks.id (trace --stack)
   int64_t waker_pid = kNull;  // sched_switch of a blocked task: who woke it (0 = interrupt)
   int64_t waker_tid = kNull;  // that task's thread (0 = interrupt)
-  int64_t since_work_ns = kNull;  // CUDA sync: since its process last gave the GPU work
+  int64_t since_work_ns = kNull;  // CUDA sync or allocation: since its process last gave work
   int64_t End() const { return SaturatingAdd(ts_ns, duration_ns); }
 };
 

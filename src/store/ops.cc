@@ -101,6 +101,11 @@ bool IsFree(Op op) {
   return op == Op::kCudaFree || op == Op::kCudaFreeAsync || op == Op::kCuMemFree;
 }
 
+bool DrainsDevice(Op op) {
+  return op == Op::kCudaDeviceSync || op == Op::kCuCtxSync || op == Op::kCudaFree ||
+         op == Op::kCuMemFree;
+}
+
 std::string OpSqlList(bool (*pred)(Op), OpListForm form) {
   std::string out;
   for (const OpInfo& info : kOps) {

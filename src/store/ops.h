@@ -127,6 +127,11 @@ bool IsNccl(Op op);
 bool IsMemcpy(Op op);
 bool IsAlloc(Op op);
 bool IsFree(Op op);
+// Calls that return only once the device ran out of the process's earlier work: device and
+// context syncs, and cudaFree/cuMemFree, which synchronize the device before they free
+// (measured on PyTorch 2.11, CUDA 13: the first cudaFree after a step waits out the step's
+// kernels; docs/detections.md, "The GPU-time budget").
+bool DrainsDevice(Op op);
 
 // Memcpy direction, stored in the `kind` column of memcpy rows (cudaMemcpyKind numbering).
 enum class CopyKind : int64_t { kHostToHost = 0, kHostToDevice = 1, kDeviceToHost = 2, kDeviceToDevice = 3, kDefault = 4 };

@@ -257,7 +257,16 @@ static __always_inline int is_sync_fn(__u32 fn) {
          fn == GW_FN_CU_EVENT_SYNC;
 }
 
-// Process `tgid` gave the GPU work now: any CUDA call but a sync or a name lookup. A copy or
+// Allocation calls, synchronous on either layer: they give the GPU no work (the stream-ordered
+// cudaMallocAsync/cudaFreeAsync are left as work). Their rows carry the last work like a sync's,
+// so that the rows after a draining cudaFree can prove the GPU still had none of the job's work.
+static __always_inline int is_alloc_fn(__u32 fn) {
+  return fn == GW_FN_CUDA_MALLOC || fn == GW_FN_CUDA_MALLOC_MANAGED ||
+         fn == GW_FN_CUDA_MALLOC_HOST || fn == GW_FN_CUDA_HOST_ALLOC || fn == GW_FN_CUDA_FREE ||
+         fn == GW_FN_CUDA_FREE_HOST || fn == GW_FN_CU_MEM_ALLOC || fn == GW_FN_CU_MEM_FREE;
+}
+
+// Process `tgid` gave the GPU work now: any CUDA call but a sync, an allocation or a name lookup. A copy or
 // memset under GW_SMALL_COPY_BYTES (a loss read back with .item(), a flag) is not work unless
 // more than GW_SMALL_COPIES_MAX of them came since the last work: a sync that waits far longer
 // than those few can take still proves that work queued before them was running. `bytes` = ~0
@@ -461,7 +470,7 @@ int gw_cuda_enter(struct pt_regs *ctx) {
   s->seq = 0;
   if (is_nccl_fn(fn)) nccl_enter(ctx, s, fn, tgid);
   __u64 now = bpf_ktime_get_ns();
-  if (is_sync_fn(fn)) {
+  if (is_sync_fn(fn) || is_alloc_fn(fn)) {
     s->args[7] = last_work(tgid);  // the row's `src` (decode_args)
   } else if (!is_name_fn(fn)) {
     __u64 bytes = copy_bytes(fn, s->args);
@@ -622,6 +631,7 @@ static __always_inline void decode_args(struct gw_cuda_call_record *r, __u32 fn,
     default:
       break;
   }
+  if (is_alloc_fn(fn)) r->src = a[7];  // the process's last work before the call
 }
 
 // The direction of a short copy, for its aggregate key: cudaMemcpyKind + 1, 0 for a call that

@@ -85,6 +85,7 @@ std::optional<Event> DecodeCudaCall(const gw_cuda_call_record& r, const SessionC
     case GW_FN_CUDA_MALLOC_MANAGED:
     case GW_FN_CU_MEM_ALLOC:
       e.bytes = u64(r.bytes);
+      if (r.fn != GW_FN_CUDA_MALLOC_ASYNC) e.since_work_ns = SinceWork(r);
       if (ok) {
         e.addr = u64(r.dst);
         auto& allocs = r.fn == GW_FN_CU_MEM_ALLOC ? memory.driver_allocs : memory.runtime_allocs;
@@ -94,6 +95,7 @@ std::optional<Event> DecodeCudaCall(const gw_cuda_call_record& r, const SessionC
     case GW_FN_CUDA_MALLOC_HOST:
     case GW_FN_CUDA_HOST_ALLOC:
       e.bytes = u64(r.bytes);
+      e.since_work_ns = SinceWork(r);
       if (ok) {
         e.addr = u64(r.dst);
         memory.pinned[r.dst] = r.bytes;
@@ -103,6 +105,7 @@ std::optional<Event> DecodeCudaCall(const gw_cuda_call_record& r, const SessionC
     case GW_FN_CUDA_FREE_ASYNC:
     case GW_FN_CU_MEM_FREE: {
       e.addr = u64(r.dst);
+      if (r.fn != GW_FN_CUDA_FREE_ASYNC) e.since_work_ns = SinceWork(r);
       auto& allocs = r.fn == GW_FN_CU_MEM_FREE ? memory.driver_allocs : memory.runtime_allocs;
       if (auto it = allocs.find(r.dst); it != allocs.end()) {
         e.bytes = u64(it->second);

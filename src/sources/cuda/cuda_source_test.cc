@@ -457,6 +457,25 @@ TEST_F(CudaSourceTest, SyncsCarryWhenTheProcessLastGaveTheGpuWork) {
   ASSERT_EQ(ctx.size(), 1u);
   EXPECT_NE(ctx[0].since_work_ns, kNull);
   EXPECT_LT(ctx[0].since_work_ns, 25 * kMs);  // the other thread's launch, 10 ms into the sleep
+  // The allocations after the last 20 ms sleep: not work, and they carry the last work too.
+  std::vector<Event> allocs;
+  for (Op op : {Op::kCudaFree, Op::kCudaMalloc}) {
+    for (const Event& e : sink.EventsOf(op, pid)) {
+      if (e.ts_ns > ctx[0].ts_ns) allocs.push_back(e);
+    }
+  }
+  ASSERT_EQ(allocs.size(), 3u);  // free, malloc, free
+  std::sort(allocs.begin(), allocs.end(),
+            [](const Event& a, const Event& b) { return a.ts_ns < b.ts_ns; });
+  for (const Event& e : allocs) {
+    ASSERT_NE(e.since_work_ns, kNull) << OpName(e.op);
+    EXPECT_GE(e.since_work_ns, 20 * kMs) << OpName(e.op);
+    // All three point at the work cuCtxSynchronize saw last (the other thread's launch): the
+    // sync and the calls between them are not work.
+    EXPECT_NEAR(static_cast<double>(e.ts_ns - e.since_work_ns),
+                static_cast<double>(ctx[0].ts_ns - ctx[0].since_work_ns), 1000.0)
+        << OpName(e.op);
+  }
   // Other calls carry none.
   for (const Event& e : sink.EventsOf(Op::kCudaMemcpyAsync, pid)) {
     EXPECT_EQ(e.since_work_ns, kNull);

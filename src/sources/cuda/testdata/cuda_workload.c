@@ -196,6 +196,8 @@ static void* launch_after_10ms(void* arg) {
 //   event sync: a launch, the sleep, five 4 KiB copies (more than GW_SMALL_COPIES_MAX): < 30 ms;
 //   cuStreamSynchronize: a launch, the sleep, a 1 MiB copy: < 30 ms;
 //   cuCtxSynchronize: a launch, the sleep while another thread launches 10 ms in: < 25 ms.
+// Then a 20 ms sleep, a cudaFree, a cudaMalloc and a cudaFree: allocations are not work, and
+// their rows carry since_work_ns too: >= 20 ms each.
 static int run_work(void) {
   void *d = NULL, *h = NULL;
   fake_dim3 one = {1, 1, 1};
@@ -226,6 +228,10 @@ static int run_work(void) {
   sleep_ms(30);
   pthread_join(other, NULL);
   cuCtxSynchronize();
+
+  sleep_ms(20);
+  cudaFree(d);
+  cudaMalloc(&d, 4096);
   cudaFree(d);
   cudaFreeHost(h);
   return 0;
