@@ -42,21 +42,22 @@ Spans WorkedSpans(const Facts& f) {
   return MergeSpans(std::move(spans));
 }
 
-// Stretches in which the GPU provably had none of the job's work (sorted, disjoint): from the
-// return of a call that drains the device (DrainsDevice: a device sync, a cudaFree) to the entry
-// of the last call of the job's process whose since_work_ns says the process gave the GPU no
-// work since before that drain began. The drain finished all earlier work and nothing came
-// after it, so the GPU idled for the job there, whatever NVML's utilization says (it counts the
-// driver's own memory work after a cudaFree as busy). A loop that empties the allocator's cache
-// every step idles the GPU through the frees and the next step's first allocations: the
-// allocator's time, not the step's. Ends at the last such row (a lower bound: the launch that
-// ends the stretch has no row). Needs since_work_ns on allocator rows (2026-12-07).
+// A row of a call that drained the device (cudaFree(nullptr) only initializes the context).
 bool Drains(const Event& e) {
   if (!DrainsDevice(e.op) || !(e.ret == 0 || e.ret == kNull)) return false;
-  // cudaFree(nullptr) only initializes the context.
   return IsSync(e.op) || (e.addr != 0 && e.addr != kNull);
 }
 
+// Stretches in which the GPU provably had none of the job's work (sorted, disjoint): from the
+// return of a call that drains the device (DrainsDevice: a device sync, a cudaFree) to the entry
+// of the last call of the job's process whose since_work_ns says the process gave the GPU no
+// work since before that drain began (to its end for an allocation: its row has no proof if work
+// came during it). The drain finished all earlier work and nothing came after it, so the GPU
+// idled for the job there, whatever NVML's utilization says (it counts the driver's own memory
+// work after a cudaFree as busy). A loop that empties the allocator's cache every step idles
+// the GPU through the frees and the next step's first allocations: the allocator's time, not the
+// step's. Ends at the last such row (a lower bound: the launch that ends the stretch has no
+// row). Needs since_work_ns on allocator rows (2026-12-07).
 Spans DrainedSpans(const Facts& f) {
   Spans spans;
   int64_t drain_start = -1;  // entry of the drain the open stretch rests on
@@ -74,7 +75,8 @@ Spans DrainedSpans(const Facts& f) {
       // A row of the process after the drain: no work since before the drain keeps the GPU dry
       // up to this row's entry; any other row with proof ends the stretch.
       if (proves && e.ts_ns - e.since_work_ns <= drain_start) {
-        last = e.ts_ns;
+        // An allocation's row proves its own time too (no work during it, or it has no proof).
+        last = IsAlloc(e.op) || IsFree(e.op) ? e.End() : e.ts_ns;
         // A drain inside the stretch: the proof now rests on it.
         if (drain) drain_start = e.ts_ns;
         continue;

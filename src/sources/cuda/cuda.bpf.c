@@ -495,6 +495,14 @@ static __always_inline int is_graph_fn(__u32 fn) {
          fn == GW_FN_CU_GRAPH_LAUNCH_PTSZ;
 }
 
+// An allocation's row `src`: the process's last work before the call (`before`, saved at entry);
+// if another thread gave the GPU work during the call, that later time, after the row's ts, so
+// the row proves nothing (since_work_ns NULL).
+static __always_inline __u64 alloc_last_work(__u32 tgid, __u64 before) {
+  __u64 now_last = last_work(tgid);
+  return now_last > before ? now_last : before;
+}
+
 // Fills the argument fields of a call record from the saved entry arguments.
 static __always_inline void decode_args(struct gw_cuda_call_record *r, __u32 fn, __u64 *a,
                                         __u64 seq) {
@@ -507,6 +515,7 @@ static __always_inline void decode_args(struct gw_cuda_call_record *r, __u32 fn,
     case GW_FN_CU_MEM_ALLOC:
       bpf_probe_read_user(&r->dst, sizeof r->dst, (void *)a[0]);  // *ptr, set on return
       r->bytes = a[1];
+      r->src = alloc_last_work(r->tgid, a[7]);
       break;
     case GW_FN_CUDA_MALLOC_ASYNC:
       bpf_probe_read_user(&r->dst, sizeof r->dst, (void *)a[0]);
@@ -515,9 +524,10 @@ static __always_inline void decode_args(struct gw_cuda_call_record *r, __u32 fn,
       break;
     case GW_FN_CUDA_FREE:
     case GW_FN_CUDA_FREE_HOST:
-    case GW_FN_CUDA_HOST_UNREGISTER:
+    case GW_FN_CUDA_HOST_UNREGISTER:  // its src is not read
     case GW_FN_CU_MEM_FREE:
       r->dst = a[0];
+      r->src = alloc_last_work(r->tgid, a[7]);
       break;
     case GW_FN_CUDA_HOST_REGISTER:
       r->dst = a[0], r->bytes = a[1];
@@ -631,7 +641,6 @@ static __always_inline void decode_args(struct gw_cuda_call_record *r, __u32 fn,
     default:
       break;
   }
-  if (is_alloc_fn(fn)) r->src = a[7];  // the process's last work before the call
 }
 
 // The direction of a short copy, for its aggregate key: cudaMemcpyKind + 1, 0 for a call that
