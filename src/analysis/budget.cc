@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -48,43 +49,58 @@ bool Drains(const Event& e) {
   return IsSync(e.op) || (e.addr != 0 && e.addr != kNull);
 }
 
+// Calls that give the GPU no work: syncs and synchronous allocations.
+bool GivesNoWork(const Event& e) {
+  return IsSync(e.op) || ((IsAlloc(e.op) || IsFree(e.op)) && e.op != Op::kCudaMallocAsync &&
+                          e.op != Op::kCudaFreeAsync);
+}
+
 // Stretches in which the GPU provably had none of the job's work (sorted, disjoint): from the
-// return of a call that drains the device (DrainsDevice: a device sync, a cudaFree) to the entry
-// of the last call of the job's process whose since_work_ns says the process gave the GPU no
-// work since before that drain began (to its end for an allocation: its row has no proof if work
-// came during it). The drain finished all earlier work and nothing came after it, so the GPU
+// return of a call that drains the device (DrainsDevice: a device sync, a cudaFree) through the
+// main thread's calls that give the GPU no work (syncs, synchronous allocations) that follow it
+// back to back, each within kDrainGapNs of the previous one: too little time to launch a kernel
+// between them. The launches themselves cannot prove this: launch probes are attached one second
+// in every --launch-duty (10 by default), so most launches have no row and leave no trace in
+// since_work_ns. Where a row's since_work_ns does show work given since the drain began, the
+// stretch ends there. A thread of the process seen launching kernels that runs on a CPU inside
+// the stretch voids it (it may have launched). The drain finished all earlier work, so the GPU
 // idled for the job there, whatever NVML's utilization says (it counts the driver's own memory
-// work after a cudaFree as busy). A loop that empties the allocator's cache every step idles
-// the GPU through the frees and the next step's first allocations: the allocator's time, not the
-// step's. Ends at the last such row (a lower bound: the launch that ends the stretch has no
-// row). Needs since_work_ns on allocator rows (2026-12-07).
+// work after a cudaFree as busy): a loop that empties the allocator's cache every step idles the
+// GPU through the burst of frees after the step. Recordings whose allocator rows carry no
+// since_work_ns (before 2026-12-07) are judged by the gaps alone.
 Spans DrainedSpans(const Facts& f) {
+  std::set<int32_t> launchers;  // other threads of the main process seen launching
+  for (const Event& e : f.events) {
+    if (e.pid == f.main_pid && e.tid != f.main_tid &&
+        (IsLaunch(e.op) || e.op == Op::kCudaGraphLaunch)) {
+      launchers.insert(e.tid);
+    }
+  }
+  auto launcher_ran = [&](int64_t a, int64_t b) {
+    for (const ThreadTimeline& tl : f.train_tls) {
+      if (launchers.count(tl.tid()) && At(tl.Overlap(a, b), FeedCause::kRunning) > 0) return true;
+    }
+    return false;
+  };
   Spans spans;
   int64_t drain_start = -1;  // entry of the drain the open stretch rests on
   int64_t start = -1, last = -1;
   auto close = [&] {
-    if (start >= 0 && last > start) spans.push_back({start, last});
+    if (start >= 0 && last > start && !launcher_ran(start, last)) spans.push_back({start, last});
     start = last = drain_start = -1;
   };
   for (const Event& e : f.events) {
-    if (e.pid != f.main_pid) continue;
-    bool proves = e.since_work_ns != kNull && e.since_work_ns > 0;
-    bool drain = Drains(e);
-    if (!proves && !drain) continue;  // a launch or a copy has a proof row after it
-    if (start >= 0 && e.ts_ns >= start) {
-      // A row of the process after the drain: no work since before the drain keeps the GPU dry
-      // up to this row's entry; any other row with proof ends the stretch.
-      if (proves && e.ts_ns - e.since_work_ns <= drain_start) {
-        // An allocation's row proves its own time too (no work during it, or it has no proof).
-        last = IsAlloc(e.op) || IsFree(e.op) ? e.End() : e.ts_ns;
-        // A drain inside the stretch: the proof now rests on it.
-        if (drain) drain_start = e.ts_ns;
-        continue;
-      }
-      close();  // the process gave the GPU work since
+    if (e.tid != f.main_tid || e.duration_ns < 0) continue;
+    bool seen_work = e.since_work_ns != kNull && e.since_work_ns > 0 && drain_start >= 0 &&
+                     e.ts_ns - e.since_work_ns > drain_start;
+    if (start >= 0 && e.ts_ns >= last && e.ts_ns - last <= th::kDrainGapNs && GivesNoWork(e) &&
+        !seen_work) {
+      last = std::max(last, e.End());
+      if (Drains(e)) drain_start = e.ts_ns;  // the proof now rests on this drain too
+      continue;
     }
-    if (drain) {
-      close();
+    if (OpLayer(e.op) != Layer::kHost) close();  // a gap, or a call that may give work
+    if (Drains(e)) {
       drain_start = e.ts_ns;
       start = last = e.End();
     }
@@ -265,7 +281,8 @@ bool FromNvml(const Facts& f, const Proofs& proofs, int64_t begin, int64_t end, 
 void FromStream(const Facts& f, const Proofs& proofs, int64_t begin, int64_t end, Tally* t) {
   std::vector<const Event*> syncs;
   for (const Event& e : f.events) {
-    if (e.tid == f.main_tid && IsSync(e.op) && e.ts_ns >= begin && e.ts_ns < end)
+    // A cudaFree waits for the device like a sync.
+    if (e.tid == f.main_tid && (IsSync(e.op) || Drains(e)) && e.ts_ns >= begin && e.ts_ns < end)
       syncs.push_back(&e);
   }
   int64_t step_start = begin;

@@ -211,11 +211,15 @@ void AddGpuEffects(const Facts& f, Report* r) {
   }
 
   // The verdict: a busy GPU that the findings explain little of (every finding's lost seconds
-  // are GPU time its cause cost, host-side or not: sync-heavy, malloc-churn as much as a wait).
+  // are GPU time its cause cost, host-side or not: sync-heavy, malloc-churn as much as a wait),
+  // and no finding of MEDIUM or more, whose fix would then speed the job up.
   double busy = gpm ? job->sm_active_pct : job->util_pct;
   double host_lost = 0;
+  bool worth_fixing = false;
   for (const Finding& x : r->findings) {
-    if (x.severity != Severity::kLow) host_lost += x.lost_s;
+    if (x.severity == Severity::kLow) continue;
+    host_lost += x.lost_s;
+    worth_fixing = true;
   }
   double host_share = f.window_s > 0 ? host_lost / f.window_s : 0;
   double others = f.budget.window_s > 0 ? f.budget.gpu_busy_other_s / f.budget.window_s : 0;
@@ -224,7 +228,8 @@ void AddGpuEffects(const Facts& f, Report* r) {
         "the GPU is shared: other processes kept GPU %d busy %.0f%% of the "
         "window, this job %.0f%% — see gpu-sharing",
         job->gpu, others * 100, 100 * f.budget.gpu_busy_job_s / std::max(1e-9, f.budget.window_s));
-  } else if (busy >= thresholds::kGpuBusyPct && host_share < thresholds::kGpuBoundHostShare) {
+  } else if (busy >= thresholds::kGpuBusyPct && host_share < thresholds::kGpuBoundHostShare &&
+             !worth_fixing) {
     r->gpu_verdict =
         Fmt("the GPU is the bottleneck: GPU %d %s %.0f%% (median), host-side causes "
             "explain < %.0f%% of the window (%.1f%%) — faster kernels, not a faster "

@@ -122,7 +122,8 @@ inline constexpr double kGpuBlameShare = 0.2;
 // At least this many blamed samples before a finding's Effect quotes SM activity.
 inline constexpr int64_t kGpuMinBlamedSamples = 3;
 // The job's GPU is "the bottleneck" when its median SM activity (utilization without GPM) is at
-// least this, and the host-side findings' lost time is under kGpuBoundHostShare of the window.
+// least this, the findings' lost time is under kGpuBoundHostShare of the window, and none of them
+// is MEDIUM or more.
 inline constexpr double kGpuBusyPct = 60.0;
 inline constexpr double kGpuBoundHostShare = 0.10;
 
@@ -134,6 +135,11 @@ inline constexpr int64_t kStreamSyncIdleNs = 20'000;  // 20 µs
 // since_work_ns says (at most GW_SMALL_COPIES_MAX small copies of under 64 KiB came after it,
 // which take tens of µs): the GPU worked from then to the sync (WorkedSpans in budget.cc).
 inline constexpr int64_t kWorkedSyncNs = 250'000;  // 250 µs
+// A drained stretch (budget.cc, DrainedSpans) runs on through the main thread's calls that give
+// the GPU no work only while each starts within this of the previous one's end: too little time
+// to launch a kernel between them (a C++ cudaLaunchKernel takes a few µs of host time; PyTorch's
+// empty_cache() frees its blocks 1-4 µs apart on the H100).
+inline constexpr int64_t kDrainGapNs = 10'000;
 // Run-queue waits are told as contention (others crowd the job) once other processes held at
 // least this share of the CPU time the feeding threads waited for; below it, as the job's own
 // threads outnumbering its CPUs.
