@@ -30,6 +30,8 @@ bool IsCompute(BudgetCause c) {
 // there — a sleep, a wait, the host computing — cost no GPU time. A throttle's time.sleep()
 // after the step is queued is such a stretch; a wait for a batch before the step is launched is
 // not (the launches come after it). Needs since_work_ns (schema 13): older recordings have none.
+// Launches made while the duty-cycled launch probes are detached are not seen, so the stretch
+// counts from the last work gpuwhy saw (docs/detections.md).
 using Spans = TimeSpans;
 Spans WorkedSpans(const Facts& f) {
   Spans spans;
