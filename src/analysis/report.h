@@ -160,7 +160,7 @@ struct FeedTimeGroup {
 // X(enumerator, stable key, label)
 #define GW_BUDGET_CAUSES(X)                                                                       \
   X(kHostCompute, "host_compute", "main thread on the CPU (Python, dispatch, launches, batches)") \
-  X(kAllocator, "allocator", "main thread in CUDA allocator calls (cudaMalloc, cudaFree)")         \
+  X(kAllocator, "allocator", "main thread in CUDA allocator calls (cudaMalloc, cudaFree)")        \
   X(kHelperCompute, "helper_compute", "CUDA helper threads on the CPU (autograd dispatch)")       \
   X(kThreadHold, "thread_hold", "another thread of the process held it (GIL or a lock)")          \
   X(kGilHold, "gil_hold", "another thread of the process held the Python GIL")                    \
