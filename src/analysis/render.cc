@@ -1,5 +1,6 @@
 // Text and JSON renderings of a Report. Text follows the brief's shape; JSON carries everything
 // the text shows, as structured data.
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -209,8 +210,9 @@ std::string LongWindowText(const LongWindowSummary& l) {
 }
 
 // "GPU time (this job's window)": busy for the job, for others, idle, and the idle seconds by
-// the host cause that held the critical path, with the not-attributed rest.
-std::string BudgetText(const GpuBudget& b) {
+// the host cause that held the critical path, with the not-attributed rest. A busy GPU is called
+// GPU-bound only when no finding of MEDIUM or more says what would speed the job up.
+std::string BudgetText(const GpuBudget& b, bool worth_fixing) {
   if (!b.present || b.window_s <= 0) return "";
   auto pct = [&](double s) { return FormatPct(s / b.window_s); };
   std::string source = b.source == "nvml-process" ? Fmt("NVML, GPU %d, split by process", b.gpu)
@@ -233,8 +235,12 @@ std::string BudgetText(const GpuBudget& b) {
   t.rows.push_back(
       {"GPU idle with no host cause on the path", "-", Fmt("%.1f", b.idle_unattributed_s)});
   out += Indent(FormatTable(t, TableFormat::kText), "  ");
-  if (b.gpu_bound) {
+  if (b.gpu_bound && !worth_fixing) {
     out += Fmt("  → GPU-bound: the job kept its GPU busy %s of the window\n",
+               pct(b.gpu_busy_job_s).c_str());
+  } else if (b.gpu_bound) {
+    out += Fmt("  → the job kept its GPU busy %s of the window; the findings below still cost it "
+               "time\n",
                pct(b.gpu_busy_job_s).c_str());
   }
   return out + "\n";
@@ -289,7 +295,10 @@ std::string ReportToText(const Report& r) {
   for (const ContainerInfo& c : r.containers) out += ContainerLine(c) + "\n";
   for (const GpuSummary& g : r.gpus) out += "  " + GpuLine(g) + "\n";
   if (!r.gpu_verdict.empty()) out += "  → " + r.gpu_verdict + "\n";
-  out += "\n" + BudgetText(r.budget);
+  bool worth_fixing = std::any_of(r.findings.begin(), r.findings.end(), [](const Finding& x) {
+    return x.severity != Severity::kLow;
+  });
+  out += "\n" + BudgetText(r.budget, worth_fixing);
   out += "Causal Chains (" + r.window.label + "):\n" + std::string(kRule) + "\n";
   bool any = false;
   for (const Finding& f : r.findings) {
