@@ -526,6 +526,11 @@ Status CheckPidInSession(StoreReader& reader, int64_t session, int32_t pid) {
 
 }  // namespace
 
+bool HasFindingWorthFixing(const std::vector<Finding>& findings) {
+  return std::any_of(findings.begin(), findings.end(),
+                     [](const Finding& x) { return x.severity != Severity::kLow; });
+}
+
 const Finding* TopHostCause(const Report& report) {
   for (const Finding& x : report.findings) {  // most severe first
     const RuleSpec* spec = RuleById(x.rule);

@@ -43,6 +43,9 @@ const GpuSummary* JobGpu(const std::vector<GpuSummary>& gpus);
 // The report's most severe finding that blames a cause of its main thread's time
 // (cpu-contention, dataloader-starvation, host-compute, …); nullptr when none.
 const Finding* TopHostCause(const Report& report);
+// Whether a finding of MEDIUM or more says what would speed the job up (then the report does not
+// call the job GPU-bound).
+bool HasFindingWorthFixing(const std::vector<Finding>& findings);
 // One node's NCCL rows and sync rows in `window`, for AnalyzeNcclAcrossNodes (nccl.h;
 // `fleet --nccl`). wall_start_ns is the session's (sessions.wall_start_ns).
 StatusOr<NcclNodeRows> LoadNcclNode(StoreReader& reader, const WindowRequest& window,

@@ -1204,8 +1204,7 @@ void MeasureCpuRoom(const WindowData& w, const ThreadRows& rows, Facts* f) {
 TimeSpans MainAllocatorSpans(const Facts& f) {
   TimeSpans spans;
   for (const Event& e : f.events) {
-    if (e.tid != f.main_tid || !(IsAlloc(e.op) || IsFree(e.op)) || e.duration_ns <= 0) continue;
-    if (e.op == Op::kCudaMallocHost || e.op == Op::kCudaHostAlloc) continue;
+    if (e.tid != f.main_tid || !IsDeviceAllocation(e.op) || e.duration_ns <= 0) continue;
     spans.push_back({e.ts_ns, e.End()});
   }
   return MergeSpans(std::move(spans));

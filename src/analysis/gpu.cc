@@ -215,11 +215,8 @@ void AddGpuEffects(const Facts& f, Report* r) {
   // and no finding of MEDIUM or more, whose fix would then speed the job up.
   double busy = gpm ? job->sm_active_pct : job->util_pct;
   double host_lost = 0;
-  bool worth_fixing = false;
   for (const Finding& x : r->findings) {
-    if (x.severity == Severity::kLow) continue;
-    host_lost += x.lost_s;
-    worth_fixing = true;
+    if (x.severity != Severity::kLow) host_lost += x.lost_s;
   }
   double host_share = f.window_s > 0 ? host_lost / f.window_s : 0;
   double others = f.budget.window_s > 0 ? f.budget.gpu_busy_other_s / f.budget.window_s : 0;
@@ -229,7 +226,7 @@ void AddGpuEffects(const Facts& f, Report* r) {
         "window, this job %.0f%% — see gpu-sharing",
         job->gpu, others * 100, 100 * f.budget.gpu_busy_job_s / std::max(1e-9, f.budget.window_s));
   } else if (busy >= thresholds::kGpuBusyPct && host_share < thresholds::kGpuBoundHostShare &&
-             !worth_fixing) {
+             !HasFindingWorthFixing(r->findings)) {
     r->gpu_verdict =
         Fmt("the GPU is the bottleneck: GPU %d %s %.0f%% (median), host-side causes "
             "explain < %.0f%% of the window (%.1f%%) — faster kernels, not a faster "

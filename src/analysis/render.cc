@@ -1,6 +1,5 @@
 // Text and JSON renderings of a Report. Text follows the brief's shape; JSON carries everything
 // the text shows, as structured data.
-#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -295,10 +294,7 @@ std::string ReportToText(const Report& r) {
   for (const ContainerInfo& c : r.containers) out += ContainerLine(c) + "\n";
   for (const GpuSummary& g : r.gpus) out += "  " + GpuLine(g) + "\n";
   if (!r.gpu_verdict.empty()) out += "  → " + r.gpu_verdict + "\n";
-  bool worth_fixing = std::any_of(r.findings.begin(), r.findings.end(), [](const Finding& x) {
-    return x.severity != Severity::kLow;
-  });
-  out += "\n" + BudgetText(r.budget, worth_fixing);
+  out += "\n" + BudgetText(r.budget, HasFindingWorthFixing(r.findings));
   out += "Causal Chains (" + r.window.label + "):\n" + std::string(kRule) + "\n";
   bool any = false;
   for (const Finding& f : r.findings) {

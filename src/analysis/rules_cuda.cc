@@ -308,8 +308,7 @@ namespace {
 std::pair<int64_t, int64_t> AllocatorCalls(const Facts& f) {
   int64_t calls = 0, ns = 0;
   for (const OpSecondRow& r : f.w->op_seconds) {
-    if (r.pid != f.main_pid || !(IsAlloc(r.op) || IsFree(r.op))) continue;
-    if (r.op == Op::kCudaMallocHost || r.op == Op::kCudaHostAlloc) continue;
+    if (r.pid != f.main_pid || !IsDeviceAllocation(r.op)) continue;
     if (r.sec * 1'000'000'000 < f.w->from || r.sec * 1'000'000'000 >= f.w->to) continue;
     calls += r.count;
     ns += r.total_ns;
@@ -340,8 +339,7 @@ double MainComputePathS(const Facts& f) {
 void AllocatorSpikes(const Facts& f, std::vector<Finding>* out) {
   std::map<int64_t, std::pair<int64_t, int64_t>> per_sec;  // sec -> (calls, ns)
   for (const OpSecondRow& r : f.w->op_seconds) {
-    if (r.pid != f.main_pid || !(IsAlloc(r.op) || IsFree(r.op))) continue;
-    if (r.op == Op::kCudaMallocHost || r.op == Op::kCudaHostAlloc) continue;
+    if (r.pid != f.main_pid || !IsDeviceAllocation(r.op)) continue;
     per_sec[r.sec].first += r.count;
     per_sec[r.sec].second += r.total_ns;
   }

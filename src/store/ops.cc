@@ -101,6 +101,10 @@ bool IsFree(Op op) {
   return op == Op::kCudaFree || op == Op::kCudaFreeAsync || op == Op::kCuMemFree;
 }
 
+bool IsDeviceAllocation(Op op) {
+  return (IsAlloc(op) || IsFree(op)) && op != Op::kCudaMallocHost && op != Op::kCudaHostAlloc;
+}
+
 bool DrainsDevice(Op op) {
   return op == Op::kCudaDeviceSync || op == Op::kCuCtxSync || op == Op::kCudaFree ||
          op == Op::kCuMemFree;

@@ -127,6 +127,8 @@ bool IsNccl(Op op);
 bool IsMemcpy(Op op);
 bool IsAlloc(Op op);
 bool IsFree(Op op);
+// Device memory allocated or freed (IsAlloc or IsFree, pinned host allocations left out).
+bool IsDeviceAllocation(Op op);
 // Calls that return only once the device ran out of the process's earlier work: device and
 // context syncs, and cudaFree/cuMemFree, which synchronize the device before they free
 // (measured on PyTorch 2.11, CUDA 13: the first cudaFree after a step waits out the step's

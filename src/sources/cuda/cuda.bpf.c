@@ -258,19 +258,19 @@ static __always_inline int is_sync_fn(__u32 fn) {
 }
 
 // Allocation calls, synchronous on either layer: they give the GPU no work (the stream-ordered
-// cudaMallocAsync/cudaFreeAsync are left as work). Their rows carry the last work like a sync's,
-// so that the rows after a draining cudaFree can prove the GPU still had none of the job's work.
+// cudaMallocAsync/cudaFreeAsync are left as work). Their rows carry the last work like a sync's:
+// one that shows work since a draining cudaFree ends the stretch the GPU had none of the job's.
 static __always_inline int is_alloc_fn(__u32 fn) {
   return fn == GW_FN_CUDA_MALLOC || fn == GW_FN_CUDA_MALLOC_MANAGED ||
          fn == GW_FN_CUDA_MALLOC_HOST || fn == GW_FN_CUDA_HOST_ALLOC || fn == GW_FN_CUDA_FREE ||
          fn == GW_FN_CUDA_FREE_HOST || fn == GW_FN_CU_MEM_ALLOC || fn == GW_FN_CU_MEM_FREE;
 }
 
-// Process `tgid` gave the GPU work now: any CUDA call but a sync, an allocation or a name lookup. A copy or
-// memset under GW_SMALL_COPY_BYTES (a loss read back with .item(), a flag) is not work unless
-// more than GW_SMALL_COPIES_MAX of them came since the last work: a sync that waits far longer
-// than those few can take still proves that work queued before them was running. `bytes` = ~0
-// for calls that are not copies. Not atomic: threads racing here can each keep a slightly
+// Process `tgid` gave the GPU work now: any CUDA call but a sync, an allocation or a name lookup.
+// A copy or memset under GW_SMALL_COPY_BYTES (a loss read back with .item(), a flag) is not work
+// unless more than GW_SMALL_COPIES_MAX of them came since the last work: a sync that waits far
+// longer than those few can take still proves that work queued before them was running. `bytes`
+// = ~0 for calls that are not copies. Not atomic: threads racing here can each keep a slightly
 // older time, which only shortens what a sync proves.
 static __always_inline void note_work(__u32 tgid, __u64 now, __u64 bytes) {
   struct gw_cuda_work *w = bpf_map_lookup_elem(&proc_work, &tgid);
