@@ -1842,6 +1842,34 @@ TEST(BudgetTest, ASleepTheGpuWorkedThroughCostsNoGpuTime) {
   }
 }
 
+// The same throttle traced under the launch duty cycle: launches made while the probes were
+// detached leave no trace, so since_work_ns may count from an earlier launch than the one the
+// sync waited for. The proof starts no earlier than the end of the last unprobed stretch before
+// the sync: probes off for 10 ms inside the sleep leave 5 ms of it proven; probes off at the
+// sync's entry prove nothing, and the whole sleep is idle GPU time (stream evidence).
+TEST(BudgetTest, LaunchesTheProbesCouldNotSeeShortenTheProof) {
+  for (bool at_entry : {false, true}) {
+    SCOPED_TRACE(at_entry ? "probes off at the sync's entry" : "probes off inside the sleep");
+    Builder b;
+    b.w.events.clear();
+    for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
+      Event sleep = Sw(kMain, t + 40 * kMs, 15 * kMs, SwitchKind::kBlocked, 0);
+      sleep.waker_pid = 0;
+      sleep.waker_tid = 0;
+      b.Add(sleep);
+      Event sync = Call(kMain, Op::kCudaDeviceSync, t + 55 * kMs + 50'000, 30 * kMs);
+      sync.since_work_ns = 15 * kMs + 50'000;
+      b.Add(sync);
+      b.w.launch_estimates.unprobed.push_back(
+          at_entry ? std::pair<int64_t, int64_t>{t + 50 * kMs, t + 56 * kMs}
+                   : std::pair<int64_t, int64_t>{t + 40 * kMs, t + 50 * kMs});
+    }
+    Report r = b.Run();
+    EXPECT_NEAR(PathS(r, BudgetCause::kHostSleep), 15, 0.5);
+    EXPECT_NEAR(LostS(r, BudgetCause::kHostSleep), at_entry ? 15 : 10, 0.5);
+  }
+}
+
 // The same sleep before the step is launched (a C++ loop or a CUDA Graph replay queues the whole
 // step in microseconds after it): the sync still waits 30 ms, but the job gave the GPU work after
 // the sleep, so nothing proves the GPU worked through it, and the idle time is the sleep's.

@@ -30,17 +30,30 @@ bool IsCompute(BudgetCause c) {
 // there — a sleep, a wait, the host computing — cost no GPU time. A throttle's time.sleep()
 // after the step is queued is such a stretch; a wait for a batch before the step is launched is
 // not (the launches come after it). Needs since_work_ns (schema 13): older recordings have none.
-// Launches made while the duty-cycled launch probes are detached are not seen, so the stretch
-// counts from the last work gpuwhy saw (docs/detections.md).
+// since_work_ns counts from the last work gpuwhy saw, and launches made while the duty-cycled
+// launch probes were detached left no trace: the sync may have waited for such a launch, made
+// after the GPU had run dry. So the stretch starts no earlier than the end of the last unprobed
+// stretch before the sync (launch_estimates.unprobed): from there on every launch was seen, and
+// the last work was no later. A sync entered while the probes were detached proves nothing.
 using Spans = TimeSpans;
 Spans WorkedSpans(const Facts& f) {
+  const Spans& blind = f.w->launch_estimates.unprobed;
   Spans spans;
   for (const Event& e : f.events) {
     if (e.pid != f.main_pid || !IsSync(e.op) || e.since_work_ns == kNull || e.since_work_ns <= 0 ||
         e.duration_ns < th::kWorkedSyncNs) {
       continue;
     }
-    spans.push_back({e.ts_ns - e.since_work_ns, e.ts_ns});
+    int64_t a = e.ts_ns - e.since_work_ns;
+    // The last unprobed stretch that starts before the sync's entry.
+    auto it = std::upper_bound(blind.begin(), blind.end(), e.ts_ns,
+                               [](int64_t x, const auto& s) { return x <= s.first; });
+    if (it != blind.begin()) {
+      --it;
+      if (it->second >= e.ts_ns) continue;
+      a = std::max(a, it->second);
+    }
+    spans.push_back({a, e.ts_ns});
   }
   return MergeSpans(std::move(spans));
 }

@@ -17,6 +17,9 @@ constexpr int64_t kSecNs = 1'000'000'000;
 // A second covered at least this share is taken as covered whole: the probes go on and off a
 // poll interval (a few ms) after the second starts.
 constexpr double kCoveredWhole = 0.9;
+// A second covered all but this much is covered whole (when its coverage started or ended in
+// it cannot be told apart).
+constexpr int64_t kCoveredSlackNs = 1'000'000;
 // A second covered at least this much, with no launches of a process counted, shows that the
 // process was not launching then.
 constexpr double kCoveredQuiet = 0.5;
@@ -177,9 +180,49 @@ double LaunchEstimates::RelativeError() const {
   return total.estimated > 0 ? total.error / total.estimated : 0.0;
 }
 
+std::vector<std::pair<int64_t, int64_t>> UnprobedSpans(const LaunchCountingInput& in) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  if (!in.coverage_known || in.end_ns <= in.begin_ns) return out;
+  auto add = [&](int64_t a, int64_t b) {
+    a = std::max(a, in.begin_ns);
+    b = std::min(b, in.end_ns);
+    if (b <= a) return;
+    if (!out.empty() && out.back().second >= a) {
+      out.back().second = std::max(out.back().second, b);
+    } else {
+      out.push_back({a, b});
+    }
+  };
+  const int64_t first = in.begin_ns / kSecNs;
+  const int64_t last = (in.end_ns - 1) / kSecNs;
+  // Whether the second before `first` was covered to its end: only its own row can say.
+  int64_t before = std::clamp<int64_t>(At(in.covered_ns, first - 1), 0, kSecNs);
+  bool to_end = before >= kSecNs - kCoveredSlackNs;
+  for (int64_t sec = first; sec <= last; ++sec) {
+    const int64_t s0 = sec * kSecNs, s1 = s0 + kSecNs;
+    int64_t c = std::clamp<int64_t>(At(in.covered_ns, sec), 0, kSecNs);
+    if (sec < in.attach_sec) {  // before the first attach no call of any kind was seen either
+      to_end = false;
+    } else if (c >= kSecNs - kCoveredSlackNs) {
+      to_end = true;
+    } else if (c == 0) {
+      add(s0, s1);
+      to_end = false;
+    } else if (to_end) {
+      add(s0 + c, s1);
+      to_end = false;
+    } else {
+      add(s0, s1 - c);
+      to_end = true;
+    }
+  }
+  return out;
+}
+
 LaunchEstimates EstimateLaunches(const LaunchCountingInput& in) {
   LaunchEstimates out;
   out.coverage_known = in.coverage_known;
+  out.unprobed = UnprobedSpans(in);
   out.duty = std::max<int64_t>(1, in.duty);
   double var = 0;
   for (const auto& [pid, p] : in.processes) {

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -41,6 +42,11 @@ struct LaunchEstimates {
   int64_t duty = 1;                         // sessions.launch_duty
   std::map<int32_t, LaunchEstimate> by_pid;  // processes with counted launches
   LaunchEstimate total;                     // errors added in quadrature
+  // The window's stretches (session ns, sorted, disjoint) in which the launch probes were
+  // detached, so that a launch there left no row and no trace in since_work_ns: the duty cycle's
+  // off seconds, from the coverage filed per second (UnprobedSpans). Empty where coverage is
+  // not known (older recordings: readers take the probes as attached throughout).
+  std::vector<std::pair<int64_t, int64_t>> unprobed;
 
   // estimated / counted for a process's launches (1 when none were counted).
   double Scale(int32_t pid) const;
@@ -75,6 +81,13 @@ struct LaunchCountingInput {
 };
 
 LaunchEstimates EstimateLaunches(const LaunchCountingInput& in);
+
+// Where in [begin_ns, end_ns) the launch probes were detached, from the coverage filed per
+// second. A second's coverage is one stretch: the probes go on a poll interval after a second
+// starts and off a poll interval after a later one starts, so a partly covered second holds its
+// coverage at its end, unless the second before was covered to its end (the detach's spill-over:
+// then at its start). Seconds without a coverage row were not covered.
+std::vector<std::pair<int64_t, int64_t>> UnprobedSpans(const LaunchCountingInput& in);
 
 // Reads the window's counted launches, the coverage and each process's CUDA activity (pid > 0:
 // only that process), and estimates.

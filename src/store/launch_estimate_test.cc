@@ -96,5 +96,29 @@ TEST(LaunchEstimate, AProcessWithNoCountedLaunchesHasNoEstimate) {
   EXPECT_DOUBLE_EQ(e.Scale(100), 1.0);
 }
 
+// The time the probes were detached, as the duty cycle leaves it: attached from the session's
+// start (second 0) through second 1, detached 3 ms into second 3 (the poll's spill-over), then
+// on again 4 ms into second 12 for that second only. Every launch outside the covered time left
+// no trace, so those stretches are unprobed; without coverage rows nothing can be said.
+TEST(LaunchEstimate, UnprobedSpansFollowTheDutyCycle) {
+  LaunchCountingInput in;
+  in.begin_ns = 500'000'000;
+  in.end_ns = 15 * kS;
+  in.duty = 10;
+  in.coverage_known = true;
+  in.attach_sec = 0;
+  in.covered_ns = {{0, kS}, {1, kS}, {2, kS}, {3, 3'000'000}, {12, kS - 4'000'000},
+                   {13, 2'000'000}};
+  using Spans = std::vector<std::pair<int64_t, int64_t>>;
+  EXPECT_EQ(UnprobedSpans(in), (Spans{{3 * kS + 3'000'000, 12 * kS + 4'000'000},
+                                      {13 * kS + 2'000'000, 15 * kS}}));
+  EXPECT_EQ(EstimateLaunches(in).unprobed, UnprobedSpans(in));
+  // A second partly covered after one that was not: the probes went on late in it.
+  in.covered_ns = {{0, kS}, {5, kS / 2}, {6, kS}, {7, 1'000}};
+  EXPECT_EQ(UnprobedSpans(in), (Spans{{kS, 5 * kS + kS / 2}, {7 * kS + 1'000, 15 * kS}}));
+  in.coverage_known = false;
+  EXPECT_TRUE(UnprobedSpans(in).empty());
+}
+
 }  // namespace
 }  // namespace gw
