@@ -102,6 +102,13 @@ def parse_args(argv):
                    help="read the loss back every N steps (default 10; 0: never)")
     p.add_argument("--malloc-per-step", action="store_true",
                    help="cudaMalloc/cudaFree a batch-sized buffer every step")
+    p.add_argument("--empty-cache", type=int, default=0, metavar="N",
+                   help="allocator churn as torch.cuda.empty_cache() every step makes it: N "
+                        "buffers of --empty-cache-mb are cudaMalloc'd before the step's launches "
+                        "and cudaFree'd back to back after them (the first free waits out the "
+                        "step's kernels)")
+    p.add_argument("--empty-cache-mb", type=float, default=1.0,
+                   help="MiB per --empty-cache buffer (1)")
     p.add_argument("--worker-comm", default="pt_data_worker", help="worker process name")
     p.add_argument("--prefetch", type=int, default=2, help="batches in flight per worker (2)")
     p.add_argument("--gil-thread", action="store_true",
@@ -605,6 +612,10 @@ def train(args, rt, kernels, workers, state, helper=None):
         scratch = vp()
         if args.malloc_per_step:
             check(rt, rt.cudaMalloc(ctypes.byref(scratch), args.batch_bytes), "cudaMalloc")
+        cached = [vp() for _ in range(args.empty_cache)]  # the step's activations, uncached
+        for buf in cached:
+            check(rt, rt.cudaMalloc(ctypes.byref(buf), int(args.empty_cache_mb * (1 << 20))),
+                  "cudaMalloc")
         check(rt, rt.cudaMemcpyAsync(state["d_batch"], batch_addr, args.batch_bytes, HOST_TO_DEVICE, stream), "cudaMemcpyAsync")
         if w is not None and not args.pinned:
             os.write(w["free_w"], struct.pack("=I", slot))  # already copied
@@ -631,6 +642,8 @@ def train(args, rt, kernels, workers, state, helper=None):
             helper.run_backward(forward, args.kernels_per_step)
         if args.malloc_per_step:
             check(rt, rt.cudaFree(scratch), "cudaFree")
+        for buf in cached:  # empty_cache(): the cached blocks handed back to the driver
+            check(rt, rt.cudaFree(buf), "cudaFree")
         step += 1
         if args.poll_sleep_ms:
             time.sleep(args.poll_sleep_ms / 1000)

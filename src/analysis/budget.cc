@@ -58,12 +58,6 @@ Spans WorkedSpans(const Facts& f) {
   return MergeSpans(std::move(spans));
 }
 
-// A row of a call that drained the device (cudaFree(nullptr) only initializes the context).
-bool Drains(const Event& e) {
-  if (!DrainsDevice(e.op) || !(e.ret == 0 || e.ret == kNull)) return false;
-  return IsSync(e.op) || (e.addr != 0 && e.addr != kNull);
-}
-
 // Calls that give the GPU no work: syncs and synchronous allocations.
 bool GivesNoWork(const Event& e) {
   return IsSync(e.op) || ((IsAlloc(e.op) || IsFree(e.op)) && e.op != Op::kCudaMallocAsync &&
@@ -111,11 +105,11 @@ Spans DrainedSpans(const Facts& f) {
     if (start >= 0 && e.ts_ns >= last && e.ts_ns - last <= th::kDrainGapNs && GivesNoWork(e) &&
         !seen_work) {
       last = std::max(last, e.End());
-      if (Drains(e)) drain_start = e.ts_ns;  // the proof now rests on this drain too
+      if (DrainedDevice(e)) drain_start = e.ts_ns;  // the proof now rests on this drain too
       continue;
     }
     if (OpLayer(e.op) != Layer::kHost) close();  // a gap, or a call that may give work
-    if (Drains(e)) {
+    if (DrainedDevice(e)) {
       drain_start = e.ts_ns;
       start = last = e.End();
     }
@@ -147,14 +141,44 @@ struct Tally {
 };
 
 // What the job's own CUDA calls prove about the GPU: stretches it had the job's work all through
-// (WorkedSpans) and stretches it had none of it (DrainedSpans).
+// (WorkedSpans) and stretches it had none of it (DrainedSpans). Where the launch probes were
+// detached (`unprobed`) no sync proves it worked, so there the share of each cause's path time
+// the proofs covered in the probed time (`worked_share`) stands in: an estimate, as the launch
+// counts of those stretches are, which a steady loop makes exact (its steps look alike whether
+// the probes watched or not).
 struct Proofs {
   Spans worked;
   Spans drained;
+  Spans unprobed;
+  std::array<double, kBudgetCauseCount> worked_share{};
 };
 
+Proofs MakeProofs(const Facts& f, int64_t begin, int64_t end) {
+  Proofs p{WorkedSpans(f), DrainedSpans(f), f.w->launch_estimates.unprobed, {}};
+  if (p.unprobed.empty()) return p;
+  // Watched time starts at the process's first CUDA call seen: before its library's probes were
+  // attached no sync could prove anything, whatever the launch coverage says.
+  auto first = std::find_if(f.events.begin(), f.events.end(), [&](const Event& e) {
+    return e.pid == f.main_pid && OpLayer(e.op) != Layer::kHost;
+  });
+  if (first == f.events.end()) return p;
+  begin = std::max(begin, first->ts_ns);
+  BudgetTimes all = PathDetailOverlap(f, begin, end);
+  BudgetTimes blind = SpanDetail(f, p.unprobed, begin, end);
+  BudgetTimes worked = SpanDetail(f, p.worked, begin, end);
+  for (size_t i = 0; i < kBudgetCauseCount; ++i) {
+    int64_t probed = all[i] - std::min(blind[i], all[i]);
+    if (probed > 0) {
+      p.worked_share[i] =
+          std::clamp(static_cast<double>(worked[i]) / static_cast<double>(probed), 0.0, 1.0);
+    }
+  }
+  return p;
+}
+
 // The path detail of [a, b) split by the proofs: `dry` is the time in drained stretches; `rest`
-// the time in neither (worked time takes no idle time, so it is left out of both). sync_wait is
+// the time in neither (worked time, proven or in unprobed time the watched share of it, takes no
+// idle time, so it is left out of both). sync_wait is
 // left whole in `rest`: the job waiting on the GPU is never the GPU's idle time.
 struct StretchDetail {
   BudgetTimes rest{};
@@ -164,12 +188,14 @@ StretchDetail SplitDetail(const Facts& f, const Proofs& p, int64_t a, int64_t b)
   StretchDetail out;
   out.rest = PathDetailOverlap(f, a, b);
   BudgetTimes w = SpanDetail(f, p.worked, a, b);
+  BudgetTimes blind = p.unprobed.empty() ? BudgetTimes{} : SpanDetail(f, p.unprobed, a, b);
   BudgetTimes dr = SpanDetail(f, p.drained, a, b);
   for (size_t i = 0; i < kBudgetCauseCount; ++i) {
     if (static_cast<BudgetCause>(i) == BudgetCause::kSyncWait) continue;
-    out.rest[i] -= std::min(w[i], out.rest[i]);
     out.dry[i] = std::min(dr[i], out.rest[i]);
     out.rest[i] -= out.dry[i];
+    auto worked = w[i] + static_cast<int64_t>(p.worked_share[i] * static_cast<double>(blind[i]));
+    out.rest[i] -= std::min(worked, out.rest[i]);
   }
   return out;
 }
@@ -297,7 +323,7 @@ void FromStream(const Facts& f, const Proofs& proofs, int64_t begin, int64_t end
   std::vector<const Event*> syncs;
   for (const Event& e : f.events) {
     // A cudaFree waits for the device like a sync.
-    if (e.tid == f.main_tid && (IsSync(e.op) || Drains(e)) && e.ts_ns >= begin && e.ts_ns < end)
+    if (e.tid == f.main_tid && (IsSync(e.op) || DrainedDevice(e)) && e.ts_ns >= begin && e.ts_ns < end)
       syncs.push_back(&e);
   }
   int64_t step_start = begin;
@@ -335,7 +361,7 @@ void ComputeBudget(Facts* f) {
   const int64_t end = f->main_tl->end();
   if (end <= begin) return;
   Tally t;
-  const Proofs proofs{WorkedSpans(*f), DrainedSpans(*f)};
+  const Proofs proofs = MakeProofs(*f, begin, end);
   if (!FromNvml(*f, proofs, begin, end, &b, &t)) {
     b.source = "stream";
     FromStream(*f, proofs, begin, end, &t);

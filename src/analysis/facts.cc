@@ -762,12 +762,12 @@ TimeSpans MergeSpans(TimeSpans spans) {
   return out;
 }
 
-int64_t SpansOverlap(const TimeSpans& spans, int64_t a, int64_t b) {
+int64_t RunningInSpans(const ThreadTimeline& tl, const TimeSpans& spans, int64_t a, int64_t b) {
   int64_t ns = 0;
   auto it = std::upper_bound(spans.begin(), spans.end(), a,
                              [](int64_t x, const auto& s) { return x < s.second; });
   for (; it != spans.end() && it->first < b; ++it) {
-    ns += std::min(b, it->second) - std::max(a, it->first);
+    ns += At(tl.Overlap(std::max(a, it->first), std::min(b, it->second)), FeedCause::kRunning);
   }
   return ns;
 }
@@ -790,7 +790,7 @@ BudgetTimes PathDetailOverlap(const Facts& f, int64_t a, int64_t b) {
   At(out, BudgetCause::kHostWrite) += writing;
   // The running time inside allocator calls (at most what is left of it).
   int64_t allocating =
-      std::min(SpansOverlap(f.main_alloc_spans, a, b), At(own, FeedCause::kRunning) - writing);
+      std::min(RunningInSpans(tl, f.main_alloc_spans, a, b), At(own, FeedCause::kRunning) - writing);
   At(out, BudgetCause::kAllocator) += allocating;
   At(out, BudgetCause::kHostCompute) += At(own, FeedCause::kRunning) - writing - allocating;
   At(out, BudgetCause::kProcessIo) += At(own, FeedCause::kBlockedIo);

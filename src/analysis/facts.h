@@ -274,8 +274,9 @@ std::optional<int64_t> RecommendedWorkers(const Facts& f);
 std::pair<int32_t, int64_t> TopGilHolder(const Facts& f);
 // Sorted and merged (overlapping or touching spans become one).
 TimeSpans MergeSpans(TimeSpans spans);
-// Nanoseconds of [a, b) inside `spans` (sorted, disjoint).
-int64_t SpansOverlap(const TimeSpans& spans, int64_t a, int64_t b);
+// Nanoseconds of [a, b) inside `spans` (sorted, disjoint) that the thread ran on a CPU outside
+// any other cause (FeedCause::kRunning): a free that waited for the device is a sync there.
+int64_t RunningInSpans(const ThreadTimeline& tl, const TimeSpans& spans, int64_t a, int64_t b);
 // The CPUs the job can use: the host's cores, or fewer under its cgroup's CPU quota.
 int64_t UsableCpus(const Facts& f);
 // The main thread's critical path over [a, b): its own timeline with every resolved "blocked

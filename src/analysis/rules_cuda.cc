@@ -316,6 +316,40 @@ std::pair<int64_t, int64_t> AllocatorCalls(const Facts& f) {
   return {calls, ns};
 }
 
+// Bursts of frees on the main thread, each opened by a free that drained the device (the
+// allocator's cache emptied at once): how many, their frees, and the time the opening frees
+// waited for the device (FreeWaitedForDevice).
+struct FreeBursts {
+  int bursts = 0;
+  int64_t frees = 0;
+  int64_t wait_ns = 0;  // every free of the window that waited for the device
+};
+FreeBursts FindFreeBursts(const Facts& f) {
+  FreeBursts out;
+  int run = 0;  // frees in the open burst (0: none open)
+  int64_t last_end = 0;
+  auto close = [&] {
+    if (run >= th::kFreeBurstMinFrees) {
+      ++out.bursts;
+      out.frees += run;
+    }
+    run = 0;
+  };
+  for (const Event& e : f.events) {
+    if (e.tid != f.main_tid || !IsFree(e.op) || e.duration_ns < 0) continue;
+    if (FreeWaitedForDevice(e)) out.wait_ns += e.duration_ns;
+    if (run > 0 && e.ts_ns - last_end <= th::kFreeBurstGapNs) {
+      ++run;
+    } else {
+      close();
+      if (DrainedDevice(e)) run = 1;
+    }
+    last_end = e.End();
+  }
+  close();
+  return out;
+}
+
 }  // namespace
 
 double AllocatorSeconds(const Facts& f) { return Sec(AllocatorCalls(f).second); }
@@ -446,12 +480,24 @@ void AllocatorSpikes(const Facts& f, std::vector<Finding>* out) {
     x.lost_s = AllocatorLostS(f);
     x.severity = Ladder(Share(x.lost_s, f.budget.window_s)).value_or(Severity::kLow);
     if (rate < 4 * th::kMallocChurnPerSec) x.severity = Severity::kLow;
+    FreeBursts bursts = FindFreeBursts(f);
     x.root.push_back(
-        Fmt("%.0f cudaMalloc/cudaFree calls per second in steady state (%s s inside "
-            "them)",
-            rate, FormatSeconds(inside).c_str()));
+        Fmt("%.0f cudaMalloc/cudaFree calls per second in steady state (%s s inside them, %s s "
+            "of it frees waiting for the GPU to finish)",
+            rate, FormatSeconds(inside).c_str(), FormatSeconds(Sec(bursts.wait_ns)).c_str()));
     x.root.push_back("Main thread in allocator calls: " + IdleLine(f, BudgetCause::kAllocator));
+    if (bursts.bursts > 0) {
+      x.root.push_back(Fmt(
+          "%d bursts of %.0f frees on average, each opened by a free that drained the GPU: the "
+          "allocator's cache handed back to the driver at once, then allocated anew",
+          bursts.bursts,
+          static_cast<double>(bursts.frees) / static_cast<double>(bursts.bursts)));
+      x.fix.push_back(
+          "remove torch.cuda.empty_cache() (and gc.collect()) from the training loop: the cache "
+          "is what keeps allocations off the driver");
+    }
     x.metrics.push_back({"lost_s", x.lost_s, "s"});
+    x.metrics.push_back({"free_bursts", static_cast<double>(bursts.bursts), "count"});
     x.fix.push_back(
         "reuse buffers across steps (the PyTorch caching allocator does this unless "
         "PYTORCH_NO_CUDA_MEMORY_CACHING=1 is set)");
@@ -701,12 +747,23 @@ void GpuNeighbour(const Facts& f, std::vector<Finding>* out) {
       "The job waited in syncs %s s; %s s of it the GPU was running other "
       "processes' work",
       FormatSeconds(BudgetPathS(f, BudgetCause::kSyncWait)).c_str(), FormatSeconds(lost).c_str()));
+  // Time-slicing also stretches the job's own kernels (context switches), which per-process
+  // utilization counts as the job's busy time: the lost seconds are a lower bound, the whole
+  // wait the upper one (2026-12-07, H100: 6.8 s lost, 11.0 s waited, 9.0 s measured).
+  if (BudgetPathS(f, BudgetCause::kSyncWait) > th::kNeighbourWaitBeyondLost * lost) {
+    x.effects.push_back(Fmt(
+        "Sharing also slows the job's own kernels (time-slicing switches contexts), which no "
+        "utilization sample separates: the cost is at least %s s and at most the %s s waited",
+        FormatSeconds(lost).c_str(),
+        FormatSeconds(BudgetPathS(f, BudgetCause::kSyncWait)).c_str()));
+  }
   AddThroughputEffect(f, &x);
   x.fix.push_back("give each job its own GPU: CUDA_VISIBLE_DEVICES=<free gpu> for the other job");
   x.fix.push_back(
       "or share it with guarantees: MPS with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, or MIG slices");
   x.metrics.push_back({"gpu_busy_other_s", f.budget.gpu_busy_other_s, "s"});
   x.metrics.push_back({"lost_s", x.lost_s, "s"});
+  x.metrics.push_back({"sync_wait_s", BudgetPathS(f, BudgetCause::kSyncWait), "s"});
   SetEvidence(&x, {{"per-process GPU utilization (NVML) over the window",
                     Sql(f,
                         "SELECT s.pid, p.name, COUNT(*) AS samples, ROUND(AVG(s.sm_util_pct), 1) "

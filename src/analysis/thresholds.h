@@ -67,6 +67,10 @@ inline constexpr double kPageableBytesShareMin = 0.5;
 // time waiting for the work queued before it on the stream, not moving data: `loss.item()`'s
 // device-to-host copy. Its time counts as a sync.
 inline constexpr int64_t kCopyWaitMinNs = 50'000;
+// A cudaFree/cuMemFree of device memory that lasted at least this long waited for the device
+// (it drains it before freeing): the wait for the step's kernels, a sync on the critical path.
+// The driver's own unmapping takes microseconds a block (1–4 µs apart on the H100, 2026-12-07).
+inline constexpr int64_t kFreeWaitMinNs = 250'000;
 inline constexpr double kCopyWaitMaxBytesPerNs = 0.1;
 
 // Sync-heavy loop: syncs per second with few launches per sync.
@@ -83,6 +87,11 @@ inline constexpr double kLaunchMaxSyncShare = 0.10;
 
 // cudaMalloc churn (steady-state allocator calls per second) and periodic spikes.
 inline constexpr double kMallocChurnPerSec = 50.0;
+// torch.cuda.empty_cache()'s signature: a free that drained the device followed by at least
+// kFreeBurstMinFrees - 1 more frees, each within kFreeBurstGapNs of the previous one's end (the
+// cached blocks handed back at once: 26 frees 1–4 µs apart on the H100, 2026-12-07).
+inline constexpr int kFreeBurstMinFrees = 4;
+inline constexpr int64_t kFreeBurstGapNs = 1'000'000;
 inline constexpr double kMallocSpikeFactor = 10.0;        // a second's allocator time vs the median
 inline constexpr int64_t kMallocSpikeMinNs = 20'000'000;  // and at least 20 ms in that second
 inline constexpr int kMallocSpikeMinCount = 3;
@@ -186,6 +195,9 @@ inline constexpr int64_t kProfileMinSamples = 20;
 // Another process's GPU work (gpu-sharing from the budget): share of the window the job waited
 // on a GPU busy with others.
 inline constexpr double kNeighbourLowShare = 0.02;
+// gpu-sharing names the range of its cost (lost seconds to the whole wait) where the job waited
+// on the shared GPU this much longer than the neighbour's work explains.
+inline constexpr double kNeighbourWaitBeyondLost = 1.2;
 // The GPU verdict says the GPU is shared (not "faster kernels") from this share of the window
 // busy with other processes' work.
 inline constexpr double kSharedGpuVerdictShare = 0.10;

@@ -71,7 +71,7 @@ void AppendIntervals(const Event& e, int32_t back_on, const CpuOccupancy* occupa
     if (runq > 0) AppendRunq(wake, e.End(), other, back_on, occupancy, out);
     return;
   }
-  if (IsSync(e.op) || CopyWaitedForStream(e)) {
+  if (IsSync(e.op) || CopyWaitedForStream(e) || FreeWaitedForDevice(e)) {
     out->push_back({e.ts_ns, e.End(), FeedCause::kSync, 0});
   } else if (IsMemcpy(e.op)) {
     out->push_back({e.ts_ns, e.End(), FeedCause::kMemcpy, 0});
@@ -91,6 +91,15 @@ bool CopyWaitedForStream(const Event& e) {
     return false;
   return static_cast<double>(e.bytes) <
          thresholds::kCopyWaitMaxBytesPerNs * static_cast<double>(e.duration_ns);
+}
+
+bool DrainedDevice(const Event& e) {
+  if (!DrainsDevice(e.op) || !(e.ret == 0 || e.ret == kNull)) return false;
+  return IsSync(e.op) || (e.addr != 0 && e.addr != kNull);
+}
+
+bool FreeWaitedForDevice(const Event& e) {
+  return IsFree(e.op) && e.duration_ns >= thresholds::kFreeWaitMinNs && DrainedDevice(e);
 }
 
 int CausePrecedence(FeedCause cause) {

@@ -93,6 +93,14 @@ int CausePrecedence(FeedCause cause);
 // A memcpy row that waited for its stream rather than moving data (thresholds.h,
 // kCopyWait*): its time is a sync on the critical path, and memcpy-bottleneck leaves it out.
 bool CopyWaitedForStream(const Event& e);
+// A row of a call that returned only once the device ran out of the process's earlier work
+// (ops DrainsDevice: a device sync, or cudaFree/cuMemFree of a real pointer; cudaFree(nullptr)
+// only initializes the context), and that succeeded.
+bool DrainedDevice(const Event& e);
+// A free of device memory that drained the device and lasted at least kFreeWaitMinNs
+// (thresholds.h): its time was the wait for the step's kernels (the first free of
+// torch.cuda.empty_cache()), a sync on the critical path, not the allocator's CPU time.
+bool FreeWaitedForDevice(const Event& e);
 
 template <typename F>
 void CpuOccupancy::ForEachHeld(int32_t cpu, int64_t a, int64_t b, F piece) const {

@@ -6,6 +6,8 @@
 #   gil-thread     gil-contention on top (the GIL hand-offs seen), naming a thread of the trainer
 #   main batches   host-compute on top, fix: num_workers>0
 #   tiny kernels   host-compute (dispatch) on top, fix: CUDA Graphs
+#   allocator      malloc-churn on top (torch.cuda.empty_cache()'s churn every step), fix:
+#                  remove the empty_cache() call
 #   neighbour      gpu-sharing on top (another process on a shared simulated GPU), and the
 #                  verdict does not blame the job's own kernels
 #   checkpoint     main-thread-io on top, fix: an asynchronous checkpoint
@@ -112,6 +114,11 @@ grep -q "thread [0-9]* of python3" "$WORK/gil.txt" && pass "gil: the holding thr
   || fail "gil: no holding thread named" "$(sed -n '/Causal/,/Fix/p' "$WORK/gil.txt")"
 run batches --main-thread-batches --batch-cpu-ms 20 && check batches host-compute "num_workers>0" healthy
 run tiny --kernels-per-step 2000 --kernel-us 5 && check tiny host-compute "reduce-overhead"
+# torch.cuda.empty_cache() every step: 8 blocks of 4 MiB allocated before the launches and freed
+# back to back after them, the first free waiting out the step's kernels. 12 s, so that the
+# start-up before the CUDA probes attach (no rows: its idle time has no cause) weighs less.
+run churn --empty-cache 8 --empty-cache-mb 4 --duration 12 \
+  && check churn malloc-churn "remove torch.cuda.empty_cache()" healthy
 # The checkpoint's writes under 1 ms are not recorded (only slow reads and writes are); the CPU
 # it spends in them comes from the on-CPU profile's writing samples (host_write). One 64 MB
 # checkpoint costs ~65 ms here (15 ms writing, 50 ms fsync): every 25 steps, so that its ~2 s
