@@ -1887,20 +1887,26 @@ TEST(BudgetTest, WhereTheLaunchProbesWereDetachedTheWatchedSecondsDecide) {
 // with NVML and with stream evidence alike, and from a
 // recording whose allocator rows carry no since_work_ns (before 2026-12-07). With the frees 50 µs
 // apart (room for a launch no probe saw) or a thread that launches kernels running meanwhile,
-// nothing is proven and only NVML's idle time is shared out. A free whose row shows work given
-// since the drain (another thread's copy) is not in the stretch; the next one drains again.
+// nothing is proven and only NVML's idle time is shared out, unless the launch probes watched
+// the time (then the rows' since_work_ns prove the gaps empty too). A free whose row shows work
+// given since the drain (another thread's copy) is not in the stretch; the next one drains again.
 TEST(BudgetTest, AllocatorCallsAfterADrainingFreeIdleTheGpu) {
-  enum Shape { kBackToBack, kStream, kOldRows, kSeenWork, kGaps, kLauncherRuns };
-  for (Shape shape : {kBackToBack, kStream, kOldRows, kSeenWork, kGaps, kLauncherRuns}) {
+  enum Shape { kBackToBack, kStream, kOldRows, kSeenWork, kGaps, kLauncherRuns, kWatchedGaps };
+  for (Shape shape :
+       {kBackToBack, kStream, kOldRows, kSeenWork, kGaps, kLauncherRuns, kWatchedGaps}) {
     SCOPED_TRACE(shape);
     Builder b;
     b.w.events.clear();
+    // Launches counted one second in ten; kWatchedGaps: the probes watched the whole window
+    // (coverage known, nothing unprobed), so the rows' since_work_ns span any gap.
+    b.w.launch_duty = 10;
+    b.w.launch_estimates.coverage_known = shape == kWatchedGaps;
     constexpr int32_t kHelper = kMain + 1;  // the autograd thread: it launches kernels
     b.Add(Call(kMain, Op::kCudaLaunchKernel, 0, 5'000));
     Event launch = Call(kMain, Op::kCudaLaunchKernel, 10'000, 5'000);
     launch.tid = kHelper;
     b.Add(launch);
-    int64_t gap = shape == kGaps ? 50'000 : 3'000;
+    int64_t gap = shape == kGaps || shape == kWatchedGaps ? 50'000 : 3'000;
     for (int64_t t = 0; t < b.w.to; t += 50 * kMs) {
       Event wait = Call(kMain, Op::kCudaFree, t + 30 * kMs, 14 * kMs);
       wait.since_work_ns = kMs;  // the step's last launch
@@ -1956,6 +1962,10 @@ TEST(BudgetTest, AllocatorCallsAfterADrainingFreeIdleTheGpu) {
       EXPECT_GE(f->severity, Severity::kMedium);
       // A MEDIUM finding whose fix speeds the job up: the GPU is not "the bottleneck".
       EXPECT_EQ(r.gpu_verdict.find("faster kernels"), std::string::npos) << r.gpu_verdict;
+    } else if (shape == kWatchedGaps) {
+      // The 27 gaps of 50 µs are drained too (10.5 s idle), the calls in them the allocator's.
+      EXPECT_NEAR(r.budget.gpu_idle_s, 2000 * (26 * 0.2 + 0.05) / 1e3, 0.2);
+      EXPECT_NEAR(LostS(r, BudgetCause::kAllocator), 7.8, 0.2);
     } else {
       EXPECT_NEAR(r.budget.gpu_idle_s, 5, 0.2);
       EXPECT_LT(LostS(r, BudgetCause::kAllocator), 5.0);
@@ -1970,6 +1980,7 @@ TEST(BudgetTest, AllocatorCallsAfterADrainingFreeIdleTheGpu) {
 TEST(BudgetTest, UnseenLaunchesBetweenSyncsProveNothing) {
   Builder b;
   b.w.events.clear();
+  b.w.launch_duty = 10;  // recorded without coverage rows: nothing says which seconds were watched
   for (int64_t t = 0; t < b.w.to; t += 10 * kMs) {
     Event sync = Call(kMain, Op::kCudaDeviceSync, t + 9 * kMs, 5'000);
     sync.since_work_ns = t > 0 ? 10 * kMs : 1 * kMs;

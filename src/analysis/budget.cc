@@ -66,18 +66,21 @@ bool GivesNoWork(const Event& e) {
 
 // Stretches in which the GPU provably had none of the job's work (sorted, disjoint): from the
 // return of a call that drains the device (DrainsDevice: a device sync, a cudaFree) through the
-// main thread's calls that give the GPU no work (syncs, synchronous allocations) that follow it
-// back to back, each within kDrainGapNs of the previous one: too little time to launch a kernel
-// between them. The launches themselves cannot prove this: launch probes are attached one second
-// in every --launch-duty (10 by default), so most launches have no row and leave no trace in
-// since_work_ns. Where a row's since_work_ns does show work given since the drain began, the
-// stretch ends there. A thread of the process seen launching kernels that runs on a CPU inside
-// the stretch voids it (it may have launched). The drain finished all earlier work, so the GPU
-// idled for the job there, whatever NVML's utilization says (it counts the driver's own memory
-// work after a cudaFree as busy): a loop that empties the allocator's cache every step idles the
-// GPU through the burst of frees after the step. Recordings whose allocator rows carry no
-// since_work_ns (before 2026-12-07) are judged by the gaps alone.
-Spans DrainedSpans(const Facts& f) {
+// main thread's calls that give the GPU no work (syncs, synchronous allocations) that follow it,
+// each either back to back, within kDrainGapNs of the previous one (too little time to launch a
+// kernel between them), or, where the launch probes watched the time since the previous one, with
+// a since_work_ns that shows no work given since the drain began (every launch of the process
+// updates it then). Launch probes are attached one second in every --launch-duty (10 by
+// default), so elsewhere most launches have no row and leave no trace in since_work_ns: there a
+// thread of the process seen launching kernels that runs on a CPU inside the stretch voids it
+// (it may have launched). Where a row's since_work_ns shows work given since the drain began,
+// or a drain that waited (work was queued), the stretch ends at that row. The drain finished all
+// earlier work, so the GPU idled for the job there, whatever NVML's utilization says (it counts
+// the driver's own memory work after a cudaFree as busy): a loop that empties the allocator's
+// cache every step idles the GPU through the burst of frees after the step, and in watched time
+// through the next step's allocations up to its first launch. Recordings whose allocator rows
+// carry no since_work_ns (before 2026-12-07) are judged by the gaps alone.
+Spans DrainedSpans(const Facts& f, const Spans& unprobed, int64_t watched_from) {
   std::set<int32_t> launchers;  // other threads of the main process seen launching
   for (const Event& e : f.events) {
     if (e.pid == f.main_pid && e.tid != f.main_tid &&
@@ -91,19 +94,31 @@ Spans DrainedSpans(const Facts& f) {
     }
     return false;
   };
+  // Whether every launch of the process in [a, b] updated since_work_ns: the probes were
+  // attached throughout (recordings without coverage rows only where launches were all counted).
+  const bool coverage = f.w->launch_estimates.coverage_known || f.w->launch_duty <= 1;
+  auto watched = [&](int64_t a, int64_t b) {
+    if (!coverage || watched_from < 0 || a < watched_from) return false;
+    auto it = std::upper_bound(unprobed.begin(), unprobed.end(), a,
+                               [](int64_t x, const auto& s) { return x < s.second; });
+    return it == unprobed.end() || it->first > b;
+  };
   Spans spans;
   int64_t drain_start = -1;  // entry of the drain the open stretch rests on
   int64_t start = -1, last = -1;
   auto close = [&] {
-    if (start >= 0 && last > start && !launcher_ran(start, last)) spans.push_back({start, last});
+    if (start >= 0 && last > start && (watched(start, last) || !launcher_ran(start, last))) {
+      spans.push_back({start, last});
+    }
     start = last = drain_start = -1;
   };
   for (const Event& e : f.events) {
     if (e.tid != f.main_tid || e.duration_ns < 0) continue;
-    bool seen_work = e.since_work_ns != kNull && e.since_work_ns > 0 && drain_start >= 0 &&
-                     e.ts_ns - e.since_work_ns > drain_start;
-    if (start >= 0 && e.ts_ns >= last && e.ts_ns - last <= th::kDrainGapNs && GivesNoWork(e) &&
-        !seen_work) {
+    bool shown = e.since_work_ns != kNull && e.since_work_ns > 0 && drain_start >= 0;
+    bool seen_work = shown && e.ts_ns - e.since_work_ns > drain_start;
+    bool waited = DrainedDevice(e) && e.duration_ns >= th::kWorkedSyncNs;
+    if (start >= 0 && e.ts_ns >= last && GivesNoWork(e) && !seen_work && !waited &&
+        (e.ts_ns - last <= th::kDrainGapNs || (shown && watched(last, e.ts_ns)))) {
       last = std::max(last, e.End());
       if (DrainedDevice(e)) drain_start = e.ts_ns;  // the proof now rests on this drain too
       continue;
@@ -142,44 +157,64 @@ struct Tally {
 
 // What the job's own CUDA calls prove about the GPU: stretches it had the job's work all through
 // (WorkedSpans) and stretches it had none of it (DrainedSpans). Where the launch probes were
-// detached (`unprobed`) no sync proves it worked, so there the share of each cause's path time
-// the proofs covered in the probed time (`worked_share`) stands in: an estimate, as the launch
-// counts of those stretches are, which a steady loop makes exact (its steps look alike whether
-// the probes watched or not).
+// detached (`unprobed`) no sync proves it worked, and only back-to-back calls prove it drained,
+// so there the shares of each cause's path time the proofs covered in the watched time
+// (`worked_share`, `dry_share`) stand in: estimates, as the launch counts of those stretches are,
+// which a steady loop makes exact (its steps look alike whether the probes watched or not).
 struct Proofs {
   Spans worked;
   Spans drained;
   Spans unprobed;
+  Spans drained_unprobed;  // drained ∩ unprobed
   std::array<double, kBudgetCauseCount> worked_share{};
+  std::array<double, kBudgetCauseCount> dry_share{};
 };
 
+// The intersection of two sorted, disjoint span lists.
+Spans Intersect(const Spans& x, const Spans& y) {
+  Spans out;
+  for (size_t i = 0, j = 0; i < x.size() && j < y.size();) {
+    int64_t a = std::max(x[i].first, y[j].first), b = std::min(x[i].second, y[j].second);
+    if (a < b) out.push_back({a, b});
+    (x[i].second < y[j].second ? i : j)++;
+  }
+  return out;
+}
+
 Proofs MakeProofs(const Facts& f, int64_t begin, int64_t end) {
-  Proofs p{WorkedSpans(f), DrainedSpans(f), f.w->launch_estimates.unprobed, {}};
-  if (p.unprobed.empty()) return p;
   // Watched time starts at the process's first CUDA call seen: before its library's probes were
-  // attached no sync could prove anything, whatever the launch coverage says.
+  // attached no call could prove anything, whatever the launch coverage says.
   auto first = std::find_if(f.events.begin(), f.events.end(), [&](const Event& e) {
     return e.pid == f.main_pid && OpLayer(e.op) != Layer::kHost;
   });
-  if (first == f.events.end()) return p;
-  begin = std::max(begin, first->ts_ns);
+  int64_t watched_from = first == f.events.end() ? -1 : first->ts_ns;
+  const Spans& unprobed = f.w->launch_estimates.unprobed;
+  Proofs p{WorkedSpans(f), DrainedSpans(f, unprobed, watched_from), unprobed, {}, {}, {}};
+  if (p.unprobed.empty() || watched_from < 0) return p;
+  p.drained_unprobed = Intersect(p.drained, p.unprobed);
+  begin = std::max(begin, watched_from);
   BudgetTimes all = PathDetailOverlap(f, begin, end);
   BudgetTimes blind = SpanDetail(f, p.unprobed, begin, end);
   BudgetTimes worked = SpanDetail(f, p.worked, begin, end);
+  BudgetTimes dry = SpanDetail(f, p.drained, begin, end);
+  BudgetTimes dry_blind = SpanDetail(f, p.drained_unprobed, begin, end);
   for (size_t i = 0; i < kBudgetCauseCount; ++i) {
     int64_t probed = all[i] - std::min(blind[i], all[i]);
-    if (probed > 0) {
-      p.worked_share[i] =
-          std::clamp(static_cast<double>(worked[i]) / static_cast<double>(probed), 0.0, 1.0);
-    }
+    if (probed <= 0) continue;
+    auto share = [&](int64_t ns) {
+      return std::clamp(static_cast<double>(ns) / static_cast<double>(probed), 0.0, 1.0);
+    };
+    p.worked_share[i] = share(worked[i]);
+    p.dry_share[i] = share(dry[i] - std::min(dry_blind[i], dry[i]));
   }
   return p;
 }
 
-// The path detail of [a, b) split by the proofs: `dry` is the time in drained stretches; `rest`
-// the time in neither (worked time, proven or in unprobed time the watched share of it, takes no
-// idle time, so it is left out of both). sync_wait is
-// left whole in `rest`: the job waiting on the GPU is never the GPU's idle time.
+// The path detail of [a, b) split by the proofs: `dry` is the time in drained stretches (in
+// unprobed time at least the watched share of it); `rest` the time in neither (worked time,
+// proven or in unprobed time the watched share of it, takes no idle time, so it is left out of
+// both). sync_wait is left whole in `rest`: the job waiting on
+// the GPU is never the GPU's idle time.
 struct StretchDetail {
   BudgetTimes rest{};
   BudgetTimes dry{};
@@ -190,9 +225,13 @@ StretchDetail SplitDetail(const Facts& f, const Proofs& p, int64_t a, int64_t b)
   BudgetTimes w = SpanDetail(f, p.worked, a, b);
   BudgetTimes blind = p.unprobed.empty() ? BudgetTimes{} : SpanDetail(f, p.unprobed, a, b);
   BudgetTimes dr = SpanDetail(f, p.drained, a, b);
+  BudgetTimes dr_blind =
+      p.drained_unprobed.empty() ? BudgetTimes{} : SpanDetail(f, p.drained_unprobed, a, b);
   for (size_t i = 0; i < kBudgetCauseCount; ++i) {
     if (static_cast<BudgetCause>(i) == BudgetCause::kSyncWait) continue;
-    out.dry[i] = std::min(dr[i], out.rest[i]);
+    // In unprobed time the watched share, where it says more than the back-to-back calls prove.
+    auto estimate = static_cast<int64_t>(p.dry_share[i] * static_cast<double>(blind[i]));
+    out.dry[i] = std::min(dr[i] + std::max<int64_t>(0, estimate - dr_blind[i]), out.rest[i]);
     out.rest[i] -= out.dry[i];
     auto worked = w[i] + static_cast<int64_t>(p.worked_share[i] * static_cast<double>(blind[i]));
     out.rest[i] -= std::min(worked, out.rest[i]);
@@ -323,8 +362,10 @@ void FromStream(const Facts& f, const Proofs& proofs, int64_t begin, int64_t end
   std::vector<const Event*> syncs;
   for (const Event& e : f.events) {
     // A cudaFree waits for the device like a sync.
-    if (e.tid == f.main_tid && (IsSync(e.op) || DrainedDevice(e)) && e.ts_ns >= begin && e.ts_ns < end)
+    if (e.tid == f.main_tid && (IsSync(e.op) || DrainedDevice(e)) && e.ts_ns >= begin &&
+        e.ts_ns < end) {
       syncs.push_back(&e);
+    }
   }
   int64_t step_start = begin;
   auto step = [&](int64_t a, int64_t b, bool gpu_working) {

@@ -789,8 +789,8 @@ BudgetTimes PathDetailOverlap(const Facts& f, int64_t a, int64_t b) {
   }
   At(out, BudgetCause::kHostWrite) += writing;
   // The running time inside allocator calls (at most what is left of it).
-  int64_t allocating =
-      std::min(RunningInSpans(tl, f.main_alloc_spans, a, b), At(own, FeedCause::kRunning) - writing);
+  int64_t allocating = std::min(RunningInSpans(tl, f.main_alloc_spans, a, b),
+                                At(own, FeedCause::kRunning) - writing);
   At(out, BudgetCause::kAllocator) += allocating;
   At(out, BudgetCause::kHostCompute) += At(own, FeedCause::kRunning) - writing - allocating;
   At(out, BudgetCause::kProcessIo) += At(own, FeedCause::kBlockedIo);
