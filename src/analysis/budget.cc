@@ -213,8 +213,8 @@ Proofs MakeProofs(const Facts& f, int64_t begin, int64_t end) {
 // The path detail of [a, b) split by the proofs: `dry` is the time in drained stretches (in
 // unprobed time at least the watched share of it); `rest` the time in neither (worked time,
 // proven or in unprobed time the watched share of it, takes no idle time, so it is left out of
-// both). sync_wait is left whole in `rest`: the job waiting on
-// the GPU is never the GPU's idle time.
+// both). sync_wait is left whole in `rest`: the job waiting on the GPU is never the GPU's idle
+// time.
 struct StretchDetail {
   BudgetTimes rest{};
   BudgetTimes dry{};

@@ -715,6 +715,7 @@ namespace {
 // traced or not: the budget's sync_wait lost seconds.
 void GpuNeighbour(const Facts& f, std::vector<Finding>* out) {
   double lost = BudgetLostS(f, BudgetCause::kSyncWait);
+  double waited = BudgetPathS(f, BudgetCause::kSyncWait);
   if (f.budget.source != "nvml-process" ||
       Share(lost, f.budget.window_s) < th::kNeighbourLowShare) {
     return;
@@ -746,16 +747,15 @@ void GpuNeighbour(const Facts& f, std::vector<Finding>* out) {
   x.effects.push_back(Fmt(
       "The job waited in syncs %s s; %s s of it the GPU was running other "
       "processes' work",
-      FormatSeconds(BudgetPathS(f, BudgetCause::kSyncWait)).c_str(), FormatSeconds(lost).c_str()));
+      FormatSeconds(waited).c_str(), FormatSeconds(lost).c_str()));
   // Time-slicing also stretches the job's own kernels (context switches), which per-process
   // utilization counts as the job's busy time: the lost seconds are a lower bound, the whole
   // wait the upper one (2026-12-07, H100: 6.8 s lost, 11.0 s waited, 9.0 s measured).
-  if (BudgetPathS(f, BudgetCause::kSyncWait) > th::kNeighbourWaitBeyondLost * lost) {
+  if (waited > th::kNeighbourWaitBeyondLost * lost) {
     x.effects.push_back(Fmt(
         "Sharing also slows the job's own kernels (time-slicing switches contexts), which no "
         "utilization sample separates: the cost is at least %s s and at most the %s s waited",
-        FormatSeconds(lost).c_str(),
-        FormatSeconds(BudgetPathS(f, BudgetCause::kSyncWait)).c_str()));
+        FormatSeconds(lost).c_str(), FormatSeconds(waited).c_str()));
   }
   AddThroughputEffect(f, &x);
   x.fix.push_back("give each job its own GPU: CUDA_VISIBLE_DEVICES=<free gpu> for the other job");
@@ -763,7 +763,7 @@ void GpuNeighbour(const Facts& f, std::vector<Finding>* out) {
       "or share it with guarantees: MPS with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, or MIG slices");
   x.metrics.push_back({"gpu_busy_other_s", f.budget.gpu_busy_other_s, "s"});
   x.metrics.push_back({"lost_s", x.lost_s, "s"});
-  x.metrics.push_back({"sync_wait_s", BudgetPathS(f, BudgetCause::kSyncWait), "s"});
+  x.metrics.push_back({"sync_wait_s", waited, "s"});
   SetEvidence(&x, {{"per-process GPU utilization (NVML) over the window",
                     Sql(f,
                         "SELECT s.pid, p.name, COUNT(*) AS samples, ROUND(AVG(s.sm_util_pct), 1) "
