@@ -398,8 +398,10 @@ void FromStream(const Facts& f, const Proofs& proofs, int64_t begin, int64_t end
 void ComputeBudget(Facts* f) {
   if (!f->main_tl) return;
   GpuBudget& b = f->budget;
-  const int64_t begin = f->main_tl->begin();
-  const int64_t end = f->main_tl->end();
+  const int64_t begin = f->loop_begin;
+  const int64_t end = f->loop_end;
+  b.startup_s = static_cast<double>(begin - f->main_tl->begin()) / 1e9;
+  b.exit_s = static_cast<double>(f->main_tl->end() - end) / 1e9;
   if (end <= begin) return;
   Tally t;
   const Proofs proofs = MakeProofs(*f, begin, end);

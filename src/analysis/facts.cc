@@ -1198,6 +1198,31 @@ void MeasureCpuRoom(const WindowData& w, const ThreadRows& rows, Facts* f) {
   if (n > 0) f->host_busy = sum / static_cast<double>(n) / 100.0;
 }
 
+// ---- The job's loop (Facts::loop_begin): the main thread's lifetime less the start-up before
+// the main process's first CUDA call, where the process started in the window (within
+// kLoopStartSlackNs of its start: `trace -- CMD` forks the job just before the session's clock
+// starts), and less the exit after its last, where it exited in the window.
+void FindLoop(const WindowData& w, Facts* f) {
+  f->loop_begin = f->main_tl->begin();
+  f->loop_end = f->main_tl->end();
+  int64_t first = -1, last = -1;
+  for (const Event& e : f->events) {
+    if (e.pid != f->main_pid || OpLayer(e.op) == Layer::kHost) continue;
+    if (first < 0) first = e.ts_ns;
+    last = std::max(last, e.End());
+  }
+  if (first < 0) return;
+  auto it = w.processes.find(f->main_pid);
+  if (it == w.processes.end()) return;
+  const ProcessRecord& p = it->second;
+  if (p.first_ts != kNull && p.first_ts >= w.from - th::kLoopStartSlackNs) {
+    f->loop_begin = std::clamp(first, f->loop_begin, f->loop_end);
+  }
+  if (p.exit_ts != kNull && p.exit_ts <= w.to) {
+    f->loop_end = std::clamp(last, f->loop_begin, f->loop_end);
+  }
+}
+
 // ---- Critical path of the main thread: its waits resolved through who woke it.
 // The main thread's device allocator calls as merged spans (a runtime call and the driver call
 // nested in it are one).
@@ -1224,7 +1249,7 @@ void ResolveCriticalPath(const ThreadRows& rows, const std::map<int32_t, ThreadT
   f->batch_cycles = graph.batch_cycles();
   f->main_writer = WriterSamples(*f->w, f->main_tid);
   f->main_alloc_spans = MainAllocatorSpans(*f);
-  f->path_detail = PathDetailOverlap(*f, f->main_tl->begin(), f->main_tl->end());
+  f->path_detail = PathDetailOverlap(*f, f->loop_begin, f->loop_end);
   f->lost_contention = static_cast<double>(At(f->path, FeedCause::kRunqWait));
   f->lost_io = static_cast<double>(At(f->path, FeedCause::kBlockedIo));
   f->lost_memory = static_cast<double>(At(f->path, FeedCause::kPageFault));
@@ -1572,6 +1597,7 @@ Facts ComputeFacts(const WindowData& w, const ExplainOptions& options) {
   for (const auto& [tid, tl] : tls) RunqHoldersIn(f, tl, w.from, w.to, &f.runq_holders);
   FindCompetitors(w, &f);
   MeasureCpuRoom(w, rows, &f);
+  FindLoop(w, &f);
   ResolveCriticalPath(rows, tls, &f);
 
   std::vector<const Event*> syncs = MainProcessSyncs(&f);

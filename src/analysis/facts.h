@@ -163,6 +163,12 @@ struct Facts {
   int64_t job_end = 0;
   int64_t window_ns = 0;
   double window_s = 0;
+  // The job's loop: its lifetime less its start-up before the main process's first CUDA call
+  // (a process started in the window: imports, model and data set-up) and its exit after the
+  // last (a process that exited in it). The GPU-time budget covers the loop only: a steps/s
+  // slowdown never includes start-up, and the loop's causes are what a fix speeds up.
+  int64_t loop_begin = 0;
+  int64_t loop_end = 0;
   int64_t cores = 0;
   // Tracked rows of the window with driver calls nested in a runtime call removed (a runtime
   // call and the driver calls it makes count once: calls, bytes and time).

@@ -224,6 +224,17 @@ std::string BudgetText(const GpuBudget& b, bool worth_fixing) {
                pct(b.gpu_busy_other_s).c_str());
   }
   out += Fmt(", idle %.1f s (%s)\n", b.gpu_idle_s, pct(b.gpu_idle_s).c_str());
+  // The lifetime outside the loop, said once: its GPU idle time is no cause's lost time.
+  std::string outside;
+  if (b.startup_s >= 0.05) {
+    outside = Fmt("%.1f s of start-up before the job's first CUDA call", b.startup_s);
+  }
+  if (b.exit_s >= 0.05) {
+    outside += Fmt("%s%.1f s of exit after its last", outside.empty() ? "" : ", ", b.exit_s);
+  }
+  if (!outside.empty()) {
+    out += "  outside the loop, not in the budget: " + outside + "\n";
+  }
   Table t;
   t.columns = {"what held the job", "critical path s", "GPU lost s"};
   for (const BudgetLine& line : b.lines) {
@@ -502,6 +513,8 @@ nlohmann::ordered_json ReportJson(const Report& r) {
     j["budget"] = {{"source", b.source},
                    {"gpu", b.gpu},
                    {"window_s", R(b.window_s)},
+                   {"startup_s", R(b.startup_s)},
+                   {"exit_s", R(b.exit_s)},
                    {"gpu_busy_job_s", R(b.gpu_busy_job_s)},
                    {"gpu_busy_other_s", R(b.gpu_busy_other_s)},
                    {"gpu_idle_s", R(b.gpu_idle_s)},

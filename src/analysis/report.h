@@ -208,7 +208,11 @@ struct GpuBudget {
   // the host time of steps whose sync still found it working).
   std::string source;
   int32_t gpu = -1;           // the job's GPU (NVML index), -1 with stream evidence
-  double window_s = 0;        // the main thread's lifetime in the window
+  double window_s = 0;        // the job's loop (Facts::loop_begin): what every line splits
+  // The main thread's lifetime in the window outside the loop: before the job's first CUDA call
+  // (its process started in the window) and after its last (it exited in the window).
+  double startup_s = 0;
+  double exit_s = 0;
   double gpu_busy_job_s = 0;  // the GPU busy with this job's work
   double gpu_busy_other_s = 0;
   double gpu_idle_s = 0;

@@ -3,6 +3,7 @@
 # training loop traced with `gpuwhy trace -- …` and the simulated NVML, explained, and judged
 # against the workload's own measured slowdown:
 #   healthy        nothing above LOW; the budget comes from NVML split by process
+#   start-up       ~2 s of CPU before the job's first CUDA call: outside the budget, quiet
 #   gil-thread     gil-contention on top (the GIL hand-offs seen), naming a thread of the trainer
 #   main batches   host-compute on top, fix: num_workers>0
 #   tiny kernels   host-compute (dispatch) on top, fix: CUDA Graphs
@@ -108,6 +109,20 @@ assert abs(total - b["window_s"]) < 0.05 * b["window_s"], (total, b["window_s"])
 assert b["gpu_busy_job_s"] > 0.5 * b["window_s"], b
 EOF
 fi
+
+# ---- start-up: the job computes ~2 s on the CPU before its first CUDA call (a shell loop, then
+# exec: imports and set-up look alike), then runs the healthy loop. The start-up is outside the
+# loop the budget covers: nothing above LOW, and the budget says what it left out.
+WRAP=(sh -c 'i=0; while [ $i -lt 1000000 ]; do i=$((i+1)); done; exec "$@"' sh)
+run startup
+WRAP=()
+python3 - "$WORK/startup.json" <<'EOF' && pass "startup: CPU start-up before the first CUDA call is outside the budget" \
+  || fail "startup" "$(sed -n '/GPU time over/,/GPU feed/p' "$WORK/startup.txt" | head -30)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert all(f["severity"] == "LOW" for f in d["findings"]), [(f["rule"], f["severity"], f["lost_s"]) for f in d["findings"]]
+assert d["budget"]["startup_s"] > 1.0, d["budget"]["startup_s"]
+EOF
 
 run gil --gil-thread && check gil gil-contention "GIL" healthy
 grep -q "thread [0-9]* of python3" "$WORK/gil.txt" && pass "gil: the holding thread is named" \
