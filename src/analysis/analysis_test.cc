@@ -1450,6 +1450,57 @@ TEST(BudgetTest, StartUpBeforeTheFirstCudaCallIsOutsideTheLoop) {
   }
 }
 
+// Workers whose computing is mostly the kernel's: with 200,000 page faults a second in their
+// process they fault in fresh memory (the fix: reuse the buffers, first), with 500 a second they
+// make system calls (the fix: strace them); workers computing in user mode get neither line. The
+// main thread's own computing is read the same way (host-compute).
+TEST(BudgetTest, ComputingInTheKernelNamesPageFaultsOrSystemCalls) {
+  for (int64_t faults : {200'000, 500, -1}) {  // -1: the samples in user mode
+    SCOPED_TRACE(faults);
+    Builder b;
+    b.Proc(101, kMain, "pt_data_worker:0", true);
+    b.w.profile_hz = 50;
+    for (int64_t t = 0; t < b.w.to; t += 100 * kMs) {
+      Event wait = Sw(kMain, t + 40 * kMs, 60 * kMs, SwitchKind::kBlocked, 0);
+      wait.waker_pid = 101;
+      wait.waker_tid = 101;
+      b.Add(wait);
+    }
+    for (int64_t t = 0; t < b.w.to; t += 20 * kMs) {
+      b.w.cpu_samples.push_back({t, 101, 101, 0, faults >= 0 && t % (100 * kMs) != 0});
+    }
+    for (int64_t sec = 0; sec < 100; ++sec) {
+      b.w.op_seconds.push_back({sec, 101, Op::kPageFault, std::max<int64_t>(faults, 0), 0, 0});
+    }
+    AddUtil(b.w, [](int64_t) { return 40.0; });
+    Report r = b.Run();
+    ASSERT_FALSE(r.findings.empty());
+    const Finding& f = r.findings[0];
+    EXPECT_EQ(f.rule, "dataloader-starvation");
+    std::string root;
+    for (const std::string& x : f.root) root += x + "\n";
+    if (faults == 200'000) {
+      EXPECT_NE(root.find("The workers' CPU time was 80.0% in the kernel, with 200,000 page "
+                          "faults a second"),
+                std::string::npos)
+          << root;
+      EXPECT_EQ(f.fix.at(0).rfind("reuse each batch's buffers", 0), 0u) << f.fix.at(0);
+    } else if (faults == 500) {
+      EXPECT_NE(root.find("in the kernel (system calls: few page faults, 500 a second)"),
+                std::string::npos)
+          << root;
+      EXPECT_EQ(f.fix.at(0).rfind("find the system calls: strace -c -f -p 101", 0), 0u)
+          << f.fix.at(0);
+    } else {
+      EXPECT_EQ(root.find("in the kernel"), std::string::npos) << root;
+    }
+    if (faults == 200'000) {
+      EXPECT_NE(ReportToText(r).find("Where the CPU time of the DataLoader workers (tid 101)"),
+                std::string::npos);
+    }
+  }
+}
+
 // A healthy loop: the GPU busy 97% of the time; the main thread's Python time overlaps its
 // kernels. Nothing above LOW, and the report says the job is GPU-bound.
 TEST(BudgetTest, BusyGpuIsGpuBoundAndQuiet) {

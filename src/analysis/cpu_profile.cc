@@ -7,6 +7,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "analysis/budget.h"
 #include "analysis/callers.h"
 #include "analysis/format.h"
 #include "analysis/thresholds.h"
@@ -241,6 +242,16 @@ void AddCpuProfiles(const Facts& f, Report* report) {
     p->role = "helpers";
     p->title = Fmt("the CUDA helper threads (autograd; tid %s)", TidList(f.helper_tids).c_str());
     report->cpu_profiles.push_back(std::move(*p));
+  }
+  // The workers', where the batches they computed cost the loop GPU time.
+  if (BudgetLostS(f, BudgetCause::kBatchCompute) >= th::kMediumLostShare * f.budget.window_s) {
+    std::vector<int32_t> tids;
+    for (const auto& [pid, tid] : f.worker_rep_tid) tids.push_back(tid);
+    if (auto p = ProfileThreads(w, tids); p && Material(*p)) {
+      p->role = "workers";
+      p->title = Fmt("the DataLoader workers (tid %s)", TidList(tids).c_str());
+      report->cpu_profiles.push_back(std::move(*p));
+    }
   }
   auto [holder, held] = TopGilHolder(f);
   if (holder != 0) {

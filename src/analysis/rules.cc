@@ -7,6 +7,7 @@
 #include <string>
 
 #include "analysis/budget.h"
+#include "analysis/cpu_profile.h"
 #include "analysis/format.h"
 
 namespace gw {
@@ -63,6 +64,53 @@ std::string BatchCycleLine(const Facts& f) {
              "a timer woke them %s s: what limits how fast they deliver",
              FormatSeconds(Sec(compute)).c_str(), FormatSeconds(Sec(io)).c_str(),
              FormatSeconds(Sec(wait)).c_str());
+}
+
+KernelTime KernelTimeOf(const Facts& f, const std::vector<int32_t>& tids,
+                        const std::vector<int32_t>& pids) {
+  KernelTime k;
+  k.pid = pids.empty() ? 0 : pids.front();
+  std::optional<CpuProfileSection> p = ProfileThreads(*f.w, tids);
+  if (!p) return k;
+  k.samples = p->samples - p->sync_samples;
+  // Samples inside a CUDA sync may be in the kernel too (a blocking sync's wait): not work.
+  k.kernel_share = k.samples > 0 ? Share(static_cast<double>(p->kernel_samples -
+                                                             std::min(p->kernel_samples,
+                                                                      p->sync_samples)),
+                                         static_cast<double>(k.samples))
+                                 : 0.0;
+  int64_t first = f.loop_begin / 1'000'000'000, last = (f.loop_end - 1) / 1'000'000'000;
+  int64_t faults = 0;
+  for (const OpSecondRow& r : f.w->op_seconds) {
+    if (r.op != Op::kPageFault || r.sec < first || r.sec > last) continue;
+    if (std::find(pids.begin(), pids.end(), r.pid) != pids.end()) faults += r.count;
+  }
+  double secs = static_cast<double>(last - first + 1);
+  k.faults_per_s = secs > 0 ? static_cast<double>(faults) / secs : 0.0;
+  return k;
+}
+
+std::optional<std::string> KernelTimeLine(const Facts& f, const KernelTime& k, const char* whose,
+                                          const char* who, std::vector<std::string>* fixes) {
+  if (k.samples < th::kProfileMinSamples || k.kernel_share < th::kKernelHeavyShare) {
+    return std::nullopt;
+  }
+  if (k.faults_per_s >= th::kFaultHeavyPerS) {
+    fixes->push_back(
+        "reuse each batch's buffers instead of allocating fresh memory for every batch: the "
+        "first touch of every fresh 4 KiB page is a page fault, and glibc maps allocations "
+        "above its mmap threshold (32 MiB at most) anew each time and unmaps them on free "
+        "(allocate arrays once and fill them in place: numpy out=, torch.empty once + copy_)");
+    return Fmt("%s CPU time was %s in the kernel, with %s page faults a second (%s of fresh "
+               "4 KiB pages a second): %s faulting in fresh memory",
+               whose, FormatPct(k.kernel_share).c_str(), FormatRate(k.faults_per_s).c_str(),
+               FormatBytes(k.faults_per_s * 4096).c_str(), who);
+  }
+  fixes->push_back(Fmt("find the system calls: strace -c -f -p %d for a few seconds counts them "
+                       "by call and time",
+                       k.pid));
+  return Fmt("%s CPU time was %s in the kernel (system calls: few page faults, %s a second)",
+             whose, FormatPct(k.kernel_share).c_str(), FormatRate(k.faults_per_s).c_str());
 }
 
 // The severity a value earns against three rising thresholds; nullopt below the lowest.

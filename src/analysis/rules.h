@@ -53,6 +53,25 @@ inline Severity Max(Severity a, Severity b) {
   return static_cast<int>(a) > static_cast<int>(b) ? a : b;
 }
 
+// Where threads' CPU time went by mode: the share of their working samples (outside CUDA syncs)
+// taken in the kernel, and their processes' page faults a second over the loop (op_seconds'
+// page_fault counts). Computing that is mostly the kernel's is faulting in fresh memory or
+// system calls, and neither more workers nor faster Python removes it.
+struct KernelTime {
+  int32_t pid = 0;  // the first of the processes (the strace fix names it)
+  int64_t samples = 0;
+  double kernel_share = 0;
+  double faults_per_s = 0;
+};
+KernelTime KernelTimeOf(const Facts& f, const std::vector<int32_t>& tids,
+                        const std::vector<int32_t>& pids);
+// A Root line for threads ("The workers'", "the workers spend their time") whose CPU time was at
+// least kKernelHeavyShare in the kernel, naming page faults when their processes took
+// kFaultHeavyPerS or more, with its fix appended to `fixes`; nullopt below the share or without
+// kProfileMinSamples samples.
+std::optional<std::string> KernelTimeLine(const Facts& f, const KernelTime& k, const char* whose,
+                                          const char* who, std::vector<std::string>* fixes);
+
 // The severity a value earns against three rising thresholds; nullopt below the lowest.
 std::optional<Severity> Ladder(double value, double high, double medium, double low);
 // The severity of a share of the window's GPU feed lost (th::k*LostShare).

@@ -371,6 +371,12 @@ void DataLoaderStarvation(const Facts& f, std::vector<Finding>* out) {
           .c_str(),
       workers < f.cores - 1 ? " or too few" : ""));
   if (std::string cycles = BatchCycleLine(f); !cycles.empty()) x.root.push_back(cycles);
+  std::vector<int32_t> worker_tids;
+  for (const auto& [pid, tid] : f.worker_rep_tid) worker_tids.push_back(tid);
+  if (auto line = KernelTimeLine(f, KernelTimeOf(f, worker_tids, f.worker_pids), "The workers'",
+                                 "the workers spend their time", &x.fix)) {
+    x.root.push_back(*line);
+  }
   AddThroughputEffect(f, &x);
   AddSyncEffect(f, &x);
   x.contributing.push_back(Fmt("%s on %s",

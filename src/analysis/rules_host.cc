@@ -138,12 +138,19 @@ void HostCompute(const Facts& f, std::vector<Finding>* out) {
         Fmt("%s kernel launches a second by the training process", FormatRate(launches).c_str()));
   }
   if (auto line = HottestLine(f, {f.main_tid}, "The main thread")) x.root.push_back(*line);
+  std::vector<std::string> kernel_fix;
+  if (auto line = KernelTimeLine(f, KernelTimeOf(f, {f.main_tid}, {f.main_pid}),
+                                 "The main thread's", "the main thread spends its time",
+                                 &kernel_fix)) {
+    x.root.push_back(*line);
+  }
   if (helper_lost >= 0.05) {
     if (auto line = HottestLine(f, f.helper_tids, "The helper threads")) x.root.push_back(*line);
   }
   x.effects.push_back(GpuBusyLine(
       f, f.budget.source == "stream" ? "from the job's syncs, no GPU samples" : "NVML"));
   AddThroughputEffect(f, &x);
+  x.fix = kernel_fix;
   if (dispatch) {
     x.fix.push_back(
         "launch the step as one graph: torch.compile(model, mode=\"reduce-overhead\") or "

@@ -196,6 +196,14 @@ inline constexpr double kThreadHoldLowShare = 0.01;
 // kProfileMinSamples samples say too little to rank lines by.
 inline constexpr double kProfileShowShare = 0.2;
 inline constexpr int64_t kProfileMinSamples = 20;
+// Threads whose working CPU samples were at least this share in the kernel compute in the
+// kernel, not in Python (rules.cc KernelTimeLine): their Root says so. It names page faults when
+// their processes took at least kFaultHeavyPerS a second: 20,000 first touches of 4 KiB pages
+// are 80 MB/s of fresh memory, ~30× what a healthy simulated loop takes with its workers, and at
+// ~1-2 µs each (zeroing the page, mapping it; measured: 368,000 a second cost the simulated
+// loop's main thread 84% of a CPU with the unmapping) a few percent of a CPU at least.
+inline constexpr double kKernelHeavyShare = 0.5;
+inline constexpr double kFaultHeavyPerS = 20000.0;
 // Another process's GPU work (gpu-sharing from the budget): share of the window the job waited
 // on a GPU busy with others.
 inline constexpr double kNeighbourLowShare = 0.02;

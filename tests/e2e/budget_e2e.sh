@@ -23,6 +23,7 @@
 #                  more requests in flight
 #   6 workers      cpu-oversubscription on top (the job's own processes crowd 2 CPUs)
 #   1 slow worker  dataloader-starvation on top
+#   faulting       dataloader-starvation on top, the workers' page faults named, fix: reuse buffers
 #   CPU quota      cpu-quota on top (the loop's cgroup capped at 0.3 CPU), fix: raise the limit
 # Where the shape has a healthy equivalent, the top finding's lost seconds must match the
 # measured slowdown, (1 - faulted steps/s / healthy steps/s) x window, within ±35% (±20% is the
@@ -165,6 +166,12 @@ grep -q "python3 (-c).*started by the job" "$WORK/program.txt" \
 run netload --batch-sleep-ms 30 && check netload loader-waits "more requests in flight" healthy
 run crowded --workers 6 --batch-cpu-ms 25 && check crowded cpu-oversubscription "num_workers="
 run starved --workers 1 --batch-cpu-ms 25 && check starved dataloader-starvation "DataLoader(" healthy
+# Workers that fault in 256 MiB of fresh memory a batch: starvation, its computing named as
+# page faults, and the first fix is to reuse the buffers (not more prefetching).
+run faulting --touch-mb 256 && check faulting dataloader-starvation "reuse each batch's buffers" healthy
+grep -q "The workers' CPU time was .* in the kernel, with .* page faults a second" "$WORK/faulting.txt" \
+  && pass "faulting: the workers' page faults are named" \
+  || fail "faulting: page faults not named" "$(sed -n '/Causal/,/Fix/p' "$WORK/faulting.txt")"
 
 # ---- a CPU quota: the loop's own cgroup capped at 0.3 CPU (cgroup v1 cpu controller) ----------
 # The simulated GPU's executor threads move back to the root cgroup (GWSIM_EXECUTOR_TASKS_FILE):
