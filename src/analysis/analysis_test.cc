@@ -2062,6 +2062,39 @@ TEST(BudgetTest, AllocatorCallsAfterADrainingFreeIdleTheGpu) {
   }
 }
 
+// A loop that allocates one buffer a step, launches its kernels and frees the buffer (the free
+// waits out the step): frees 0.85 ms apart, but with the step's calls between them, so no burst
+// and no empty_cache() fix. The free drained the GPU, so the allocation after it is idle GPU
+// time (6.4% of the window); the severity follows those lost seconds, MEDIUM, whatever the call
+// rate (160 a second; a rate rule used to cap it at LOW below 200).
+TEST(BudgetTest, OneBufferAStepIsNotEmptyCache) {
+  Builder b;
+  b.w.events.clear();
+  for (int64_t t = 0; t < b.w.to; t += 12'500'000) {
+    b.Add(Call(kMain, Op::kCudaMalloc, t, 800'000));
+    b.Add(Call(kMain, Op::kCudaLaunchKernel, t + 800'000, 5'000));
+    Event free = Call(kMain, Op::kCudaFree, t + 850'000, 11'650'000);
+    free.since_work_ns = 45'000;
+    free.addr = 0x7f0000000000;
+    b.Add(free);
+  }
+  for (int64_t s = 0; s < 100; ++s) {
+    b.w.op_seconds.push_back({s, kMain, Op::kCudaMalloc, 80, 80 * 800'000, 900'000});
+    b.w.op_seconds.push_back({s, kMain, Op::kCudaFree, 80, 80 * 11'650'000, 12 * kMs});
+  }
+  AddUtil(b.w, [](int64_t) { return 93.6; });
+  Report r = b.Run();
+  const Finding* f = Find(r, "malloc-churn");
+  ASSERT_NE(f, nullptr);
+  std::string root, fixes;
+  for (const std::string& x : f->root) root += x + "\n";
+  for (const std::string& x : f->fix) fixes += x + "\n";
+  EXPECT_EQ(root.find("bursts of"), std::string::npos) << root;
+  EXPECT_EQ(fixes.find("empty_cache"), std::string::npos) << fixes;
+  EXPECT_NEAR(f->lost_s, 6.4, 0.3);
+  EXPECT_EQ(f->severity, Severity::kMedium);
+}
+
 // A loop of tiny kernels that ends each 10 ms step with torch.cuda.synchronize(), which finds the
 // GPU drained: its launches have no rows (the launch probes are attached one second in ten), so
 // the next step's sync says no work was seen since the last one. That is no proof: the GPU's

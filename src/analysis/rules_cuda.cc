@@ -317,8 +317,10 @@ std::pair<int64_t, int64_t> AllocatorCalls(const Facts& f) {
 }
 
 // Bursts of frees on the main thread, each opened by a free that drained the device (the
-// allocator's cache emptied at once): how many, their frees, and the time the opening frees
-// waited for the device (FreeWaitedForDevice).
+// allocator's cache emptied at once), the rest following it back to back with no other CUDA call
+// of the thread between them (a loop that allocates, launches and frees one buffer a step has
+// frees ~1 ms apart too, with its step between them): how many, their frees, and the time the
+// frees waited for the device (FreeWaitedForDevice).
 struct FreeBursts {
   int bursts = 0;
   int64_t frees = 0;
@@ -336,8 +338,13 @@ FreeBursts FindFreeBursts(const Facts& f) {
     run = 0;
   };
   for (const Event& e : f.events) {
-    if (e.tid != f.main_tid || !IsFree(e.op) || e.duration_ns < 0) continue;
-    if (FreeWaitedForDevice(e)) out.wait_ns += e.duration_ns;
+    if (e.tid != f.main_tid || OpLayer(e.op) == Layer::kHost || e.duration_ns < 0) continue;
+    if (!IsFree(e.op)) {
+      close();  // a launch, a copy, an allocation between frees: not one emptying of the cache
+      continue;
+    }
+    bool waited = FreeWaitedForDevice(e);
+    if (waited) out.wait_ns += e.duration_ns;
     if (run > 0 && e.ts_ns - last_end <= th::kFreeBurstGapNs) {
       ++run;
     } else {
@@ -479,7 +486,6 @@ void AllocatorSpikes(const Facts& f, std::vector<Finding>* out) {
     double inside = AllocatorSeconds(f);
     x.lost_s = AllocatorLostS(f);
     x.severity = Ladder(Share(x.lost_s, f.budget.window_s)).value_or(Severity::kLow);
-    if (rate < 4 * th::kMallocChurnPerSec) x.severity = Severity::kLow;
     FreeBursts bursts = FindFreeBursts(f);
     x.root.push_back(
         Fmt("%.0f cudaMalloc/cudaFree calls per second in steady state (%s s inside them, %s s "
