@@ -108,7 +108,6 @@ std::vector<GpuSummary> SummarizeGpus(const WindowData& w) {
 void AddGpuEffects(const Facts& f, Report* r) {
   const GpuSummary* job = JobGpuOf(r->gpus, *f.w, f.main_pid);
   if (job == nullptr || !f.main_tl) return;
-  const ThreadTimeline& tl = *f.main_tl;
   const bool gpm = job->sm_active_pct >= 0;
 
   // The job GPU's samples as intervals (each sample covers the time since the previous one).
@@ -120,11 +119,12 @@ void AddGpuEffects(const Facts& f, Report* r) {
     prev = s.ts_ns;
     double a = gpm ? s.sm_active_pct : Activity(s);
     if (begin < 0 || a < 0) continue;
+    // The job's loop only (Facts::loop_begin), as the budget: start-up and exit are no cause's.
     SampleInterval x;
-    x.begin = begin;
-    x.end = s.ts_ns;
+    x.begin = std::max(begin, f.loop_begin);
+    x.end = std::min(s.ts_ns, f.loop_end);
     x.activity = a;
-    x.observed = std::min(x.end, tl.end()) - std::max(x.begin, tl.begin());
+    x.observed = x.end - x.begin;
     if (x.observed <= 0) continue;
     x.causes = PathOverlap(f, x.begin, x.end);
     intervals.push_back(x);
