@@ -338,11 +338,13 @@ std::string ReportToText(const Report& r) {
     out += "No causal chains: nothing in this window stands out from the run's own baseline.\n\n";
   }
   for (const FeedTimeGroup& g : r.feed_time) {
-    out +=
-        Fmt("GPU feed-time attribution — %s: %d thread%s, %.1f thread-seconds of %.1f s wall "
-            "clock\n",
-            g.name.c_str(), g.threads, g.threads == 1 ? "" : "s", g.thread_seconds,
-            static_cast<double>(r.window.to_ns - r.window.from_ns) / 1e9);
+    out += Fmt("GPU feed-time attribution — %s: %d thread%s, %.1f thread-seconds %s\n",
+               g.name.c_str(), g.threads, g.threads == 1 ? "" : "s", g.thread_seconds,
+               r.budget.present
+                   ? Fmt("over the job's %.1f s loop", r.budget.window_s).c_str()
+                   : Fmt("of %.1f s wall clock",
+                         static_cast<double>(r.window.to_ns - r.window.from_ns) / 1e9)
+                         .c_str());
     Table t;
     t.columns = {"cause", "seconds", "share"};
     for (const FeedTimeRow& row : g.rows) {
