@@ -26,9 +26,10 @@
 #   faulting       dataloader-starvation on top, the workers' page faults named, fix: reuse buffers
 #   CPU quota      cpu-quota on top (the loop's cgroup capped at 0.3 CPU), fix: raise the limit
 # Where the shape has a healthy equivalent, the top finding's lost seconds must match the
-# measured slowdown, (1 - faulted steps/s / healthy steps/s) x window, within ±35% (±20% is the
-# bar on the H200; these 2 shared CPUs run the tracer, the loop and its workers at once).
-# Usage: budget_e2e.sh GPUWHY SIM_LIB WORKLOADS   (root: trace loads BPF; ~2 min; plain build only)
+# measured slowdown, (1 - faulted steps/s / healthy steps/s) x the job's loop, within ±25%
+# (±20% is the bar on the H200; these 2 shared CPUs run the tracer, the loop and its workers at
+# once; every case was within ±15% in the runs of 2026-12-07, docs/accuracy.md).
+# Usage: budget_e2e.sh GPUWHY SIM_LIB WORKLOADS   (root: trace loads BPF; ~3 min; plain build only)
 set -uo pipefail
 GPUWHY=$1 SIM_LIB=$2 WORKLOADS=$3
 . "$(dirname "$0")/lib.sh"
@@ -58,16 +59,16 @@ run() {
 # check NAME RULE FIX_WORDS [HEALTHY_NAME]: the top finding is RULE at MEDIUM or above, one fix
 # line holds FIX_WORDS, and with HEALTHY_NAME its lost seconds match the measured slowdown.
 # check NAME RULE FIX [HEALTHY [TOLERANCE]]: the top finding, its fix, and its lost seconds
-# against the slowdown measured in steps/s (within TOLERANCE, default 35%).
+# against the slowdown measured in steps/s (within TOLERANCE, default 25%).
 check() {
-  local name=$1 rule=$2 fix=$3 healthy=${4:-} tolerance=${5:-0.35}
+  local name=$1 rule=$2 fix=$3 healthy=${4:-} tolerance=${5:-0.25}
   local verdict
   verdict=$(python3 - "$WORK/$name.json" "$rule" "$fix" "$WORK/$name.rate" \
     "${healthy:+$WORK/$healthy.rate}" "$tolerance" <<'EOF'
 import json, sys
 path, rule, fix, rate_file = sys.argv[1:5]
 healthy_file = sys.argv[5] if len(sys.argv) > 5 else ""
-tolerance = float(sys.argv[6]) if len(sys.argv) > 6 else 0.35
+tolerance = float(sys.argv[6]) if len(sys.argv) > 6 else 0.25
 d = json.load(open(path))
 f = d["findings"]
 if not f:
