@@ -90,8 +90,8 @@ KernelTime KernelTimeOf(const Facts& f, const std::vector<int32_t>& tids,
   return k;
 }
 
-std::optional<std::string> KernelTimeLine(const Facts& f, const KernelTime& k, const char* whose,
-                                          const char* who, std::vector<std::string>* fixes) {
+std::optional<std::string> KernelTimeLine(const KernelTime& k, const char* whose, const char* who,
+                                          std::vector<std::string>* fixes) {
   if (k.samples < th::kProfileMinSamples || k.kernel_share < th::kKernelHeavyShare) {
     return std::nullopt;
   }

@@ -69,8 +69,8 @@ KernelTime KernelTimeOf(const Facts& f, const std::vector<int32_t>& tids,
 // least kKernelHeavyShare in the kernel, naming page faults when their processes took
 // kFaultHeavyPerS or more, with its fix appended to `fixes`; nullopt below the share or without
 // kProfileMinSamples samples.
-std::optional<std::string> KernelTimeLine(const Facts& f, const KernelTime& k, const char* whose,
-                                          const char* who, std::vector<std::string>* fixes);
+std::optional<std::string> KernelTimeLine(const KernelTime& k, const char* whose, const char* who,
+                                          std::vector<std::string>* fixes);
 
 // The severity a value earns against three rising thresholds; nullopt below the lowest.
 std::optional<Severity> Ladder(double value, double high, double medium, double low);

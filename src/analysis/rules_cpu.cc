@@ -373,7 +373,7 @@ void DataLoaderStarvation(const Facts& f, std::vector<Finding>* out) {
   if (std::string cycles = BatchCycleLine(f); !cycles.empty()) x.root.push_back(cycles);
   std::vector<int32_t> worker_tids;
   for (const auto& [pid, tid] : f.worker_rep_tid) worker_tids.push_back(tid);
-  if (auto line = KernelTimeLine(f, KernelTimeOf(f, worker_tids, f.worker_pids), "The workers'",
+  if (auto line = KernelTimeLine(KernelTimeOf(f, worker_tids, f.worker_pids), "The workers'",
                                  "the workers spend their time", &x.fix)) {
     x.root.push_back(*line);
   }

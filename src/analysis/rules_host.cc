@@ -139,7 +139,7 @@ void HostCompute(const Facts& f, std::vector<Finding>* out) {
   }
   if (auto line = HottestLine(f, {f.main_tid}, "The main thread")) x.root.push_back(*line);
   std::vector<std::string> kernel_fix;
-  if (auto line = KernelTimeLine(f, KernelTimeOf(f, {f.main_tid}, {f.main_pid}),
+  if (auto line = KernelTimeLine(KernelTimeOf(f, {f.main_tid}, {f.main_pid}),
                                  "The main thread's", "the main thread spends its time",
                                  &kernel_fix)) {
     x.root.push_back(*line);
