@@ -68,6 +68,9 @@ Cases (expected rule, any of a set; "-": nothing above LOW):
                    the checkpoint's save, on a background thread of the trainer holding a
                    threading.Lock that the training loop takes every step
                                                             main-thread-io | lock-contention
+  fresh-memory     each sample, a worker maps 16 MiB of fresh memory, writes every page and
+                   unmaps it: page faults in the workers (added 2026-12-07, not yet run on a GPU)
+                                                                 dataloader-starvation
 Lost time, per case: measured_lost_s = (1 - faulted / healthy steps/s) x the seconds of the
 explain window the fault was present (traced faulted rate vs the untraced healthy phase),
 explain_lost_s = the top finding's lost_s, and their ratio (expected_lost_s: the first finding
@@ -183,6 +186,9 @@ CASES = {
     "cpu-quota": Case("trainer and workers moved into cgroup v2 {quota_cg}, cpu.max "
                       "\"{quota_max}\"", ["cpu-quota"],
                       ["--fault", "cpu-quota"]),
+    "fresh-memory": Case("each sample, a worker maps 16 MiB of fresh memory, writes every page "
+                         "and unmaps it (the trainer's --fresh-mb): page faults in the workers",
+                         ["dataloader-starvation"], ["--fault", "fresh-memory"]),
 }
 QUOTA_CGROUP = "/sys/fs/cgroup/gwacc-quota"
 MIN_RATIO_LOST_S = 0.5  # lost_ratio only when the measured loss is at least this

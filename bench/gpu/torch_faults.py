@@ -59,6 +59,10 @@ the switch.
                    the request): workers wait on the network, not computing, not on disk
   cpu-quota        the trainer and each worker move themselves into the cgroup v2 group
                    --quota-cgroup (made by the caller, cpu.max set) and back when it goes off
+  fresh-memory     each sample, a worker maps --fresh-mb MiB of fresh anonymous memory, writes
+                   every page of it and unmaps it (a decode buffer made anew per sample, as
+                   glibc does for allocations above its mmap threshold): the workers' CPU time
+                   goes to page faults in the kernel
 
 Usage: python torch_faults.py --log steps.txt --control FILE --fault NAME [--duration 120]
 """
@@ -75,7 +79,8 @@ import time
 FAULTS = ("healthy", "cpu-contention", "slow-worker", "pageable-memcpy", "sync-heavy",
           "malloc-churn", "io-bottleneck", "gil-thread", "main-thread-batches", "tiny-kernels",
           "gpu-neighbour", "checkpoint", "worker-oversubscription", "gpu-bound", "cpu-quota",
-          "poll-sleep", "eval-subprocess", "network-loader", "locked-checkpoint")
+          "poll-sleep", "eval-subprocess", "network-loader", "locked-checkpoint",
+          "fresh-memory")
 GPU_BOUND_REPEAT = 3  # transformer steps per loader batch while gpu-bound is on
 CKPT_PREFIX = "gpuwhy_ckpt_"  # checkpoint files: CKPT_PREFIX + "<pid>_<n>.pt"
 
@@ -200,6 +205,8 @@ def parse_args(argv=None):
     p.add_argument("--oversub-matmuls", type=int, default=8,
                    help="worker-oversubscription: 256x256 matmuls per sample")
     p.add_argument("--quota-cgroup", default="", help="cpu-quota: cgroup v2 dir to move into")
+    p.add_argument("--fresh-mb", type=int, default=16,
+                   help="fresh-memory: MiB of fresh memory a worker faults in per sample")
     return p.parse_args(argv)
 
 
@@ -436,6 +443,8 @@ class SyntheticTokens:
             self.quota.sync(on)
         if a.fault == "worker-oversubscription" and info is not None:
             self.oversubscribe(torch, on)
+        if on and a.fault == "fresh-memory":
+            fault_in_fresh_memory(a.fresh_mb << 20)
         g = torch.Generator().manual_seed(i)
         x = torch.randint(0, a.vocab, (a.seq,), generator=g)
         acc = 0
@@ -453,6 +462,15 @@ class SyntheticTokens:
             m = torch.rand(256, 256)
             for _ in range(self.args.oversub_matmuls):
                 m = torch.tanh(m @ m)
+
+
+def fault_in_fresh_memory(size):
+    """fresh-memory: map `size` bytes anew, write one byte in every 4 KiB page (each write a page
+    fault: the kernel finds, zeroes and maps a page) and unmap it."""
+    buf = mmap.mmap(-1, size)
+    pages = size // 4096
+    buf[::4096] = b"\x01" * pages
+    buf.close()
 
 
 def main_thread_batch(dataset, first, n, cpu_ms):
