@@ -1485,6 +1485,7 @@ TEST(BudgetTest, ComputingInTheKernelNamesPageFaultsOrSystemCalls) {
                 std::string::npos)
           << root;
       EXPECT_EQ(f.fix.at(0).rfind("reuse each batch's buffers", 0), 0u) << f.fix.at(0);
+      EXPECT_EQ(f.fix.at(1).rfind("send smaller batches from the workers", 0), 0u) << f.fix.at(1);
     } else if (faults == 500) {
       EXPECT_NE(root.find("in the kernel (system calls: few page faults, 500 a second)"),
                 std::string::npos)

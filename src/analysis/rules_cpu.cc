@@ -373,9 +373,18 @@ void DataLoaderStarvation(const Facts& f, std::vector<Finding>* out) {
   if (std::string cycles = BatchCycleLine(f); !cycles.empty()) x.root.push_back(cycles);
   std::vector<int32_t> worker_tids;
   for (const auto& [pid, tid] : f.worker_rep_tid) worker_tids.push_back(tid);
-  if (auto line = KernelTimeLine(KernelTimeOf(f, worker_tids, f.worker_pids), "The workers'",
-                                 "the workers spend their time", &x.fix)) {
+  KernelTime kernel = KernelTimeOf(f, worker_tids, f.worker_pids);
+  if (auto line =
+          KernelTimeLine(kernel, "The workers'", "the workers spend their time", &x.fix)) {
     x.root.push_back(*line);
+    if (kernel.faults_per_s >= th::kFaultHeavyPerS) {
+      // A worker also writes every batch it sends into fresh shared memory (the tensors'
+      // storage moves to /dev/shm): the bigger the batch, the more pages.
+      x.fix.push_back(
+          "send smaller batches from the workers: each one is written into fresh shared memory "
+          "on its way to the main process (uint8 images instead of float32, normalized on the "
+          "GPU, are a quarter of the pages)");
+    }
   }
   AddThroughputEffect(f, &x);
   AddSyncEffect(f, &x);
