@@ -1415,31 +1415,43 @@ TEST(BudgetTest, FindingsTakeTheirLostSecondsFromTheBudget) {
 // `trace -- CMD`: the job's process starts with the window and computes 20 s on the CPU before
 // its first CUDA call (imports, model and data set-up), runs a healthy loop, and exits 5 s after
 // its last call. No steps/s slowdown includes the start-up or the exit: the budget covers the
-// loop (75 s), says what it left out, and nothing rises above LOW. The same 20 s in a job traced
-// after it started (attached) are the loop's: host-compute.
+// loop (75 s), says what it left out, and nothing rises above LOW; so too where the job was held
+// at `trace`'s start gate until the probes were attached and the session's first row came 3 s
+// after its start. The same 20 s in a job traced after it started (attached) are the loop's:
+// host-compute.
 TEST(BudgetTest, StartUpBeforeTheFirstCudaCallIsOutsideTheLoop) {
-  for (bool started_here : {true, false}) {
-    SCOPED_TRACE(started_here ? "started in the window" : "attached to a running job");
+  enum Start { kWithTheWindow, kHeldAtTheGate, kAttached };
+  for (Start start : {kWithTheWindow, kHeldAtTheGate, kAttached}) {
+    SCOPED_TRACE(start);
+    bool started_here = start != kAttached;
     Builder b;
     std::erase_if(b.w.events,
                   [](const Event& e) { return e.ts_ns < 20 * kSec || e.ts_ns >= 95 * kSec; });
-    b.w.processes[kMain].first_ts = started_here ? 0 : -1000 * kSec;
+    b.w.processes[kMain].first_ts = start == kAttached ? -1000 * kSec : 0;
+    if (start == kHeldAtTheGate) {
+      // Forked at the session clock's start, held until the probes were attached: the session's
+      // first row, and so the whole-session window, starts 3 s later.
+      b.w.processes[kMain].first_ts = -60 * kMs;
+      b.w.from = b.w.session_first_ts = 3 * kSec;
+    }
     b.w.processes[kMain].exit_ts = 100 * kSec - 1;
     AddUtil(b.w, [](int64_t t) { return t < 20 * kSec || t > 95 * kSec ? 0.0 : 97.0; });
     Report r = b.Run();
     if (started_here) {
-      EXPECT_NEAR(r.budget.startup_s, 20, 0.1);
+      EXPECT_NEAR(r.budget.startup_s, start == kHeldAtTheGate ? 17 : 20, 0.1);
       EXPECT_NEAR(r.budget.exit_s, 5, 0.1);
       EXPECT_NEAR(r.budget.window_s, 75, 0.1);
       EXPECT_TRUE(r.budget.gpu_bound);
       for (const Finding& f : r.findings) EXPECT_EQ(f.severity, Severity::kLow) << f.rule;
       std::string text = ReportToText(r);
-      EXPECT_NE(text.find("outside the loop, not in the budget: 20.0 s of start-up before the "
-                          "job's first CUDA call, 5.0 s of exit after its last"),
+      EXPECT_NE(text.find(start == kHeldAtTheGate
+                              ? "outside the loop, not in the budget: 17.0 s of start-up"
+                              : "outside the loop, not in the budget: 20.0 s of start-up before "
+                                "the job's first CUDA call, 5.0 s of exit after its last"),
                 std::string::npos)
           << text;
       auto j = nlohmann::json::parse(ReportToJson(r));
-      EXPECT_NEAR(j["budget"]["startup_s"].get<double>(), 20, 0.1);
+      EXPECT_NEAR(j["budget"]["startup_s"].get<double>(), r.budget.startup_s, 0.01);
     } else {
       EXPECT_EQ(r.budget.startup_s, 0);
       EXPECT_NEAR(r.budget.exit_s, 5, 0.1);  // it exited in the window all the same

@@ -1199,9 +1199,9 @@ void MeasureCpuRoom(const WindowData& w, const ThreadRows& rows, Facts* f) {
 }
 
 // ---- The job's loop (Facts::loop_begin): the main thread's lifetime less the start-up before
-// the main process's first CUDA call, where the process started in the window (within
-// kLoopStartSlackNs of its start: `trace -- CMD` forks the job just before the session's clock
-// starts), and less the exit after its last, where it exited in the window.
+// the main process's first CUDA call, where the process started in the window or with the
+// session (within kLoopStartSlackNs of either start), and less the exit after its last, where it
+// exited in the window.
 void FindLoop(const WindowData& w, Facts* f) {
   f->loop_begin = f->main_tl->begin();
   f->loop_end = f->main_tl->end();
@@ -1215,7 +1215,12 @@ void FindLoop(const WindowData& w, Facts* f) {
   auto it = w.processes.find(f->main_pid);
   if (it == w.processes.end()) return;
   const ProcessRecord& p = it->second;
-  if (p.first_ts != kNull && p.first_ts >= w.from - th::kLoopStartSlackNs) {
+  // Started in the window, or with the session when the window opens it: `trace -- CMD` forks
+  // the job at its clock's start and holds it until the probes are attached, which on a busy
+  // host takes seconds, so the session's first row (the window's start) can come well after.
+  bool opens_session = w.from <= w.session_first_ts + th::kLoopStartSlackNs;
+  if (p.first_ts != kNull && (p.first_ts >= w.from - th::kLoopStartSlackNs ||
+                              (opens_session && p.first_ts >= -th::kLoopStartSlackNs))) {
     f->loop_begin = std::clamp(first, f->loop_begin, f->loop_end);
   }
   if (p.exit_ts != kNull && p.exit_ts <= w.to) {

@@ -149,9 +149,10 @@ inline constexpr int64_t kWorkedSyncNs = 250'000;  // 250 µs
 // to launch a kernel between them (a C++ cudaLaunchKernel takes a few µs of host time; PyTorch's
 // empty_cache() frees its blocks 1-4 µs apart on the H100).
 inline constexpr int64_t kDrainGapNs = 10'000;
-// A process first seen within this of the window's start started with it (`trace -- CMD` forks
-// the job a few ms before the session's clock starts): its start-up before its first CUDA call
-// is outside the job's loop (Facts::loop_begin).
+// A process first seen within this of the window's start started with it, and one first seen
+// within this of the session clock's start started with the session (`trace -- CMD` forks the
+// job a few ms before its clock starts): its start-up before its first CUDA call is outside the
+// job's loop (Facts::loop_begin).
 inline constexpr int64_t kLoopStartSlackNs = 1'000'000'000;
 // Run-queue waits are told as contention (others crowd the job) once other processes held at
 // least this share of the CPU time the feeding threads waited for; below it, as the job's own
