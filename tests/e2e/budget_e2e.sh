@@ -24,12 +24,15 @@
 #   6 workers      cpu-oversubscription on top (the job's own processes crowd 2 CPUs)
 #   1 slow worker  dataloader-starvation on top
 #   faulting       dataloader-starvation on top, the workers' page faults named, fix: reuse buffers
+#   pageable       memcpy-bottleneck on top (32 MiB pageable copies), fix: pin_memory=True
+#   hogs           cpu-contention on top (two busy loops of other processes at nice -10), fix:
+#                  renice them
 #   CPU quota      cpu-quota on top (the loop's cgroup capped at 0.3 CPU), fix: raise the limit
 # Where the shape has a healthy equivalent, the top finding's lost seconds must match the
 # measured slowdown, (1 - faulted steps/s / healthy steps/s) x the job's loop, within ±25%
 # (±20% is the bar on the H200; these 2 shared CPUs run the tracer, the loop and its workers at
 # once; every case was within ±15% in the runs of 2026-12-07, docs/accuracy.md).
-# Usage: budget_e2e.sh GPUWHY SIM_LIB WORKLOADS   (root: trace loads BPF; ~3 min; plain build only)
+# Usage: budget_e2e.sh GPUWHY SIM_LIB WORKLOADS   (root: trace loads BPF; ~4 min; plain build only)
 set -uo pipefail
 GPUWHY=$1 SIM_LIB=$2 WORKLOADS=$3
 . "$(dirname "$0")/lib.sh"
@@ -167,6 +170,12 @@ grep -q "python3 (-c).*started by the job" "$WORK/program.txt" \
 run netload --batch-sleep-ms 30 && check netload loader-waits "more requests in flight" healthy
 run crowded --workers 6 --batch-cpu-ms 25 && check crowded cpu-oversubscription "num_workers="
 run starved --workers 1 --batch-cpu-ms 25 && check starved dataloader-starvation "DataLoader(" healthy
+# Pageable 32 MiB batches: each copy is staged through a bounce buffer and waited for.
+run pageable --pageable --batch-bytes 32M && check pageable memcpy-bottleneck "pin_memory=True" healthy
+# Two busy loops of other processes at nice -10 on the 2 CPUs: the workers wait for a CPU.
+for _ in 1 2; do timeout 13 nice -n -10 python3 -c 'while True: pass' & PIDS="$PIDS $!"; done
+run hogs && check hogs cpu-contention "renice -n 19" healthy
+wait
 # Workers that fault in 256 MiB of fresh memory a batch: starvation, its computing named as
 # page faults, and the first fix is to reuse the buffers (not more prefetching).
 run faulting --touch-mb 256 && check faulting dataloader-starvation "reuse each batch's buffers" healthy
