@@ -297,25 +297,13 @@ Report Analyze(const WindowData& w, const ExplainOptions& options) {
     r.feed_time.push_back(MakeGroup("main thread's critical path (waits resolved by who woke it)",
                                     1, f.loop_end - f.loop_begin,
                                     PathOverlap(f, f.loop_begin, f.loop_end), true));
-    auto in_loop = [&](const std::vector<ThreadTimeline>& tls, int64_t* ns) {
-      CauseTimes t{};
-      for (const ThreadTimeline& tl : tls) {
-        AddTo(t, tl.Overlap(f.loop_begin, f.loop_end));
-        *ns += std::max<int64_t>(
-            0, std::min(tl.end(), f.loop_end) - std::max(tl.begin(), f.loop_begin));
-      }
-      return t;
-    };
-    int64_t train_ns = 0;
-    CauseTimes train = in_loop(f.train_tls, &train_ns);
     r.feed_time.push_back(MakeGroup("training threads (CUDA callers)",
-                                    static_cast<int32_t>(f.train_tls.size()), train_ns, train));
+                                    static_cast<int32_t>(f.train_tls.size()), f.train_thread_ns,
+                                    f.train_totals));
     if (!f.worker_tls.empty()) {
-      int64_t worker_ns = 0;
-      CauseTimes workers = in_loop(f.worker_tls, &worker_ns);
       r.feed_time.push_back(MakeGroup("DataLoader workers (busiest thread of each)",
-                                      static_cast<int32_t>(f.worker_tls.size()), worker_ns,
-                                      workers));
+                                      static_cast<int32_t>(f.worker_tls.size()), f.worker_thread_ns,
+                                      f.worker_totals));
     }
     // Top processes: the training process and workers first, then by off-CPU time.
     std::vector<ProcessStat> stats;

@@ -1091,10 +1091,7 @@ std::map<int32_t, ThreadTimeline> BuildTimelines(const WindowData& w, ThreadRows
   std::vector<int32_t> train_tids = {f->main_tid};
   train_tids.insert(train_tids.end(), f->helper_tids.begin(), f->helper_tids.end());
   for (int32_t tid : train_tids) {
-    const ThreadTimeline& tl = tls.at(tid);
-    AddTo(f->train_totals, tl.Totals());
-    f->train_thread_ns += tl.end() - tl.begin();
-    f->train_tls.push_back(tl);
+    f->train_tls.push_back(tls.at(tid));
   }
   return tls;
 }
@@ -1135,10 +1132,7 @@ void PickWorkerThreads(ThreadRows& rows, const std::map<int32_t, ThreadTimeline>
     }
     if (rep == 0) continue;
     f->worker_rep_tid[pid] = rep;
-    const ThreadTimeline& tl = tls.at(rep);
-    AddTo(f->worker_totals, tl.Totals());
-    f->worker_thread_ns += tl.end() - tl.begin();
-    f->worker_tls.push_back(tl);
+    f->worker_tls.push_back(tls.at(rep));
   }
 }
 
@@ -1201,8 +1195,17 @@ void MeasureCpuRoom(const WindowData& w, const ThreadRows& rows, Facts* f) {
 // ---- The job's loop (Facts::loop_begin): the main thread's lifetime less the start-up before
 // the main process's first CUDA call, where the process started in the window or with the
 // session (within kLoopStartSlackNs of either start), and less the exit after its last, where it
-// exited in the window.
-void FindLoop(const WindowData& w, Facts* f) {
+// exited in the window. The training threads' and the workers' totals cover the loop.
+void SumOverTheLoop(const std::vector<ThreadTimeline>& tls, const Facts& f, CauseTimes* totals,
+                    int64_t* thread_ns) {
+  for (const ThreadTimeline& tl : tls) {
+    AddTo(*totals, tl.Overlap(f.loop_begin, f.loop_end));
+    *thread_ns +=
+        std::max<int64_t>(0, std::min(tl.end(), f.loop_end) - std::max(tl.begin(), f.loop_begin));
+  }
+}
+
+void LoopBounds(const WindowData& w, Facts* f) {
   f->loop_begin = f->main_tl->begin();
   f->loop_end = f->main_tl->end();
   int64_t first = -1, last = -1;
@@ -1226,6 +1229,12 @@ void FindLoop(const WindowData& w, Facts* f) {
   if (p.exit_ts != kNull && p.exit_ts <= w.to) {
     f->loop_end = std::clamp(last, f->loop_begin, f->loop_end);
   }
+}
+
+void FindLoop(const WindowData& w, Facts* f) {
+  LoopBounds(w, f);
+  SumOverTheLoop(f->train_tls, *f, &f->train_totals, &f->train_thread_ns);
+  SumOverTheLoop(f->worker_tls, *f, &f->worker_totals, &f->worker_thread_ns);
 }
 
 // ---- Critical path of the main thread: its waits resolved through who woke it.

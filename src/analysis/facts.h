@@ -210,6 +210,7 @@ struct Facts {
   // run-queue time of unknown holder.
   double own_runq_share = 0;
   GpuBudget budget;  // budget.cc: the window's GPU time and its idle seconds by cause
+  // The training threads' and the workers' own time over the job's loop (FindLoop).
   CauseTimes train_totals{};
   CauseTimes worker_totals{};
   int64_t train_thread_ns = 0;
