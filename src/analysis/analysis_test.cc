@@ -1436,8 +1436,30 @@ TEST(BudgetTest, StartUpBeforeTheFirstCudaCallIsOutsideTheLoop) {
     }
     b.w.processes[kMain].exit_ts = 100 * kSec - 1;
     AddUtil(b.w, [](int64_t t) { return t < 20 * kSec || t > 95 * kSec ? 0.0 : 97.0; });
+    // The on-CPU profile: the start-up's imports, then the loop's step code.
+    b.w.profile_hz = 100;
+    b.w.stack_frames[1] = {StackFrameRow{}};
+    b.w.stack_frames[1][0].function = "import_everything";
+    b.w.stack_frames[2] = {StackFrameRow{}};
+    b.w.stack_frames[2][0].function = "train_step";
+    for (int64_t t = b.w.from; t < 95 * kSec; t += 10 * kMs) {
+      b.w.cpu_samples.push_back({t + 2 * kMs, kMain, kMain, t < 20 * kSec ? 1 : 2, false});
+    }
     Report r = b.Run();
+    const CpuProfileSection* main_profile = nullptr;
+    for (const CpuProfileSection& p : r.cpu_profiles) {
+      if (p.role == "main") main_profile = &p;
+    }
+    ASSERT_NE(main_profile, nullptr);
+    bool imports = false;
+    for (const CallSite& c : main_profile->sites) {
+      imports |= (c.location + c.function).find("import_everything") != std::string::npos;
+    }
     if (started_here) {
+      // The profile covers the loop, as the budget does: the imports are not the job's lines.
+      EXPECT_FALSE(imports);
+      EXPECT_NEAR(main_profile->window_s, 75, 0.1);
+      EXPECT_NEAR(main_profile->cpu_s, 75, 0.1);
       EXPECT_NEAR(r.budget.startup_s, start == kHeldAtTheGate ? 17 : 20, 0.1);
       EXPECT_NEAR(r.budget.exit_s, 5, 0.1);
       EXPECT_NEAR(r.budget.window_s, 75, 0.1);
@@ -1453,6 +1475,7 @@ TEST(BudgetTest, StartUpBeforeTheFirstCudaCallIsOutsideTheLoop) {
       auto j = nlohmann::json::parse(ReportToJson(r));
       EXPECT_NEAR(j["budget"]["startup_s"].get<double>(), r.budget.startup_s, 0.01);
     } else {
+      EXPECT_TRUE(imports);  // attached: no start-up is known, the window is the loop's
       EXPECT_EQ(r.budget.startup_s, 0);
       EXPECT_NEAR(r.budget.exit_s, 5, 0.1);  // it exited in the window all the same
       ASSERT_FALSE(r.findings.empty());
@@ -1648,7 +1671,7 @@ TEST(CpuProfileTest, SamplesInsideCudaSyncsAreAWaitNotALine) {
   b.w.stack_frames[7][0].function = "cudaStreamSynchronize";
   b.w.stack_frames[8] = {StackFrameRow{}};
   b.w.stack_frames[8][0].function = "burn_cpu";
-  std::optional<CpuProfileSection> p = ProfileThreads(b.w, {kMain});
+  std::optional<CpuProfileSection> p = ProfileThreads(b.w, {kMain}, b.w.from, b.w.to);
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->samples, 2000);
   EXPECT_EQ(p->sync_samples, 1000);
@@ -1703,7 +1726,7 @@ TEST(CpuProfileTest, TheMainThreadsCheckpointCpuIsTheCheckpoints) {
   for (int64_t t = 0; t < b.w.to; t += 2 * kSec) {
     b.Add(Sw(kMain, t + 500 * kMs, 300 * kMs, SwitchKind::kBlockedIo, 0));
   }
-  WriterProfile p = WriterSamples(b.w, kMain);
+  WriterProfile p = WriterSamples(b.w, kMain, b.w.from, b.w.to);
   EXPECT_EQ(p.write_samples, 50 * 20 + 50);   // torch.save's and the log's write() samples
   EXPECT_EQ(p.writer_samples, 50 * 50 + 50);  // under _save, and the log's own write()s
   EXPECT_EQ(p.function, "_save");

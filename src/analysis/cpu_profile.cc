@@ -83,7 +83,7 @@ bool IsWriteCall(std::string name) {
 
 }  // namespace
 
-WriterProfile WriterSamples(const WindowData& w, int32_t tid) {
+WriterProfile WriterSamples(const WindowData& w, int32_t tid, int64_t from, int64_t to) {
   WriterProfile out;
   if (w.profile_hz <= 0 || w.cpu_samples.empty() || tid == 0) return out;
   SyncSpans syncs(w, {tid});
@@ -97,7 +97,7 @@ WriterProfile WriterSamples(const WindowData& w, int32_t tid) {
   std::map<std::string, StackFrameRow> frame_of;
   std::vector<const CpuSampleRow*> working;
   for (const CpuSampleRow& s : w.cpu_samples) {
-    if (s.tid != tid || syncs.Contains(s)) continue;
+    if (s.tid != tid || s.ts_ns < from || s.ts_ns >= to || syncs.Contains(s)) continue;
     working.push_back(&s);
     const std::vector<StackFrameRow>* frames = frames_of(s);
     if (!s.in_kernel || frames == nullptr || frames->empty() || frames->front().python ||
@@ -160,13 +160,14 @@ WriterProfile WriterSamples(const WindowData& w, int32_t tid) {
 std::string GilHolderTitle(int32_t tid) { return Fmt("thread %d (the GIL holder)", tid); }
 
 std::optional<CpuProfileSection> ProfileThreads(const WindowData& w,
-                                                const std::vector<int32_t>& tids) {
+                                                const std::vector<int32_t>& tids, int64_t from,
+                                                int64_t to) {
   if (w.profile_hz <= 0 || w.cpu_samples.empty() || tids.empty()) return std::nullopt;
   std::set<int32_t> want(tids.begin(), tids.end());
   CpuProfileSection p;
   p.tids = tids;
   p.profile_hz = w.profile_hz;
-  p.window_s = static_cast<double>(w.to - w.from) / 1e9;
+  p.window_s = static_cast<double>(std::max<int64_t>(0, to - from)) / 1e9;
   struct Site {
     CallSite site;
     int64_t count = 0;
@@ -175,7 +176,7 @@ std::optional<CpuProfileSection> ProfileThreads(const WindowData& w,
   std::unordered_map<int64_t, StackSite> site_of;  // stack id → site
   SyncSpans syncs(w, want);
   for (const CpuSampleRow& s : w.cpu_samples) {
-    if (!want.count(s.tid)) continue;
+    if (!want.count(s.tid) || s.ts_ns < from || s.ts_ns >= to) continue;
     ++p.samples;
     if (s.in_kernel) ++p.kernel_samples;
     if (syncs.Contains(s)) {
@@ -233,12 +234,15 @@ std::string TopSiteLine(const CpuProfileSection& p) {
 void AddCpuProfiles(const Facts& f, Report* report) {
   if (f.w == nullptr || f.w->profile_hz <= 0 || f.main_tid == 0) return;
   const WindowData& w = *f.w;
-  if (auto p = ProfileThreads(w, {f.main_tid}); p && Material(*p)) {
+  auto profile = [&](const std::vector<int32_t>& tids) {
+    return ProfileThreads(w, tids, f.loop_begin, f.loop_end);
+  };
+  if (auto p = profile({f.main_tid}); p && Material(*p)) {
     p->role = "main";
     p->title = Fmt("the main thread (tid %d)", f.main_tid);
     report->cpu_profiles.push_back(std::move(*p));
   }
-  if (auto p = ProfileThreads(w, f.helper_tids); p && Material(*p)) {
+  if (auto p = profile(f.helper_tids); p && Material(*p)) {
     p->role = "helpers";
     p->title = Fmt("the CUDA helper threads (autograd; tid %s)", TidList(f.helper_tids).c_str());
     report->cpu_profiles.push_back(std::move(*p));
@@ -247,7 +251,7 @@ void AddCpuProfiles(const Facts& f, Report* report) {
   if (BudgetLostS(f, BudgetCause::kBatchCompute) >= th::kMediumLostShare * f.budget.window_s) {
     std::vector<int32_t> tids;
     for (const auto& [pid, tid] : f.worker_rep_tid) tids.push_back(tid);
-    if (auto p = ProfileThreads(w, tids); p && Material(*p)) {
+    if (auto p = profile(tids); p && Material(*p)) {
       p->role = "workers";
       p->title = Fmt("the DataLoader workers (tid %s)", TidList(tids).c_str());
       report->cpu_profiles.push_back(std::move(*p));
@@ -255,7 +259,7 @@ void AddCpuProfiles(const Facts& f, Report* report) {
   }
   auto [holder, held] = TopGilHolder(f);
   if (holder != 0) {
-    if (auto p = ProfileThreads(w, {holder}); p && p->samples >= th::kProfileMinSamples) {
+    if (auto p = profile({holder}); p && p->samples >= th::kProfileMinSamples) {
       p->role = "gil_holder";
       p->title = GilHolderTitle(holder);
       report->cpu_profiles.push_back(std::move(*p));

@@ -1261,7 +1261,7 @@ void ResolveCriticalPath(const ThreadRows& rows, const std::map<int32_t, ThreadT
   f->own_runq_share = Share(own, all);
   f->path = graph.ResolveMain(&f->waits, &f->helper_waits, &f->path_spans, &f->holders);
   f->batch_cycles = graph.batch_cycles();
-  f->main_writer = WriterSamples(*f->w, f->main_tid);
+  f->main_writer = WriterSamples(*f->w, f->main_tid, f->loop_begin, f->loop_end);
   f->main_alloc_spans = MainAllocatorSpans(*f);
   f->path_detail = PathDetailOverlap(*f, f->loop_begin, f->loop_end);
   f->lost_contention = static_cast<double>(At(f->path, FeedCause::kRunqWait));

@@ -70,7 +70,8 @@ KernelTime KernelTimeOf(const Facts& f, const std::vector<int32_t>& tids,
                         const std::vector<int32_t>& pids) {
   KernelTime k;
   k.pid = pids.empty() ? 0 : pids.front();
-  std::optional<CpuProfileSection> p = ProfileThreads(*f.w, tids);
+  std::optional<CpuProfileSection> p =
+      ProfileThreads(*f.w, tids, f.loop_begin, f.loop_end);
   if (!p) return k;
   k.samples = p->samples - p->sync_samples;
   // Samples inside a CUDA sync may be in the kernel too (a blocking sync's wait): not work.

@@ -71,7 +71,8 @@ double LaunchesPerSecond(const Facts& f) {
 // from the on-CPU profile; nullopt without one.
 std::optional<std::string> HottestLine(const Facts& f, const std::vector<int32_t>& tids,
                                        const char* who) {
-  std::optional<CpuProfileSection> p = ProfileThreads(*f.w, tids);
+  std::optional<CpuProfileSection> p =
+      ProfileThreads(*f.w, tids, f.loop_begin, f.loop_end);
   if (!p) return std::nullopt;
   std::string top = TopSiteLine(*p);
   if (top.empty()) return std::nullopt;

@@ -81,7 +81,8 @@ StatusOr<ToolOutput> RunCpuProfile(ReaderSource& source, const Json& json_args) 
       return FailedPrecondition("session " + std::to_string(w.session) +
                                 " has no on-CPU profile (recorded with --profile-hz 0)");
     }
-    std::optional<CpuProfileSection> p = ProfileThreads(w, {static_cast<int32_t>(*tid)});
+    std::optional<CpuProfileSection> p =
+        ProfileThreads(w, {static_cast<int32_t>(*tid)}, w.from, w.to);
     if (!p) {
       return NotFound("thread " + std::to_string(*tid) + " has no on-CPU samples in " + w.label +
                       " of session " + std::to_string(w.session));
