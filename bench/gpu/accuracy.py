@@ -68,6 +68,10 @@ Cases (expected rule, any of a set; "-": nothing above LOW):
                    the checkpoint's save, on a background thread of the trainer holding a
                    threading.Lock that the training loop takes every step
                                                             main-thread-io | lock-contention
+  launched         (control) the healthy trainer started by `gpuwhy trace -- CMD`, running
+                   --launch-job-s and exiting inside the window: nothing above LOW and
+                   budget.startup_s > 0 (the imports and set-up before the first CUDA call
+                   are outside the loop)                                              -
   fresh-memory     each sample, a worker maps 16 MiB of fresh memory, writes every page and
                    unmaps it: page faults in the workers (added 2026-12-07, not yet run on a GPU)
                                                                  dataloader-starvation
@@ -123,7 +127,8 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 # "gpu-idle": no healthy equivalent, the GPU idle share from NVML instead), the least settle
 # time the fault needs to take effect, and whether the report must also call the job GPU-bound.
 Case = collections.namedtuple("Case", "fault expected trainer_args reference settle_min_s "
-                                      "gpu_bound", defaults=("slowdown", 0.0, False))
+                                      "gpu_bound launched",
+                              defaults=("slowdown", 0.0, False, False))
 
 CASES = {
     "healthy": Case("none: GPU-bound loop, DataLoader(num_workers=4, pin_memory=True, "
@@ -186,6 +191,12 @@ CASES = {
     "cpu-quota": Case("trainer and workers moved into cgroup v2 {quota_cg}, cpu.max "
                       "\"{quota_max}\"", ["cpu-quota"],
                       ["--fault", "cpu-quota"]),
+    "launched": Case("control: the healthy trainer started by `gpuwhy trace -- CMD` (its "
+                     "imports, model set-up and worker start inside the window) running "
+                     "{launch_job_s} s and exiting inside the window: nothing above LOW, and "
+                     "the start-up before the first CUDA call reported outside the loop "
+                     "(budget.startup_s > 0)", [], ["--fault", "healthy"], reference="none",
+                     launched=True),
     "fresh-memory": Case("each sample, a worker maps 16 MiB of fresh memory, writes every page "
                          "and unmaps it (the trainer's --fresh-mb): page faults in the workers",
                          ["dataloader-starvation"], ["--fault", "fresh-memory"]),
@@ -795,8 +806,86 @@ def analyze(case, expected, report, tracer_pid, kthreads, want_gpu_bound=False):
     return res
 
 
+def run_launched_case(args, case, out, state):
+    """A case whose trainer is started by `gpuwhy trace -- CMD` (the attach cases start it
+    first): the window holds the job's start-up and its exit."""
+    spec = CASES[case]
+    t_case = time.monotonic()
+    r = {"case": case, "expected": spec.expected or ["nothing above LOW"], "errors": [],
+         "phases": {}, "reference": spec.reference,
+         "fault": spec.fault.format(launch_job_s=f"{args.launch_job_s:g}")}
+    db = os.path.join(out, f"{case}.db")
+    for p in glob.glob(db + "*"):
+        os.unlink(p)
+    tracer = None
+    try:
+        cmd, steps_path, _ = trainer_cmd(args, case, out, {})
+        cmd[cmd.index("--duration") + 1] = f"{args.launch_job_s:g}"
+        trace_s = args.launch_job_s + 60  # the job ends the trace; this only bounds it
+        trace_cmd = [args.gpuwhy, "trace", "--duration", f"{trace_s:g}s", "--db", db,
+                     "--quiet"] + args.trace_arg + ["--"] + cmd
+        r["trace_cmd"] = trace_cmd
+        kthreads = kernel_threads(proc_table())
+        tr0 = time.monotonic_ns()
+        with open(os.path.join(out, f"{case}.trace.log"), "w") as tl:
+            tracer = subprocess.Popen(trace_cmd, stdout=tl, stderr=subprocess.STDOUT,
+                                      start_new_session=True, cwd=out,
+                                      env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        state["tracer"] = tracer
+        r["tracer_pid"] = tracer.pid
+        try:
+            r["trace_rc"] = tracer.wait(timeout=trace_s + args.attach_timeout)
+        except subprocess.TimeoutExpired:
+            r["errors"].append("gpuwhy trace -- CMD overran; stopped with SIGINT")
+            stop_plain(tracer)
+            r["trace_rc"] = tracer.returncode
+        tr1 = time.monotonic_ns()
+        r["leftover_pids"] = stop_group(tracer, args.stop_grace)
+        if r["leftover_pids"]:
+            r["errors"].append(f"processes left after the job: {r['leftover_pids']}")
+        ej = os.path.join(out, f"{case}.explain.json")
+        rc, _ = run_capture([args.gpuwhy, "explain", "--db", db, "--json"], ej, 90)
+        r["explain_rc"] = rc
+        run_capture([args.gpuwhy, "explain", "--db", db], os.path.join(out, f"{case}.explain.txt"),
+                    90)
+        try:
+            with open(ej) as f:
+                report = json.load(f)
+        except (OSError, ValueError):
+            report = {"error": open(ej).read().strip()[:500] if os.path.exists(ej) else "none"}
+        steps, _ = read_steps(steps_path)
+        if steps:
+            r["phases"]["first_step_after_s"] = round((steps[0] - tr0) / 1e9, 2)
+            r["steps_per_s"] = {"job": rate(steps, steps[0], steps[-1])}
+        r["phases"]["trace_s"] = round((tr1 - tr0) / 1e9, 2)
+        r["gpuwhy"] = analyze(case, spec.expected, report, tracer.pid, kthreads)
+        budget = report.get("budget") if isinstance(report.get("budget"), dict) else {}
+        if budget:
+            r["budget"] = budget
+        r["startup_s"], r["exit_s"] = budget.get("startup_s"), budget.get("exit_s")
+        # The check that can fail: the start-up seen and cut (a launched job's imports take
+        # seconds before its first CUDA call).
+        if not (r["startup_s"] or 0) > 0:
+            r["gpuwhy"]["match"] = False
+            r["errors"].append("no start-up reported outside the loop (budget.startup_s)")
+        top = (r["gpuwhy"].get("top") or {}).get("lost_s")
+        r["explain_lost_s"] = top if top is not None else (
+            0.0 if "findings" in (report or {}) else None)
+        r["measured_lost_s"] = None
+    except Exception as e:  # one bad case must not stop the suite
+        r["errors"].append(f"{type(e).__name__}: {e}")
+    finally:
+        if tracer is not None and tracer.poll() is None:
+            stop_plain(tracer)
+        state["tracer"] = None
+        r["case_s"] = round(time.monotonic() - t_case, 2)
+    return r
+
+
 def run_case(args, case, out, state):
     spec = CASES[case]
+    if spec.launched:
+        return run_launched_case(args, case, out, state)
     desc, expected = spec.fault, spec.expected
     has_fault = case != "healthy"  # gpu-bound expects nothing, but is switched on all the same
     settle = settle_s(args, case)
@@ -1368,6 +1457,8 @@ def main():
                         "run in parts)")
     p.add_argument("--python", default=default_python(), help="interpreter with torch")
     p.add_argument("--trace-seconds", type=float, default=20)
+    p.add_argument("--launch-job-s", type=float, default=20,
+                   help="how long the launched case's job runs under trace -- CMD, s")
     p.add_argument("--warmup", type=float, default=12, help="s from trainer start to healthy phase")
     p.add_argument("--healthy-s", type=float, default=6)
     p.add_argument("--settle-s", type=float, default=3)
@@ -1426,7 +1517,8 @@ def main():
         if c not in CASES:
             p.error(f"unknown case {c}; cases: {', '.join(CASES)}")
     if args.self_test:
-        for k, v in (("warmup", 3), ("healthy_s", 2), ("settle_s", 1.5), ("trace_seconds", 5)):
+        for k, v in (("warmup", 3), ("healthy_s", 2), ("settle_s", 1.5), ("trace_seconds", 5),
+                     ("launch_job_s", 8)):
             if p.get_default(k) == getattr(args, k):
                 setattr(args, k, v)
         args.nvml = False
@@ -1456,6 +1548,7 @@ def main():
     meta = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "gpuwhy": args.gpuwhy,
             "python": args.python, "trace_seconds": args.trace_seconds, "warmup": args.warmup,
             "healthy_s": args.healthy_s, "settle_s": args.settle_s, "cases": cases,
+            "launch_job_s": args.launch_job_s,
             "self_test": args.self_test, "cores": os.cpu_count(), "budget_s": args.budget}
     kept = merged_results(out, cases) if args.merge else []
     if kept:
@@ -1541,10 +1634,12 @@ def self_test_check(out, results, meta):
         if pid and alive(pid):
             problems.append(f"{r['case']}: trainer {pid} alive")
         sps = r.get("steps_per_s") or {}
-        if not sps.get("healthy") or not sps.get("faulted_traced"):
+        launched = CASES[r["case"]].launched
+        if (not sps.get("job")) if launched else (
+                not sps.get("healthy") or not sps.get("faulted_traced")):
             problems.append(f"{r['case']}: no steps/s {sps}")
-        if r.get("case_s", 1e9) > meta["healthy_s"] + meta["warmup"] + meta["settle_s"] + \
-                meta["trace_seconds"] + 25:
+        if r.get("case_s", 1e9) > (meta["launch_job_s"] + 30 if launched else meta["healthy_s"] +
+                                   meta["warmup"] + meta["settle_s"] + meta["trace_seconds"] + 25):
             problems.append(f"{r['case']}: took {r['case_s']} s")
         if r.get("io") and os.path.exists(r["io"]["file"]):
             problems.append(f"{r['case']}: io file left")
