@@ -56,10 +56,12 @@ StatusOr<SessionMeasures> Measure(StoreReader& reader, int64_t session) {
       m.preemptions += 1;
     }
   }
-  // explain's definitions: the main thread's critical path over the job's lifetime.
-  int64_t wall = f.window_ns;
+  // explain's definitions: the main thread's critical path over the job's loop (a `trace --
+  // CMD` session's start-up and exit are no cause's, as in explain's table and budget).
+  int64_t loop = f.loop_end - f.loop_begin;
+  CauseTimes path = PathOverlap(f, f.loop_begin, f.loop_end);
   for (size_t i = 0; i < kFeedCauseCount; ++i) {
-    m.feed_pct.push_back(wall > 0 ? 100.0 * static_cast<double>(f.path[i]) / wall : 0);
+    m.feed_pct.push_back(loop > 0 ? 100.0 * static_cast<double>(path[i]) / loop : 0);
   }
   std::vector<int64_t> syncs;
   // explain's syncs: a driver sync nested in a runtime sync is the same sync (f.events).

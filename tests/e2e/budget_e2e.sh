@@ -128,6 +128,19 @@ d = json.load(open(sys.argv[1]))
 assert all(f["severity"] == "LOW" for f in d["findings"]), [(f["rule"], f["severity"], f["lost_s"]) for f in d["findings"]]
 assert d["budget"]["startup_s"] > 1.0, d["budget"]["startup_s"]
 EOF
+# diff reads the same critical path over the same loop as explain's table (one definition).
+"$GPUWHY" diff --json "$WORK/startup.db" "$WORK/healthy.db" > "$WORK/diff.json" 2>&1
+python3 - "$WORK/startup.json" "$WORK/diff.json" <<'EOF' && pass "startup: diff's critical path is explain's (the loop's)" \
+  || fail "startup: diff and explain disagree on the critical path" "$(head -c 600 "$WORK/diff.json")"
+import json, sys
+e, d = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+table = {c["cause"]: c["pct"] for c in e["feed_time"][0]["causes"]}
+rows = {r["key"]: r["before"] for r in d["rows"] if r["key"].startswith("feed_")}
+assert rows, d["rows"]
+for key, pct in rows.items():
+    cause = key[len("feed_"):-len("_pct")]
+    assert abs(pct - table[cause]) < 0.1, (key, pct, table[cause])
+EOF
 
 run gil --gil-thread && check gil gil-contention "GIL" healthy
 grep -q "thread [0-9]* of python3" "$WORK/gil.txt" && pass "gil: the holding thread is named" \
