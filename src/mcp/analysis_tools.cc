@@ -65,7 +65,7 @@ StatusOr<ToolOutput> RunExplain(ReaderSource& source, const Json& json_args) {
 }
 
 // The on-CPU profile: one thread's sites (tid), or explain's sections (the main thread, the CUDA
-// helper threads, the GIL holder, each when it ran a material share of the window).
+// helper threads, the GIL holder, each when it ran a material share of the job's loop).
 StatusOr<ToolOutput> RunCpuProfile(ReaderSource& source, const Json& json_args) {
   std::vector<std::string> known = WindowArgNames();
   known.push_back("tid");
@@ -284,8 +284,9 @@ void AddAnalysisTools(McpServer& server, ReaderSource& source, const StoreToolLi
       "stacks sampled on the CPU, grouped by source line (Python file:line and function, "
       "library code folded under it as `via`, native frames where there is no Python), with "
       "each line's share of samples and CPU seconds. Without tid: the main thread, the CUDA "
-      "helper threads and the thread holding the GIL, each when it was on the CPU for a "
-      "material share of the window. With tid: that thread.";
+      "helper threads and the thread holding the GIL over the job's loop (a launched job's "
+      "start-up left out, as in explain), each when it was on the CPU for a material share of "
+      "it. With tid: that thread, over the whole range.";
   Json profile_props = WindowSchemaProperties();
   profile_props["since_s"]["description"] =
       "Profile the last N seconds before to_s, or before the newest event (default 120).";
