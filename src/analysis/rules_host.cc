@@ -68,15 +68,16 @@ double LaunchesPerSecond(const Facts& f) {
 }
 
 // "The main thread's hottest line on the CPU: train.py:88 in build_batch (41% of 612 samples)",
+// whose: the threads' name in the possessive ("The main thread's", "The helper threads'"),
 // from the on-CPU profile; nullopt without one.
 std::optional<std::string> HottestLine(const Facts& f, const std::vector<int32_t>& tids,
-                                       const char* who) {
+                                       const char* whose) {
   std::optional<CpuProfileSection> p =
       ProfileThreads(*f.w, tids, f.loop_begin, f.loop_end);
   if (!p) return std::nullopt;
   std::string top = TopSiteLine(*p);
   if (top.empty()) return std::nullopt;
-  return std::string(who) + "'s hottest line on the CPU: " + top;
+  return std::string(whose) + " hottest line on the CPU: " + top;
 }
 
 // The fix line that sends the user to the lines themselves: the report's profile section
@@ -138,7 +139,7 @@ void HostCompute(const Facts& f, std::vector<Finding>* out) {
     x.root.push_back(
         Fmt("%s kernel launches a second by the training process", FormatRate(launches).c_str()));
   }
-  if (auto line = HottestLine(f, {f.main_tid}, "The main thread")) x.root.push_back(*line);
+  if (auto line = HottestLine(f, {f.main_tid}, "The main thread's")) x.root.push_back(*line);
   std::vector<std::string> kernel_fix;
   if (auto line = KernelTimeLine(KernelTimeOf(f, {f.main_tid}, {f.main_pid}),
                                  "The main thread's", "the main thread spends its time",
@@ -146,7 +147,7 @@ void HostCompute(const Facts& f, std::vector<Finding>* out) {
     x.root.push_back(*line);
   }
   if (helper_lost >= 0.05) {
-    if (auto line = HottestLine(f, f.helper_tids, "The helper threads")) x.root.push_back(*line);
+    if (auto line = HottestLine(f, f.helper_tids, "The helper threads'")) x.root.push_back(*line);
   }
   x.effects.push_back(GpuBusyLine(
       f, f.budget.source == "stream" ? "from the job's syncs, no GPU samples" : "NVML"));
@@ -263,7 +264,7 @@ void GilContention(const Facts& f, std::vector<Finding>* out) {
   x.root.push_back(Fmt("%s of the main thread's %s sleeps ended when thread %d released the GIL "
                        "(CPython's own lock state, read at the wake-up)",
                        FormatCount(handoffs).c_str(), FormatCount(sleeps).c_str(), holder));
-  std::optional<std::string> hottest = HottestLine(f, {holder}, Fmt("Thread %d", holder).c_str());
+  std::optional<std::string> hottest = HottestLine(f, {holder}, Fmt("Thread %d's", holder).c_str());
   if (hottest) x.root.push_back(*hottest);
   if (f.holders.gil.size() > 1) {
     std::string others;

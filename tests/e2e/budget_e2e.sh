@@ -7,6 +7,8 @@
 #   gil-thread     gil-contention on top (the GIL hand-offs seen), naming a thread of the trainer
 #   main batches   host-compute on top, fix: num_workers>0
 #   tiny kernels   host-compute (dispatch) on top, fix: CUDA Graphs
+#   helper thread  the same with an autograd helper thread launching the backward: its CPU time
+#                  a budget line of its own
 #   allocator      malloc-churn on top (torch.cuda.empty_cache()'s churn every step), fix:
 #                  remove the empty_cache() call
 #   neighbour      gpu-sharing on top (another process on a shared simulated GPU), and the
@@ -147,6 +149,19 @@ grep -q "thread [0-9]* of python3" "$WORK/gil.txt" && pass "gil: the holding thr
   || fail "gil: no holding thread named" "$(sed -n '/Causal/,/Fix/p' "$WORK/gil.txt")"
 run batches --main-thread-batches --batch-cpu-ms 20 && check batches host-compute "num_workers>0" healthy
 run tiny --kernels-per-step 2000 --kernel-us 5 && check tiny host-compute "reduce-overhead"
+# The same loop with its backward launched by a second Python thread (pt_autograd_0), which the
+# main thread waits for: the helper's CPU is its own budget line, named in the root.
+if run helper --helper-thread --kernels-per-step 2000 --kernel-us 5; then
+  check helper host-compute "reduce-overhead"
+  python3 - "$WORK/helper.json" <<'EOF' && pass "helper: the autograd helper's CPU time is its own line" \
+    || fail "helper: helper_compute missing" "$(sed -n '/GPU time over/,/Fix/p' "$WORK/helper.txt" | head -30)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+line = [c for c in d["budget"]["causes"] if c["cause"] == "helper_compute"][0]
+assert line["lost_s"] > 0.1, line
+assert any("CUDA helper threads" in r for r in d["findings"][0]["root"]), d["findings"][0]["root"]
+EOF
+fi
 # torch.cuda.empty_cache() every step: 8 blocks of 4 MiB allocated before the launches and freed
 # back to back after them, the first free waiting out the step's kernels. 12 s, so that the
 # start-up before the CUDA probes attach (no rows: its idle time has no cause) weighs less.
