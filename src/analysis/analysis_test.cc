@@ -1750,6 +1750,30 @@ TEST(CpuProfileTest, TheMainThreadsCheckpointCpuIsTheCheckpoints) {
   EXPECT_NE(text.find("serialization.py:900 in _save"), std::string::npos) << text;
 }
 
+// A training loop that os.write()s a pipe (or logs a line) every step from its own body: its
+// write() calls are 20% of its samples, but the loop function is under all of the thread's
+// samples. Its write calls are writing; the rest of the loop's computing is not.
+TEST(CpuProfileTest, TheLoopFunctionIsNoWriter) {
+  Builder b;
+  b.w.profile_hz = 100;
+  b.w.stack_frames[1] = {Native("__write", "/lib/libc.so.6"), Py("train", "/t/train.py", 661),
+                         Py("<module>", "/t/train.py", 756)};
+  b.w.stack_frames[2] = {Py("train", "/t/train.py", 639), Py("<module>", "/t/train.py", 756)};
+  b.w.stack_frames[3] = {Native("tuplehash", "/usr/bin/python3"),
+                         Py("train", "/t/train.py", 619), Py("<module>", "/t/train.py", 756)};
+  int64_t n = 0;
+  for (int64_t t = 0; t < b.w.to; t += 10 * kMs, ++n) {
+    int64_t stack = n % 5 == 0 ? 1 : n % 2 ? 2 : 3;
+    b.w.cpu_samples.push_back({t + 2 * kMs, kMain, kMain, stack, stack == 1});
+  }
+  WriterProfile p = WriterSamples(b.w, kMain, b.w.from, b.w.to);
+  EXPECT_EQ(p.write_samples, n / 5);
+  EXPECT_EQ(p.writer_samples, p.write_samples);  // not every sample under train()
+  EXPECT_EQ(p.function, "");
+  Report r = b.Run();
+  EXPECT_NEAR(PathS(r, BudgetCause::kHostWrite), 0.2 * 100, 0.5);
+}
+
 // The GIL's timed waits (a timer ends most of them) go to the sibling that ran through them. A
 // thread asleep across the whole window leaves no row and reads as running on its timeline; the
 // on-CPU profile, which never sampled it, says it was not: the holder is the sampled thread.

@@ -116,7 +116,8 @@ WriterProfile WriterSamples(const WindowData& w, int32_t tid, int64_t from, int6
   if (out.write_samples == 0) return out;
   // Pass 2: every sample under those functions is the writer's (serializing what it writes),
   // when at least th::kWriterMinWriteShare of the function's samples are in write calls (a loop
-  // that writes a line now and then is not a writer).
+  // that writes a line now and then is not a writer) and it is not the thread's loop (under
+  // th::kWriterMaxEnclosingShare of its working samples or more).
   std::map<std::string, int64_t> under;
   for (const CpuSampleRow* s : working) {
     const std::vector<StackFrameRow>* frames = frames_of(*s);
@@ -128,8 +129,11 @@ WriterProfile WriterSamples(const WindowData& w, int32_t tid, int64_t from, int6
   }
   std::set<std::string> writers;
   int64_t best = 0;
+  const auto all = static_cast<double>(working.size());
   for (const auto& [k, n] : under) {
-    if (static_cast<double>(write_samples[k]) < th::kWriterMinWriteShare * static_cast<double>(n)) {
+    auto samples = static_cast<double>(n);
+    if (static_cast<double>(write_samples[k]) < th::kWriterMinWriteShare * samples ||
+        samples >= th::kWriterMaxEnclosingShare * all) {
       continue;
     }
     writers.insert(k);
