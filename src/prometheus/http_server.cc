@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -188,7 +189,10 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(const ListenAddress& ad
     }
     return st;
   }
-  if (listen(fd.get(), 16) != 0) return ErrnoStatus(where, errno);
+  // The kernel's whole backlog (SOMAXCONN, capped by net.core.somaxconn): connections wait
+  // there until the loop takes them, idle ones included; a backlog that fills drops the SYNs of
+  // the next clients, and a scraper whose SYN is dropped retries only after a second.
+  if (listen(fd.get(), SOMAXCONN) != 0) return ErrnoStatus(where, errno);
   sockaddr_storage bound{};
   socklen_t len = sizeof bound;
   int port = address.port;
