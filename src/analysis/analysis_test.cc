@@ -1774,6 +1774,37 @@ TEST(CpuProfileTest, TheLoopFunctionIsNoWriter) {
   EXPECT_NEAR(PathS(r, BudgetCause::kHostWrite), 0.2 * 100, 0.5);
 }
 
+// The other way round: a GPU-bound loop with almost no host work of its own, spinning in its syncs
+// between checkpoints, whose torch.save is 97% of its computing. The save is the writer (its
+// pickling is writing's, not host-compute's): the loop function holds the syncs, the save not.
+TEST(CpuProfileTest, ACheckpointThatIsMostOfTheComputingIsStillTheWriter) {
+  Builder b;
+  b.w.profile_hz = 100;
+  b.w.stack_frames[1] = {Native("__write", "/lib/libc.so.6"),
+                         Py("_save", "/t/torch/serialization.py", 900),
+                         Py("train", "/t/train.py", 50), Py("<module>", "/t/train.py", 90)};
+  b.w.stack_frames[2] = {Native("save_global", "/usr/bin/python3"),
+                         Py("_save", "/t/torch/serialization.py", 880),
+                         Py("train", "/t/train.py", 50), Py("<module>", "/t/train.py", 90)};
+  b.w.stack_frames[3] = {Py("forward", "/t/model.py", 12), Py("train", "/t/train.py", 30),
+                         Py("<module>", "/t/train.py", 90)};
+  b.w.stack_frames[4] = {Native("cudaStreamSynchronize", "/t/libcudart.so.13"),
+                         Py("train", "/t/train.py", 40), Py("<module>", "/t/train.py", 90)};
+  b.w.events.clear();  // the loop's syncs are the ones below
+  for (int64_t cycle = 0; cycle < b.w.to; cycle += 2 * kSec) {
+    b.Add(Call(kMain, Op::kCudaStreamSync, cycle + 820 * kMs, 1170 * kMs));
+    for (int64_t t = cycle; t < cycle + 2 * kSec; t += 10 * kMs) {
+      int64_t phase = t - cycle;
+      int64_t stack = phase < 240 * kMs ? 1 : phase < 800 * kMs ? 2 : phase < 820 * kMs ? 3 : 4;
+      b.w.cpu_samples.push_back({t + 1 * kMs, kMain, kMain, stack, stack == 1});
+    }
+  }
+  WriterProfile p = WriterSamples(b.w, kMain, b.w.from, b.w.to);
+  EXPECT_EQ(p.write_samples, 50 * 24);
+  EXPECT_EQ(p.writer_samples, 50 * 80);  // the whole save, pickling included
+  EXPECT_EQ(p.function, "_save");
+}
+
 // The GIL's timed waits (a timer ends most of them) go to the sibling that ran through them. A
 // thread asleep across the whole window leaves no row and reads as running on its timeline; the
 // on-CPU profile, which never sampled it, says it was not: the holder is the sampled thread.

@@ -96,8 +96,13 @@ WriterProfile WriterSamples(const WindowData& w, int32_t tid, int64_t from, int6
   std::map<std::string, int64_t> write_samples;  // innermost Python function -> samples
   std::map<std::string, StackFrameRow> frame_of;
   std::vector<const CpuSampleRow*> working;
+  std::vector<const CpuSampleRow*> spinning;  // inside the thread's CUDA syncs
   for (const CpuSampleRow& s : w.cpu_samples) {
-    if (s.tid != tid || s.ts_ns < from || s.ts_ns >= to || syncs.Contains(s)) continue;
+    if (s.tid != tid || s.ts_ns < from || s.ts_ns >= to) continue;
+    if (syncs.Contains(s)) {
+      spinning.push_back(&s);
+      continue;
+    }
     working.push_back(&s);
     const std::vector<StackFrameRow>* frames = frames_of(s);
     if (!s.in_kernel || frames == nullptr || frames->empty() || frames->front().python ||
@@ -116,24 +121,33 @@ WriterProfile WriterSamples(const WindowData& w, int32_t tid, int64_t from, int6
   if (out.write_samples == 0) return out;
   // Pass 2: every sample under those functions is the writer's (serializing what it writes),
   // when at least th::kWriterMinWriteShare of the function's samples are in write calls (a loop
-  // that writes a line now and then is not a writer) and it is not the thread's loop (under
-  // th::kWriterMaxEnclosingShare of its working samples or more).
-  std::map<std::string, int64_t> under;
-  for (const CpuSampleRow* s : working) {
-    const std::vector<StackFrameRow>* frames = frames_of(*s);
-    if (frames == nullptr) continue;
-    std::set<std::string> seen;
-    for (const StackFrameRow& f : *frames) {
-      if (f.python && write_samples.count(key(f)) && seen.insert(key(f)).second) ++under[key(f)];
+  // that writes a line now and then is not a writer) and it is not the thread's loop: under
+  // th::kWriterMaxEnclosingShare or more of all its samples, those spinning in its CUDA syncs
+  // included (a loop syncs under itself; a checkpoint that is most of the thread's computing
+  // does not hold its syncs, so it stays the writer).
+  std::map<std::string, int64_t> under;      // working samples with the function on the stack
+  std::map<std::string, int64_t> enclosing;  // all samples, spinning ones included
+  auto count_under = [&](const std::vector<const CpuSampleRow*>& samples,
+                         std::map<std::string, int64_t>* out) {
+    for (const CpuSampleRow* s : samples) {
+      const std::vector<StackFrameRow>* frames = frames_of(*s);
+      if (frames == nullptr) continue;
+      std::set<std::string> seen;
+      for (const StackFrameRow& f : *frames) {
+        if (f.python && write_samples.count(key(f)) && seen.insert(key(f)).second) ++(*out)[key(f)];
+      }
     }
-  }
+  };
+  count_under(working, &under);
+  enclosing = under;
+  count_under(spinning, &enclosing);
   std::set<std::string> writers;
   int64_t best = 0;
-  const auto all = static_cast<double>(working.size());
+  const auto all = static_cast<double>(working.size() + spinning.size());
   for (const auto& [k, n] : under) {
     auto samples = static_cast<double>(n);
     if (static_cast<double>(write_samples[k]) < th::kWriterMinWriteShare * samples ||
-        samples >= th::kWriterMaxEnclosingShare * all) {
+        static_cast<double>(enclosing[k]) >= th::kWriterMaxEnclosingShare * all) {
       continue;
     }
     writers.insert(k);

@@ -100,9 +100,10 @@ inline constexpr double kPeriodJitterShare = 0.2;  // gaps within ±20% of the m
 // A Python function is a file writer (its CPU time is the writes': main-thread-io) when at least
 // this share of its on-CPU samples are in the kernel under write calls.
 inline constexpr double kWriterMinWriteShare = 0.10;
-// ... and when it is under less than this share of the thread's working samples: a function
-// under nearly all of them is the thread's loop (a training loop that os.write()s a pipe or
-// logs a line each step), whose computing is not its writes'. Its write calls still count.
+// ... and when it is under less than this share of the thread's samples, those spinning in its
+// CUDA syncs included: a function under nearly all of them is the thread's loop (a training loop
+// that os.write()s a pipe or logs a line each step), whose computing is not its writes'. Its
+// write calls still count.
 inline constexpr double kWriterMaxEnclosingShare = 0.9;
 
 // CUDA Graphs recorded again and again: at least this many captures + instantiations after
